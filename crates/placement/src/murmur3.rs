@@ -4,8 +4,9 @@
 //! as Java `byte`s, which are signed: `(long) key.get(i) << shift` sign-extends
 //! a byte >= 0x80 before shifting, so its high bits XOR into the bytes above it.
 //! Reference MurmurHash3 (and the `murmur3` crate) treat bytes as unsigned. The
-//! two therefore agree except when a tail byte at tail offset 0..=6 or 8..=14 is
-//! >= 0x80 (at offsets 7 and 15 the shift pushes the extension out of the word).
+//! two therefore agree except when a tail byte at tail offset 0..=6 or 8..=14
+//! is 0x80 or more (at offsets 7 and 15 the shift pushes the extension out of
+//! the word).
 //! Tokens must match Cassandra's, so this module reproduces the signed reading.
 
 const C1: u64 = 0x87c3_7b91_1142_53d5;

@@ -88,7 +88,7 @@ fn balanced_tokens_keep_one_rack_within_ten_percent_from_3_to_64_hosts() {
 #[test]
 fn balanced_tokens_keep_three_equal_racks_within_ten_percent_up_to_63_hosts() {
     let strategy = ReplicationStrategy::network_topology([("dc1", 3)]).unwrap();
-    let equal_racks = |n: usize| n % 3 == 0;
+    let equal_racks = |n: usize| n.is_multiple_of(3);
     let balanced = grow(63, 3, &strategy, Allocator::Balanced, equal_racks);
     let random = grow(63, 3, &strategy, Allocator::Random(1), equal_racks);
     println!("three racks, NTS dc1=3, 16 tokens: hosts, balanced max/min, random max/min");

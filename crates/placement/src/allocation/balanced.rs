@@ -29,7 +29,8 @@
 //!
 //! A host that will replicate every range whatever its tokens (the first `rf`
 //! hosts of a ring, or the first host of a rack when racks are the unit of
-//! replication) cannot be balanced by this measure, so it gets evenly spaced
+//! replication), or none (a DC the strategy gives no replicas), cannot be
+//! balanced by this measure, so it gets evenly spaced
 //! tokens instead, offset from the hosts already placed that way, which gives
 //! the hosts that follow an even ring to split.
 //!
@@ -72,7 +73,7 @@ pub fn balanced_tokens(
         return Ok(Vec::new());
     }
     let mut state = Allocation::new(ring, location, count, strategy);
-    if state.new_host_replicates_everything() {
+    if state.new_host_replicates_everything() || state.new_host_holds_no_replicas() {
         return even_tokens(ring, count, strategy);
     }
     for _ in 0..count {
@@ -281,6 +282,12 @@ impl Allocation {
         let token = self.token_at(widest, self.fraction(widest) / 2.0);
         probe.insert(widest, token);
         probe.host_owned[self.new_host as usize] >= 1.0 - 1e-9
+    }
+
+    /// Whether the strategy gives the new host's DC no replicas: then no
+    /// placement changes anything it measures.
+    fn new_host_holds_no_replicas(&self) -> bool {
+        self.groups[self.new_host as usize] == 0
     }
 
     /// The token `lower` (a fraction of the ring) above the start of the range
@@ -529,5 +536,45 @@ mod tests {
                 assert!((predicted_new - actual.token_owned[inserted]).abs() < 1e-9);
             }
         }
+    }
+
+    #[test]
+    fn first_hosts_get_interleaved_even_tokens() {
+        let strategy = ReplicationStrategy::simple(3).unwrap();
+        let mut ring = Ring::empty(0);
+        for n in 0..3 {
+            let host = HostId::from_u128(n + 1);
+            let location = Location::new("dc1", "r1");
+            let tokens = balanced_tokens(&ring, host, &location, 4, &strategy).unwrap();
+            ring = ring
+                .with_member(0, RingMember::new(host, location, tokens))
+                .unwrap();
+        }
+        // 12 tokens, owners cycling 1, 2, 3, every range a twelfth of the ring.
+        for position in 0..ring.token_count() {
+            assert!((ring.range_at(position).fraction() - 1.0 / 12.0).abs() < 1e-9);
+        }
+        let owners: Vec<HostId> = ring.entries().map(|(_, h)| h.id).collect();
+        assert!(
+            owners
+                .windows(3)
+                .all(|w| w[0] != w[1] && w[1] != w[2] && w[0] != w[2])
+        );
+    }
+
+    #[test]
+    fn a_member_or_a_host_in_a_dc_without_replicas_is_handled() {
+        let strategy = ReplicationStrategy::network_topology([("dc1", 3)]).unwrap();
+        let ring = random_ring(6, 3, 8, 5);
+        let member = ring.hosts()[0].id;
+        assert!(matches!(
+            balanced_tokens(&ring, member, &Location::new("dc1", "r0"), 8, &strategy),
+            Err(PlacementError::DuplicateHost { .. })
+        ));
+        let other_dc = Location::new("dc9", "r0");
+        let tokens =
+            balanced_tokens(&ring, HostId::from_u128(99), &other_dc, 8, &strategy).unwrap();
+        assert_eq!(tokens.len(), 8);
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]));
     }
 }
