@@ -172,10 +172,15 @@ impl Ring {
 
     /// The members this ring was built from (tokens sorted).
     pub fn members(&self) -> Vec<RingMember> {
-        self.hosts
+        let mut members: Vec<RingMember> = self
+            .hosts
             .iter()
-            .map(|h| RingMember::new(h.id, h.location.clone(), self.tokens_of(h.id)))
-            .collect()
+            .map(|h| RingMember::new(h.id, h.location.clone(), Vec::with_capacity(h.token_count)))
+            .collect();
+        for (&token, &owner) in self.tokens.iter().zip(&self.owners) {
+            members[owner as usize].tokens.push(token);
+        }
+        members
     }
 
     /// The host owning `token` (the first ring token >= it, wrapping), or `None`
