@@ -30,7 +30,10 @@ fn bad_hex_is_a_clear_error_with_nonzero_exit() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.starts_with("error: key 1 (\"zz\") is not valid hex"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: key 1 (\"zz\") is not valid hex"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"));
 }
 

@@ -61,7 +61,10 @@ mod tests {
     #[test]
     fn bad_hex_and_empty_keys_are_errors_naming_the_key() {
         let error = run_with(&["61", "zz"], true).unwrap_err();
-        assert!(format!("{error:#}").contains("key 2 (\"zz\") is not valid hex"), "{error:#}");
+        assert!(
+            format!("{error:#}").contains("key 2 (\"zz\") is not valid hex"),
+            "{error:#}"
+        );
         let error = run_with(&["a", ""], false).unwrap_err();
         assert!(format!("{error:#}").contains("key 2 is empty"), "{error:#}");
     }

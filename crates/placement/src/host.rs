@@ -7,6 +7,8 @@ use std::sync::Arc;
 /// A node's permanent identity: a UUID chosen at its first start and kept in its
 /// data directory, so that it survives restarts and address changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
 pub struct HostId(pub uuid::Uuid);
 
 impl HostId {
@@ -39,6 +41,8 @@ macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(transparent))]
         pub struct $name(Arc<str>);
 
         impl $name {
@@ -80,6 +84,7 @@ name_type!(
 /// Where a host sits: its data center and rack. NetworkTopologyStrategy spreads
 /// replicas across racks by comparing locations.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Location {
     /// The host's data center.
     pub dc: Datacenter,

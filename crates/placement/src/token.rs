@@ -11,6 +11,8 @@ use crate::error::{PlacementError, Result};
 /// The ring runs from `Token::MIN` (`i64::MIN`, never the token of a key) to
 /// `Token::MAX` and wraps around. Ordering is the numeric order of the `i64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
 pub struct Token(pub i64);
 
 impl Token {

@@ -1,0 +1,230 @@
+//! The async shell: one tokio task owns a [`Membership`], feeds it datagrams
+//! from a UDP socket and timers from a timer queue, and publishes the view.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::UdpSocket;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{MembershipError, Result};
+use crate::membership::{Membership, MembershipEvent, Output, Timer};
+use crate::metadata::NodeMetadata;
+use crate::stats::MembershipStats;
+use crate::view::ClusterView;
+
+/// A metadata change sent to the task.
+type Change = Box<dyn FnOnce(&mut NodeMetadata) + Send>;
+
+enum Command {
+    Update(Change, oneshot::Sender<()>),
+    Stats(oneshot::Sender<MembershipStats>),
+    Leave(oneshot::Sender<()>),
+}
+
+/// A cloneable handle to a running membership task. The task stops when
+/// every handle is dropped.
+#[derive(Clone)]
+pub struct MembershipHandle {
+    commands: mpsc::Sender<Command>,
+    view: watch::Receiver<Arc<ClusterView>>,
+    events: broadcast::Sender<MembershipEvent>,
+    local_addr: SocketAddr,
+}
+
+impl MembershipHandle {
+    /// The current view.
+    pub fn view(&self) -> Arc<ClusterView> {
+        self.view.borrow().clone()
+    }
+
+    /// A receiver that wakes on every new view.
+    pub fn watch_view(&self) -> watch::Receiver<Arc<ClusterView>> {
+        self.view.clone()
+    }
+
+    /// A receiver of membership events from now on (lagging receivers lose
+    /// the oldest events).
+    pub fn events(&self) -> broadcast::Receiver<MembershipEvent> {
+        self.events.subscribe()
+    }
+
+    /// The address the gossip socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Changes the local node's metadata; returns once the view has it.
+    pub async fn update_local(
+        &self,
+        change: impl FnOnce(&mut NodeMetadata) + Send + 'static,
+    ) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.request(Command::Update(Box::new(change), done))
+            .await?;
+        wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    /// Gossip counters.
+    pub async fn stats(&self) -> Result<MembershipStats> {
+        let (reply, wait) = oneshot::channel();
+        self.request(Command::Stats(reply)).await?;
+        wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    /// Announces a deliberate departure (call before shutting down).
+    pub async fn leave(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.request(Command::Leave(done)).await?;
+        wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    async fn request(&self, command: Command) -> Result<()> {
+        self.commands
+            .send(command)
+            .await
+            .map_err(|_| MembershipError::Stopped)
+    }
+}
+
+/// Binds the gossip socket at `bind` and starts the membership task.
+pub async fn start(
+    membership: Membership,
+    bind: SocketAddr,
+) -> Result<(MembershipHandle, JoinHandle<()>)> {
+    let socket = UdpSocket::bind(bind)
+        .await
+        .map_err(|source| MembershipError::Socket { addr: bind, source })?;
+    let local_addr = socket
+        .local_addr()
+        .map_err(|source| MembershipError::Socket { addr: bind, source })?;
+    let (commands, receiver) = mpsc::channel(64);
+    let (view_tx, view) = watch::channel(membership.view());
+    let (events, _) = broadcast::channel(1024);
+    let task = Task {
+        membership,
+        socket,
+        commands: receiver,
+        view: view_tx,
+        events: events.clone(),
+        timers: BinaryHeap::new(),
+        timer_seq: 0,
+    };
+    let join = tokio::spawn(task.run());
+    Ok((
+        MembershipHandle {
+            commands,
+            view,
+            events,
+            local_addr,
+        },
+        join,
+    ))
+}
+
+struct Task {
+    membership: Membership,
+    socket: UdpSocket,
+    commands: mpsc::Receiver<Command>,
+    view: watch::Sender<Arc<ClusterView>>,
+    events: broadcast::Sender<MembershipEvent>,
+    /// Due time, a tie-breaking sequence, the timer.
+    timers: BinaryHeap<Reverse<(Instant, u64, TimerSlot)>>,
+    timer_seq: u64,
+}
+
+/// A timer in the queue; ordered by nothing (the sequence orders ties).
+struct TimerSlot(Timer);
+
+impl PartialEq for TimerSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for TimerSlot {}
+impl PartialOrd for TimerSlot {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for TimerSlot {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl Task {
+    async fn run(mut self) {
+        // Datagrams can be as large as 64 KiB; anything foca rejects is counted.
+        let mut buffer = vec![0u8; 65536];
+        self.flush().await;
+        loop {
+            let next_timer = self.timers.peek().map(|Reverse((at, _, _))| *at);
+            tokio::select! {
+                received = self.socket.recv_from(&mut buffer) => match received {
+                    Ok((len, from)) => self.membership.handle_packet(from, &buffer[..len]),
+                    Err(error) => tracing::debug!(%error, "gossip receive failed"),
+                },
+                command = self.commands.recv() => match command {
+                    None => break,
+                    Some(Command::Update(change, done)) => {
+                        self.membership.update_local(change);
+                        self.flush().await;
+                        let _ = done.send(());
+                    }
+                    Some(Command::Stats(reply)) => {
+                        let _ = reply.send(self.membership.stats().clone());
+                    }
+                    Some(Command::Leave(done)) => {
+                        self.membership.leave();
+                        self.flush().await;
+                        let _ = done.send(());
+                    }
+                },
+                _ = tokio::time::sleep_until(next_timer.unwrap_or_else(Instant::now)), if next_timer.is_some() => {
+                    let now = Instant::now();
+                    while self.timers.peek().is_some_and(|Reverse((at, _, _))| *at <= now) {
+                        let Reverse((_, _, TimerSlot(timer))) = self.timers.pop().expect("peeked");
+                        self.membership.handle_timer(timer);
+                    }
+                },
+            }
+            self.flush().await;
+        }
+        tracing::debug!("membership task stopped");
+    }
+
+    /// Carries out the state machine's outputs and publishes a changed view.
+    async fn flush(&mut self) {
+        for output in self.membership.drain_outputs() {
+            match output {
+                Output::Send { to, packet } => {
+                    if let Err(error) = self.socket.send_to(&packet, to).await {
+                        tracing::debug!(%to, %error, "gossip send failed");
+                    }
+                }
+                Output::Schedule { after, timer } => {
+                    self.timer_seq += 1;
+                    self.timers.push(Reverse((
+                        Instant::now() + after,
+                        self.timer_seq,
+                        TimerSlot(timer),
+                    )));
+                }
+                Output::Event(event) => {
+                    let _ = self.events.send(event);
+                }
+            }
+        }
+        let view = self.membership.view();
+        self.view.send_if_modified(|current| {
+            let changed = !Arc::ptr_eq(current, &view);
+            *current = view;
+            changed
+        });
+    }
+}

@@ -1,0 +1,75 @@
+//! Membership settings, with presets.
+
+use std::net::SocketAddr;
+use std::num::{NonZeroU8, NonZeroUsize};
+use std::time::Duration;
+
+use crate::envelope::ClusterSecret;
+
+/// How a node finds, watches and talks to the rest of the cluster.
+#[derive(Clone, Debug)]
+pub struct MembershipConfig {
+    /// The cluster's name; packets of other clusters are dropped.
+    pub cluster_name: String,
+    /// With a secret, every gossip packet is authenticated (HMAC-SHA256) and
+    /// replays are dropped.
+    pub cluster_secret: Option<ClusterSecret>,
+    /// Gossip addresses to join through. A node whose only seed is itself
+    /// starts a new cluster.
+    pub seeds: Vec<SocketAddr>,
+    /// foca's SWIM parameters: probe period, suspicion, packet size.
+    pub swim: foca::Config,
+    /// How often metadata digests are gossiped.
+    pub metadata_gossip_interval: Duration,
+    /// How many random live members get each digest, and each push of a
+    /// local metadata change.
+    pub metadata_gossip_fanout: usize,
+    /// How often a node with no live member announces itself to the seeds
+    /// (first try at once).
+    pub seed_retry_interval: Duration,
+}
+
+impl MembershipConfig {
+    /// The default preset for a LAN: probes every second, a member that stops
+    /// answering is suspected after one failed probe cycle and declared down 4 s
+    /// later unless it refutes the suspicion, so all nodes see it `Down`
+    /// within about 10 s; a short flap is absorbed by the suspicion.
+    pub fn lan(cluster_name: impl Into<String>, seeds: Vec<SocketAddr>) -> MembershipConfig {
+        let mut swim = foca::Config::new_lan(std::num::NonZeroU32::new(32).expect("nonzero"));
+        swim.probe_period = Duration::from_secs(1);
+        swim.probe_rtt = Duration::from_millis(400);
+        swim.suspect_to_down_after = Duration::from_secs(4);
+        swim.max_transmissions = NonZeroU8::new(8).expect("nonzero");
+        swim.max_packet_size = NonZeroUsize::new(1400).expect("nonzero");
+        // Never forget a down member by itself: down is not left.
+        swim.remove_down_after = None;
+        if let Some(announce) = &mut swim.periodic_announce_to_down_members {
+            announce.frequency = Duration::from_secs(10);
+        }
+        MembershipConfig {
+            cluster_name: cluster_name.into(),
+            cluster_secret: None,
+            seeds,
+            swim,
+            metadata_gossip_interval: Duration::from_secs(1),
+            metadata_gossip_fanout: 2,
+            seed_retry_interval: Duration::from_secs(2),
+        }
+    }
+
+    /// A slower preset for tests that run many debug-build nodes on two cores:
+    /// everything three times as patient as [`MembershipConfig::lan`].
+    pub fn relaxed(cluster_name: impl Into<String>, seeds: Vec<SocketAddr>) -> MembershipConfig {
+        let mut config = MembershipConfig::lan(cluster_name, seeds);
+        config.swim.probe_period *= 3;
+        config.swim.probe_rtt *= 3;
+        config.swim.suspect_to_down_after *= 3;
+        config
+    }
+
+    /// Sets the cluster secret.
+    pub fn with_secret(mut self, secret: Option<ClusterSecret>) -> MembershipConfig {
+        self.cluster_secret = secret;
+        self
+    }
+}

@@ -1,0 +1,77 @@
+//! Membership: who is in the cluster, where they sit, whether they are up,
+//! and the ring their tokens make — without a central coordinator.
+//!
+//! # Design
+//! Two protocols share one UDP socket per node:
+//!
+//! 1. **SWIM failure detection** by the `foca` crate: every probe period a node
+//!    pings a random member, asks others to ping it indirectly if it does not
+//!    answer, and *suspects* it when nobody could reach it; a suspected member
+//!    that does not refute the suspicion within `suspect_to_down_after` is
+//!    declared down, and the news spreads piggybacked on probes and periodic
+//!    gossip. Suspicion is what keeps a briefly flapping member from flipping
+//!    every view. foca knows members by [`NodeIdentity`]: host id, gossip
+//!    address, and a generation bumped on every restart, so a restarted node
+//!    supersedes its old incarnation (foca's "address" is the host id).
+//! 2. **Metadata anti-entropy**, ringstore's own: every second a node sends a
+//!    digest (host, metadata stamp) of all it knows to a few live members; a
+//!    receiver pulls what is newer and pushes back what the sender has older.
+//!    A node's own change is pushed at once to a few members, and a member
+//!    that comes up (or comes back with a new generation) is pulled directly.
+//!    foca's custom broadcasts are not used for metadata: they are sent a
+//!    bounded number of times, never reach a node that joins later, and must
+//!    fit one packet, which 256 tokens do not. Metadata is chunked instead.
+//!
+//! Every datagram travels in an [`envelope`]: a cluster id (packets of other
+//! clusters are dropped), and with a `cluster_secret` an HMAC-SHA256 tag and a
+//! per-sender replay window.
+//!
+//! The protocol core, [`Membership`], is sans-IO: a state machine fed packets
+//! and timers, emitting sends, timers and events. [`agent`] runs it on a tokio
+//! task with a UDP socket; [`sim`] runs many of them on a simulated network
+//! with a simulated clock, deterministically, for tests and measurements.
+//!
+//! # Invariants
+//! - A member's metadata is changed only by the member itself; everyone keeps
+//!   the copy with the highest (generation, version) stamp.
+//! - The ring is built from `Normal` and `Leaving` members' tokens only;
+//!   `Joining` tokens are kept apart. Liveness never changes the ring or its
+//!   checksum: down is not left. Every ring change is logged with its epoch
+//!   and checksum, so diverging views are visible.
+//! - No packet, however malformed, panics a node or changes its view unless
+//!   it passes the envelope and decodes completely.
+//!
+//! # Caveats
+//! - A down member is never forgotten by itself; removing one is an operator
+//!   action (`removenode`), which arrives with topology changes.
+//! - Without a secret, packets are not authenticated: any host that can reach
+//!   the gossip port and knows the cluster name can join or lie.
+//! - A pull is answered to the packet's source address, so an unauthenticated
+//!   cluster can be used to reflect a little traffic (a pull is bounded to
+//!   64 hosts).
+
+#![deny(missing_docs)]
+
+pub mod agent;
+mod config;
+pub mod envelope;
+mod error;
+mod identity;
+mod local_node;
+mod membership;
+mod message;
+mod metadata;
+pub mod sim;
+mod stats;
+mod view;
+
+pub use agent::{MembershipHandle, start};
+pub use config::MembershipConfig;
+pub use envelope::ClusterSecret;
+pub use error::{MembershipError, Result};
+pub use identity::{Generation, NodeIdentity};
+pub use local_node::{NODE_RECORD_FILE, NodeRecord};
+pub use membership::{Membership, MembershipEvent, Output, Timer};
+pub use metadata::{MetadataStamp, NodeMetadata, NodeState};
+pub use stats::MembershipStats;
+pub use view::{ClusterView, Liveness, MemberInfo};

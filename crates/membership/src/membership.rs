@@ -1,0 +1,553 @@
+//! The sans-IO membership state machine: foca plus metadata anti-entropy.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use foca::{AccumulatingRuntime, Foca, NoCustomBroadcast, OwnedNotification, PostcardCodec};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use ringstore_placement::HostId;
+
+use crate::config::MembershipConfig;
+use crate::envelope::{Envelope, Rejection};
+use crate::identity::NodeIdentity;
+use crate::message::{
+    Body, Control, DIGEST_ENTRIES_PER_PACKET, MetadataChunk, chunk_metadata, encode_control,
+    encode_swim,
+};
+use crate::metadata::{MetadataStamp, NodeMetadata};
+use crate::stats::MembershipStats;
+use crate::view::{ClusterView, Liveness, MemberInfo, build_ring, joining_tokens};
+
+/// Most chunks one host's metadata may take (bounds reassembly memory).
+const MAX_METADATA_CHUNKS: u16 = 64;
+/// Most metadata reassemblies in progress at once.
+const MAX_PARTIAL_METADATA: usize = 256;
+/// Most hosts answered for in one pull (bounds amplification).
+const MAX_HOSTS_PER_PULL: usize = 64;
+
+/// A timer the shell must deliver back through [`Membership::handle_timer`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// One of foca's SWIM timers.
+    Swim(foca::Timer<NodeIdentity>),
+    /// Time to gossip metadata digests.
+    GossipMetadata,
+    /// Time to announce to the seeds if still alone.
+    AnnounceToSeeds,
+}
+
+/// What changed, for the rest of the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// A member became reachable.
+    Up(HostId),
+    /// A member was declared down.
+    Down(HostId),
+    /// A member's metadata changed (the local node's included).
+    MetadataChanged(HostId),
+    /// The ring changed: a new placement snapshot was built.
+    RingChanged {
+        /// The new ring's epoch on this node.
+        epoch: u64,
+        /// The new ring's checksum, equal on nodes with equal views.
+        checksum: u64,
+    },
+}
+
+/// What the state machine asks its shell to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send a datagram.
+    Send {
+        /// Destination.
+        to: SocketAddr,
+        /// The sealed packet.
+        packet: Vec<u8>,
+    },
+    /// Deliver `timer` after `after`.
+    Schedule {
+        /// Delay.
+        after: Duration,
+        /// The timer.
+        timer: Timer,
+    },
+    /// Tell the node.
+    Event(MembershipEvent),
+}
+
+/// One node's membership: a pure state machine driven by packets and timers,
+/// reporting through [`Output`]s. It never blocks, never reads a clock and
+/// takes its randomness from a seed, so a simulation is repeatable.
+pub struct Membership {
+    config: MembershipConfig,
+    foca: Foca<NodeIdentity, PostcardCodec, StdRng, NoCustomBroadcast>,
+    runtime: AccumulatingRuntime<NodeIdentity>,
+    envelope: Envelope,
+    rng: StdRng,
+    /// The newest metadata of every known host, the local one included.
+    metadata: BTreeMap<HostId, Arc<NodeMetadata>>,
+    /// The identities foca reports active, by host.
+    live: BTreeMap<HostId, NodeIdentity>,
+    partial: BTreeMap<(HostId, MetadataStamp), Vec<Option<Vec<u8>>>>,
+    view: Arc<ClusterView>,
+    connected: bool,
+    seed_attempts: u32,
+    stats: MembershipStats,
+    out: Vec<Output>,
+}
+
+impl Membership {
+    /// A node with identity `identity` and metadata `local` (whose host and
+    /// generation must match the identity). Starts its timers; the first
+    /// announce to the seeds is due at once.
+    pub fn new(
+        config: MembershipConfig,
+        identity: NodeIdentity,
+        local: NodeMetadata,
+        seed: u64,
+    ) -> Membership {
+        debug_assert_eq!(identity.host_id, local.host_id);
+        let envelope = Envelope::new(
+            &config.cluster_name,
+            config.cluster_secret.as_ref(),
+            identity.host_id,
+            identity.generation,
+        );
+        let foca = Foca::new(
+            identity.clone(),
+            config.swim.clone(),
+            StdRng::seed_from_u64(seed),
+            PostcardCodec,
+        );
+        let ring = Arc::new(build_ring(1, std::iter::once(&local)));
+        let host = local.host_id;
+        let mut membership = Membership {
+            config,
+            foca,
+            runtime: AccumulatingRuntime::new(),
+            envelope,
+            rng: StdRng::seed_from_u64(seed ^ 0x6d65_6d62),
+            metadata: BTreeMap::from([(host, Arc::new(local))]),
+            live: BTreeMap::new(),
+            partial: BTreeMap::new(),
+            view: Arc::new(ClusterView {
+                local: host,
+                members: BTreeMap::new(),
+                ring,
+                joining: BTreeMap::new(),
+            }),
+            connected: false,
+            seed_attempts: 0,
+            stats: MembershipStats::default(),
+            out: Vec::new(),
+        };
+        membership.rebuild_view(true);
+        membership.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
+        let interval = membership.config.metadata_gossip_interval;
+        membership.schedule(interval, Timer::GossipMetadata);
+        membership
+    }
+
+    /// The current view.
+    pub fn view(&self) -> Arc<ClusterView> {
+        self.view.clone()
+    }
+
+    /// Counters of what this node sent, received and dropped.
+    pub fn stats(&self) -> &MembershipStats {
+        &self.stats
+    }
+
+    /// The local node's identity (it changes when foca rejoins by itself).
+    pub fn identity(&self) -> &NodeIdentity {
+        self.foca.identity()
+    }
+
+    /// The outputs accumulated since the last call.
+    pub fn drain_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Handles a datagram from `from`. Bad packets are counted and dropped.
+    pub fn handle_packet(&mut self, from: SocketAddr, packet: &[u8]) {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += packet.len() as u64;
+        let opened = match self.envelope.open(packet) {
+            Ok(opened) => opened,
+            Err(rejection) => {
+                self.stats.count_rejection(rejection);
+                tracing::debug!(%from, ?rejection, "gossip packet dropped");
+                return;
+            }
+        };
+        let sender = opened.sender;
+        match Body::decode(opened.body) {
+            None => self.stats.count_rejection(Rejection::Malformed),
+            Some(Body::Swim(data)) => {
+                if let Err(error) = self.foca.handle_data(data, &mut self.runtime) {
+                    self.stats.swim_errors += 1;
+                    tracing::debug!(%from, %error, "foca refused a packet");
+                }
+                self.drain_swim();
+            }
+            Some(Body::Control(control)) => self.handle_control(sender, from, control),
+        }
+    }
+
+    /// Handles a timer scheduled earlier.
+    pub fn handle_timer(&mut self, timer: Timer) {
+        match timer {
+            Timer::Swim(timer) => {
+                if let Err(error) = self.foca.handle_timer(timer, &mut self.runtime) {
+                    tracing::debug!(%error, "foca timer error");
+                }
+                self.drain_swim();
+            }
+            Timer::GossipMetadata => {
+                self.gossip_digest();
+                let interval = self.config.metadata_gossip_interval;
+                self.schedule(interval, Timer::GossipMetadata);
+            }
+            Timer::AnnounceToSeeds => self.announce_to_seeds(),
+        }
+    }
+
+    /// Changes the local node's metadata (tokens, state, load, …): bumps its
+    /// version, updates the view and pushes it to a few live members.
+    pub fn update_local(&mut self, change: impl FnOnce(&mut NodeMetadata)) {
+        let host = self.view.local;
+        let mut metadata = NodeMetadata::clone(&self.metadata[&host]);
+        let stamp = metadata.stamp;
+        change(&mut metadata);
+        metadata.host_id = host;
+        metadata.tokens.sort_unstable();
+        metadata.stamp = MetadataStamp {
+            generation: stamp.generation,
+            version: stamp.version + 1,
+        };
+        let metadata = Arc::new(metadata);
+        self.metadata.insert(host, metadata.clone());
+        self.out
+            .push(Output::Event(MembershipEvent::MetadataChanged(host)));
+        self.rebuild_view(true);
+        let peers = self.random_live_peers(self.config.metadata_gossip_fanout);
+        for peer in peers {
+            self.send_metadata(&metadata, peer);
+        }
+    }
+
+    /// Tells the cluster this node is leaving on purpose (before a shutdown).
+    pub fn leave(&mut self) {
+        if let Err(error) = self.foca.leave_cluster(&mut self.runtime) {
+            tracing::debug!(%error, "leaving the cluster");
+        }
+        self.drain_swim();
+    }
+
+    fn schedule(&mut self, after: Duration, timer: Timer) {
+        self.out.push(Output::Schedule { after, timer });
+    }
+
+    fn send(&mut self, to: SocketAddr, body: &[u8]) {
+        let packet = self.envelope.seal(body);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += packet.len() as u64;
+        self.out.push(Output::Send { to, packet });
+    }
+
+    /// Moves foca's accumulated sends, timers and notifications into outputs.
+    fn drain_swim(&mut self) {
+        while let Some((to, data)) = self.runtime.to_send() {
+            self.send(to.gossip_addr, &encode_swim(&data));
+        }
+        while let Some((after, timer)) = self.runtime.to_schedule() {
+            self.schedule(after, Timer::Swim(timer));
+        }
+        while let Some(notification) = self.runtime.to_notify() {
+            self.on_notification(notification);
+        }
+    }
+
+    fn on_notification(&mut self, notification: OwnedNotification<NodeIdentity>) {
+        match notification {
+            OwnedNotification::MemberUp(identity) => {
+                let host = identity.host_id;
+                self.pull_if_stale(&identity);
+                self.live.insert(host, identity);
+                self.out.push(Output::Event(MembershipEvent::Up(host)));
+                self.rebuild_view(false);
+            }
+            OwnedNotification::MemberDown(identity) => {
+                let host = identity.host_id;
+                if self.live.get(&host) == Some(&identity) {
+                    self.live.remove(&host);
+                    self.out.push(Output::Event(MembershipEvent::Down(host)));
+                    self.rebuild_view(false);
+                }
+            }
+            OwnedNotification::Rename(_, identity) => {
+                self.pull_if_stale(&identity);
+                if let Some(live) = self.live.get_mut(&identity.host_id) {
+                    *live = identity;
+                }
+            }
+            OwnedNotification::Active => {
+                self.connected = true;
+                if self.seed_attempts > 1 {
+                    tracing::info!(attempts = self.seed_attempts, "joined the cluster");
+                }
+            }
+            OwnedNotification::Idle => {
+                self.connected = false;
+                tracing::warn!("no live member left; announcing to the seeds again");
+                self.seed_attempts = 0;
+                self.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
+            }
+            OwnedNotification::Rejoin(identity) => {
+                tracing::warn!(?identity, "declared down by the cluster; rejoined");
+            }
+            OwnedNotification::Defunct => {
+                tracing::error!("declared down by the cluster and cannot rejoin");
+            }
+        }
+    }
+
+    /// Pulls a member's metadata when ours is older than its identity.
+    fn pull_if_stale(&mut self, identity: &NodeIdentity) {
+        let stale = self
+            .metadata
+            .get(&identity.host_id)
+            .is_none_or(|m| m.stamp.generation < identity.generation);
+        if stale {
+            self.send(
+                identity.gossip_addr,
+                &encode_control(&Control::Pull(vec![identity.host_id])),
+            );
+        }
+    }
+
+    fn announce_to_seeds(&mut self) {
+        if self.connected {
+            return;
+        }
+        let own = self.foca.identity().gossip_addr;
+        let seeds: Vec<SocketAddr> = self
+            .config
+            .seeds
+            .iter()
+            .copied()
+            .filter(|&s| s != own)
+            .collect();
+        if seeds.is_empty() {
+            if self.seed_attempts == 0 {
+                tracing::info!("no other seed: starting a new cluster");
+            }
+            self.seed_attempts += 1;
+            return;
+        }
+        self.seed_attempts += 1;
+        if self.seed_attempts > 1 {
+            tracing::warn!(
+                attempts = self.seed_attempts,
+                ?seeds,
+                "no seed has answered yet (unreachable, not started, or another cluster/secret); retrying"
+            );
+        }
+        for seed in seeds {
+            if let Err(error) = self
+                .foca
+                .announce(NodeIdentity::seed(seed), &mut self.runtime)
+            {
+                tracing::debug!(%seed, %error, "announce failed");
+            }
+        }
+        self.drain_swim();
+        let retry = self.config.seed_retry_interval;
+        self.schedule(retry, Timer::AnnounceToSeeds);
+    }
+
+    fn random_live_peers(&mut self, count: usize) -> Vec<SocketAddr> {
+        let peers: Vec<SocketAddr> = self.live.values().map(|i| i.gossip_addr).collect();
+        peers.sample(&mut self.rng, count).copied().collect()
+    }
+
+    fn gossip_digest(&mut self) {
+        let entries: Vec<(HostId, MetadataStamp)> =
+            self.metadata.iter().map(|(&h, m)| (h, m.stamp)).collect();
+        let peers = self.random_live_peers(self.config.metadata_gossip_fanout);
+        for peer in peers {
+            for part in entries.chunks(DIGEST_ENTRIES_PER_PACKET) {
+                self.send(peer, &encode_control(&Control::Digest(part.to_vec())));
+            }
+        }
+    }
+
+    fn handle_control(&mut self, sender: HostId, from: SocketAddr, control: Control) {
+        match control {
+            Control::Digest(entries) => {
+                let mut wanted = Vec::new();
+                let mut newer = Vec::new();
+                for (host, stamp) in entries {
+                    match self.metadata.get(&host) {
+                        Some(mine) if mine.stamp > stamp => newer.push(mine.clone()),
+                        Some(mine) if mine.stamp == stamp => {}
+                        _ => wanted.push(host),
+                    }
+                }
+                if !wanted.is_empty() {
+                    self.send(from, &encode_control(&Control::Pull(wanted)));
+                }
+                for metadata in newer {
+                    self.send_metadata(&metadata, from);
+                }
+            }
+            Control::Pull(hosts) => {
+                let found: Vec<Arc<NodeMetadata>> = hosts
+                    .iter()
+                    .take(MAX_HOSTS_PER_PULL)
+                    .filter_map(|h| self.metadata.get(h).cloned())
+                    .collect();
+                for metadata in found {
+                    self.send_metadata(&metadata, from);
+                }
+            }
+            Control::Metadata(chunk) => self.receive_chunk(sender, chunk),
+        }
+    }
+
+    fn send_metadata(&mut self, metadata: &NodeMetadata, to: SocketAddr) {
+        for chunk in chunk_metadata(metadata.host_id, metadata.stamp, &metadata.encode()) {
+            self.send(to, &encode_control(&chunk));
+        }
+    }
+
+    fn receive_chunk(&mut self, sender: HostId, chunk: MetadataChunk) {
+        let MetadataChunk {
+            host_id,
+            stamp,
+            index,
+            count,
+            data,
+        } = chunk;
+        if count == 0 || count > MAX_METADATA_CHUNKS || index >= count {
+            self.stats.metadata_rejected += 1;
+            return;
+        }
+        if self
+            .metadata
+            .get(&host_id)
+            .is_some_and(|m| m.stamp >= stamp)
+        {
+            return;
+        }
+        if !self.partial.contains_key(&(host_id, stamp))
+            && self.partial.len() >= MAX_PARTIAL_METADATA
+        {
+            self.partial.pop_first();
+        }
+        let pieces = self
+            .partial
+            .entry((host_id, stamp))
+            .or_insert_with(|| vec![None; count as usize]);
+        if pieces.len() != count as usize {
+            self.stats.metadata_rejected += 1;
+            return;
+        }
+        pieces[index as usize] = Some(data);
+        if pieces.iter().any(Option::is_none) {
+            return;
+        }
+        let pieces = self
+            .partial
+            .remove(&(host_id, stamp))
+            .expect("just completed");
+        let bytes: Vec<u8> = pieces.into_iter().flatten().flatten().collect();
+        match NodeMetadata::decode(&bytes) {
+            Ok(metadata)
+                if metadata.host_id == host_id
+                    && metadata.stamp == stamp
+                    && metadata.cluster_name == self.config.cluster_name =>
+            {
+                self.accept_metadata(metadata)
+            }
+            Ok(_) | Err(_) => {
+                self.stats.metadata_rejected += 1;
+                tracing::warn!(%sender, host = %host_id, "inconsistent or undecodable metadata dropped");
+            }
+        }
+    }
+
+    fn accept_metadata(&mut self, metadata: NodeMetadata) {
+        let host = metadata.host_id;
+        if host == self.view.local {
+            return;
+        }
+        if self
+            .metadata
+            .get(&host)
+            .is_some_and(|m| m.stamp >= metadata.stamp)
+        {
+            return;
+        }
+        self.metadata.insert(host, Arc::new(metadata));
+        self.out
+            .push(Output::Event(MembershipEvent::MetadataChanged(host)));
+        self.rebuild_view(true);
+    }
+
+    /// Builds a new view; with `metadata_changed`, also a new ring if the
+    /// token owners changed (logged with its epoch and checksum).
+    fn rebuild_view(&mut self, metadata_changed: bool) {
+        let local = self.view.local;
+        let members: BTreeMap<HostId, MemberInfo> = self
+            .metadata
+            .iter()
+            .map(|(&host, metadata)| {
+                let up = host == local || self.live.contains_key(&host);
+                let liveness = if up { Liveness::Up } else { Liveness::Down };
+                (
+                    host,
+                    MemberInfo {
+                        metadata: metadata.clone(),
+                        liveness,
+                    },
+                )
+            })
+            .collect();
+        let mut ring = self.view.ring.clone();
+        let mut joining = self.view.joining.clone();
+        if metadata_changed {
+            let candidate = build_ring(ring.epoch() + 1, self.metadata.values().map(|m| &**m));
+            if candidate.checksum() != ring.checksum() {
+                tracing::info!(
+                    epoch = candidate.epoch(),
+                    checksum = format_args!("{:016x}", candidate.checksum()),
+                    hosts = candidate.hosts().len(),
+                    tokens = candidate.token_count(),
+                    "ring changed"
+                );
+                self.out.push(Output::Event(MembershipEvent::RingChanged {
+                    epoch: candidate.epoch(),
+                    checksum: candidate.checksum(),
+                }));
+                ring = Arc::new(candidate);
+            }
+            joining = joining_tokens(self.metadata.values().map(|m| &**m));
+        }
+        self.view = Arc::new(ClusterView {
+            local,
+            members,
+            ring,
+            joining,
+        });
+    }
+
+    /// The hosts whose metadata this node holds (for tests and diagnostics).
+    pub fn known_hosts(&self) -> BTreeSet<HostId> {
+        self.metadata.keys().copied().collect()
+    }
+}

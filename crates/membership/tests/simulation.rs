@@ -1,0 +1,269 @@
+//! Membership scenarios on the deterministic simulated network: convergence,
+//! failure detection, restarts, partitions, foreign clusters, late joiners,
+//! big token lists, flapping and garbage.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{DETECTION_BOUND, addr, cluster, cluster_with, config, metadata};
+use ringstore_membership::sim::{LinkModel, Simulation};
+use ringstore_membership::{Generation, Liveness, MembershipEvent, NodeState};
+use ringstore_placement::Token;
+
+fn all(n: usize) -> Vec<usize> {
+    (0..n).collect()
+}
+
+fn killed_node_is_seen_down_in_time_and_keeps_its_tokens(n: usize) {
+    let (mut sim, _) = cluster(n, n as u64);
+    let victim = n - 1;
+    let checksum = sim.view(0).ring.checksum();
+    sim.kill(victim);
+    let took = sim
+        .run_until(Duration::from_secs(60), |s| {
+            s.seen_by_all_as(victim, Liveness::Down)
+        })
+        .expect("the killed node is seen down");
+    assert!(took <= DETECTION_BOUND, "{n} nodes: down after {took:?}");
+    let host = sim.nodes()[victim].host_id;
+    for i in 0..n - 1 {
+        let view = sim.view(i);
+        assert_eq!(
+            view.ring.checksum(),
+            checksum,
+            "down does not change the ring"
+        );
+        assert!(
+            !view.ring.tokens_of(host).is_empty(),
+            "down keeps its tokens"
+        );
+    }
+}
+
+#[test]
+fn five_nodes_converge_and_see_a_killed_node_down_within_ten_seconds() {
+    killed_node_is_seen_down_in_time_and_keeps_its_tokens(5);
+}
+
+#[test]
+fn twenty_nodes_converge_and_see_a_killed_node_down_within_ten_seconds() {
+    killed_node_is_seen_down_in_time_and_keeps_its_tokens(20);
+}
+
+#[test]
+fn a_restarted_node_comes_back_up_with_a_higher_generation() {
+    let (mut sim, _) = cluster(5, 7);
+    sim.kill(3);
+    sim.run_until(Duration::from_secs(30), |s| {
+        s.seen_by_all_as(3, Liveness::Down)
+    })
+    .expect("seen down");
+    sim.restart(3);
+    let took = sim
+        .run_until(Duration::from_secs(30), |s| s.converged(&all(5)))
+        .expect("views converge after the restart");
+    let host = sim.nodes()[3].host_id;
+    for i in 0..5 {
+        let member = sim.view(i).members[&host].clone();
+        assert_eq!(member.liveness, Liveness::Up);
+        assert_eq!(
+            member.metadata.stamp.generation,
+            Generation(101),
+            "node {i}"
+        );
+    }
+    println!("restarted node seen up with its new generation after {took:?}");
+}
+
+#[test]
+fn a_partition_heals_and_views_reconverge() {
+    let (mut sim, _) = cluster(6, 11);
+    sim.partition(&[0, 1, 2], &[3, 4, 5]);
+    sim.run_until(Duration::from_secs(60), |s| {
+        s.view(0)
+            .member(s.nodes()[4].host_id)
+            .is_some_and(|m| m.liveness == Liveness::Down)
+            && s.view(4)
+                .member(s.nodes()[0].host_id)
+                .is_some_and(|m| m.liveness == Liveness::Down)
+    })
+    .expect("each side sees the other down");
+    // While cut off, one side changes its metadata.
+    sim.update_local(4, |m| m.load_bytes = 4242);
+    sim.heal();
+    sim.run_until(Duration::from_secs(90), |s| s.converged(&all(6)))
+        .expect("views re-converge after the partition heals");
+    let host = sim.nodes()[4].host_id;
+    assert_eq!(sim.view(0).members[&host].metadata.load_bytes, 4242);
+}
+
+#[test]
+fn a_node_of_another_cluster_or_with_the_wrong_secret_never_appears() {
+    let mut sim = Simulation::new(3, LinkModel::lan());
+    for i in 0..4 {
+        sim.add_node(config("test", Some("right")), metadata(i, 16, "test"));
+    }
+    let outsider = sim.add_node(config("other", Some("right")), metadata(4, 16, "other"));
+    let wrong_secret = sim.add_node(config("test", Some("wrong")), metadata(5, 16, "test"));
+    let no_secret = sim.add_node(config("test", None), metadata(6, 16, "test"));
+    sim.run_until(Duration::from_secs(60), |s| s.converged(&all(4)))
+        .expect("the real cluster converges");
+    sim.run_for(Duration::from_secs(20));
+    for i in 0..4 {
+        let view = sim.view(i);
+        assert_eq!(view.members.len(), 4, "node {i} sees only its cluster");
+        for stranger in [outsider, wrong_secret, no_secret] {
+            assert!(view.member(sim.nodes()[stranger].host_id).is_none());
+        }
+        let stats = sim.membership(i).unwrap().stats().clone();
+        if i == 0 {
+            assert!(
+                stats.dropped_foreign_cluster > 0 && stats.dropped_bad_auth > 0,
+                "{stats:?}"
+            );
+        }
+    }
+    for stranger in [outsider, wrong_secret, no_secret] {
+        assert_eq!(
+            sim.view(stranger).members.len(),
+            1,
+            "the stranger stays alone"
+        );
+    }
+}
+
+#[test]
+fn a_late_joiner_learns_the_newest_metadata_of_every_member() {
+    let (mut sim, _) = cluster(5, 13);
+    for i in 0..5 {
+        sim.update_local(i, |m| {
+            m.load_bytes = 1000 + i as u64;
+            m.state = if i == 2 {
+                NodeState::Leaving
+            } else {
+                NodeState::Normal
+            };
+        });
+    }
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(5)))
+        .expect("converged");
+    sim.run_for(Duration::from_secs(30)); // foca's own broadcasts of these are long over.
+    let late = sim.add_node(config("test", None), metadata(5, 16, "test"));
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(6)))
+        .expect("the late joiner converges");
+    let view = sim.view(late);
+    for i in 0..5 {
+        let member = &view.members[&sim.nodes()[i].host_id];
+        assert_eq!(member.metadata.load_bytes, 1000 + i as u64);
+        assert_eq!(member.metadata.stamp.version, 2);
+    }
+    assert_eq!(
+        view.members[&sim.nodes()[2].host_id].metadata.state,
+        NodeState::Leaving
+    );
+}
+
+#[test]
+fn every_node_sees_every_node_s_full_list_of_256_tokens() {
+    let (sim, _) = cluster_with(8, 17, 256, LinkModel::lan());
+    for i in 0..8 {
+        let view = sim.view(i);
+        assert_eq!(view.ring.token_count(), 8 * 256, "node {i}");
+        for j in 0..8 {
+            let expected: Vec<Token> = metadata(j, 256, "test").tokens;
+            assert_eq!(view.ring.tokens_of(sim.nodes()[j].host_id), expected);
+        }
+    }
+}
+
+#[test]
+fn joining_tokens_stay_out_of_the_ring_until_the_node_is_normal() {
+    let (mut sim, _) = cluster(4, 19);
+    sim.update_local(3, |m| m.state = NodeState::Joining);
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(4)))
+        .expect("converged");
+    let host = sim.nodes()[3].host_id;
+    let view = sim.view(0);
+    assert!(view.ring.tokens_of(host).is_empty());
+    assert_eq!(view.joining[&host].len(), 16);
+    sim.update_local(3, |m| m.state = NodeState::Normal);
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(4)))
+        .expect("converged");
+    assert_eq!(sim.view(0).ring.tokens_of(host).len(), 16);
+}
+
+#[test]
+fn a_briefly_flapping_node_causes_no_down_events() {
+    let (mut sim, _) = cluster(5, 23);
+    let others = [0, 1, 2, 3];
+    for _ in 0..5 {
+        sim.partition(&[4], &others);
+        sim.run_for(Duration::from_millis(1500));
+        sim.heal();
+        sim.run_for(Duration::from_secs(4));
+    }
+    for i in others {
+        let downs = sim.nodes()[i]
+            .events
+            .iter()
+            .filter(|(_, e)| matches!(e, MembershipEvent::Down(h) if *h == sim.nodes()[4].host_id))
+            .count();
+        assert_eq!(downs, 0, "node {i} saw the flapping node down");
+    }
+}
+
+#[test]
+fn views_converge_on_a_lossy_network() {
+    let link = LinkModel {
+        drop_probability: 0.05,
+        ..LinkModel::lan()
+    };
+    let (sim, took) = cluster_with(10, 29, 16, link);
+    assert!(sim.converged(&all(10)));
+    println!("10 nodes, 5% loss: converged {took:?} after the last start");
+}
+
+#[test]
+fn garbage_truncated_and_replayed_packets_change_nothing() {
+    let mut sim = Simulation::new(31, LinkModel::lan());
+    for i in 0..3 {
+        sim.add_node(config("test", Some("s")), metadata(i, 16, "test"));
+    }
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(3)))
+        .expect("converged");
+    let before = sim.view(0);
+    // Capture real packets by replaying what node 1 would send: seal via a twin envelope.
+    let mut twin = ringstore_membership::envelope::Envelope::new(
+        "test",
+        ringstore_membership::ClusterSecret::new("s").as_ref(),
+        sim.nodes()[1].host_id,
+        Generation(100),
+    );
+    let genuine = twin.seal(&[1, 0]); // a control body that does not decode
+    sim.inject(0, addr(1), genuine.clone());
+    sim.inject(0, addr(1), genuine.clone()); // replay
+    for len in [0, 1, 10, 36, 40] {
+        sim.inject(0, addr(9), genuine[..len.min(genuine.len())].to_vec());
+    }
+    let mut noise = 0x9e37_79b9_7f4a_7c15u64;
+    for len in 0..300 {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                noise = noise
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (noise >> 56) as u8
+            })
+            .collect();
+        sim.inject(0, addr(9), bytes);
+    }
+    sim.run_for(Duration::from_secs(1));
+    let stats = sim.membership(0).unwrap().stats().clone();
+    assert!(stats.dropped_replay >= 1, "{stats:?}");
+    assert!(stats.dropped_malformed >= 5, "{stats:?}");
+    let after = sim.view(0);
+    assert_eq!(after.members.len(), before.members.len());
+    assert_eq!(after.ring.checksum(), before.ring.checksum());
+    assert!(sim.converged(&all(3)));
+}
