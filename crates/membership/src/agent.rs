@@ -91,10 +91,13 @@ impl MembershipHandle {
     }
 }
 
-/// Binds the gossip socket at `bind` and starts the membership task.
+/// Binds the gossip socket at `bind` and starts the membership task. The task
+/// runs until `shutdown` completes — then it announces its departure to the
+/// cluster and stops — or until every handle is dropped.
 pub async fn start(
     membership: Membership,
     bind: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(MembershipHandle, JoinHandle<()>)> {
     let socket = UdpSocket::bind(bind)
         .await
@@ -114,7 +117,7 @@ pub async fn start(
         timers: BinaryHeap::new(),
         timer_seq: 0,
     };
-    let join = tokio::spawn(task.run());
+    let join = tokio::spawn(task.run(shutdown));
     Ok((
         MembershipHandle {
             commands,
@@ -158,13 +161,19 @@ impl Ord for TimerSlot {
 }
 
 impl Task {
-    async fn run(mut self) {
+    async fn run(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
         // Datagrams can be as large as 64 KiB; anything foca rejects is counted.
         let mut buffer = vec![0u8; 65536];
+        let mut shutdown = std::pin::pin!(shutdown);
         self.flush().await;
         loop {
             let next_timer = self.timers.peek().map(|Reverse((at, _, _))| *at);
             tokio::select! {
+                () = &mut shutdown => {
+                    self.membership.leave();
+                    self.flush().await;
+                    break;
+                }
                 received = self.socket.recv_from(&mut buffer) => match received {
                     Ok((len, from)) => self.membership.handle_packet(from, &buffer[..len]),
                     Err(error) => tracing::debug!(%error, "gossip receive failed"),

@@ -267,3 +267,54 @@ fn garbage_truncated_and_replayed_packets_change_nothing() {
     assert_eq!(after.ring.checksum(), before.ring.checksum());
     assert!(sim.converged(&all(3)));
 }
+
+#[test]
+fn a_node_whose_seed_is_not_up_yet_keeps_retrying_and_joins_when_it_is() {
+    let mut sim = Simulation::new(37, LinkModel::lan());
+    // Nodes 1 and 2 start first; their only seed, node 0, is not running yet.
+    let mut early = Vec::new();
+    for i in 1..3 {
+        early.push(sim.add_node(config("test", None), metadata(i, 16, "test")));
+    }
+    sim.run_for(Duration::from_secs(20));
+    for &i in &early {
+        assert_eq!(
+            sim.view(i).members.len(),
+            1,
+            "alone while the seed is missing"
+        );
+    }
+    let seed = sim.add_node(config("test", None), metadata(0, 16, "test"));
+    sim.run_until(Duration::from_secs(10), |s| {
+        s.converged(&[seed, early[0], early[1]])
+    })
+    .expect("the waiting nodes join once the seed is up");
+}
+
+#[test]
+fn a_node_that_lost_every_member_announces_to_the_seeds_again() {
+    // Without foca's periodic announce to down members, only the seed
+    // re-announce can bring an isolated node back.
+    let mut sim = Simulation::new(41, LinkModel::lan());
+    for i in 0..3 {
+        let mut config = config("test", None);
+        config.swim.periodic_announce_to_down_members = None;
+        sim.add_node(config, metadata(i, 16, "test"));
+    }
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(3)))
+        .expect("converged");
+    sim.partition(&[2], &[0, 1]);
+    sim.run_until(Duration::from_secs(30), |s| {
+        let view = s.view(2);
+        view.members
+            .values()
+            .filter(|m| m.liveness == Liveness::Down)
+            .count()
+            == 2
+    })
+    .expect("the isolated node sees everyone down");
+    sim.run_for(Duration::from_secs(5));
+    sim.heal();
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(3)))
+        .expect("views re-converge after the isolation ends");
+}
