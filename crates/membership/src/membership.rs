@@ -551,3 +551,70 @@ impl Membership {
         self.metadata.keys().copied().collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::ClusterSecret;
+    use crate::identity::Generation;
+    use crate::message::encode_control;
+    use proptest::prelude::*;
+
+    fn node(secret: Option<&str>) -> Membership {
+        let mut metadata = crate::metadata::tests::sample(1, 16);
+        metadata.cluster_name = "test".into();
+        let identity = NodeIdentity {
+            host_id: metadata.host_id,
+            gossip_addr: metadata.gossip_addr,
+            generation: metadata.stamp.generation,
+            rejoin: 0,
+        };
+        let config =
+            MembershipConfig::lan("test", vec![]).with_secret(secret.and_then(ClusterSecret::new));
+        Membership::new(config, identity, metadata, 1)
+    }
+
+    proptest! {
+        /// Bodies that pass the envelope (so a peer, or an attacker holding the
+        /// secret, sent them) but hold garbage never panic the node nor change
+        /// its view.
+        #[test]
+        fn garbage_inside_a_valid_envelope_changes_nothing(
+            swim in proptest::collection::vec(any::<u8>(), 0..600),
+            control in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let mut membership = node(Some("s"));
+            let before = membership.view();
+            let mut peer = Envelope::new("test", ClusterSecret::new("s").as_ref(), HostId::from_u128(2), Generation(1));
+            let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+            membership.handle_packet(from, &peer.seal(&encode_swim(&swim)));
+            let mut body = vec![1u8];
+            body.extend_from_slice(&control);
+            membership.handle_packet(from, &peer.seal(&body));
+            prop_assert_eq!(membership.view().members.len(), before.members.len());
+            prop_assert_eq!(membership.view().ring.checksum(), before.ring.checksum());
+        }
+    }
+
+    #[test]
+    fn inconsistent_metadata_chunks_are_counted_and_dropped() {
+        let mut membership = node(None);
+        let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+        let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+        let mut other = crate::metadata::tests::sample(2, 4);
+        other.cluster_name = "another".into();
+        for chunk in chunk_metadata(other.host_id, other.stamp, &other.encode()) {
+            membership.handle_packet(from, &peer.seal(&encode_control(&chunk)));
+        }
+        let bad = Control::Metadata(MetadataChunk {
+            host_id: HostId::from_u128(3),
+            stamp: other.stamp,
+            index: 5,
+            count: 2,
+            data: vec![1, 2, 3],
+        });
+        membership.handle_packet(from, &peer.seal(&encode_control(&bad)));
+        assert_eq!(membership.stats().metadata_rejected, 2);
+        assert_eq!(membership.view().members.len(), 1);
+    }
+}

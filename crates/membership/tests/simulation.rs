@@ -15,10 +15,16 @@ fn all(n: usize) -> Vec<usize> {
     (0..n).collect()
 }
 
-fn killed_node_is_seen_down_in_time_and_keeps_its_tokens(n: usize) {
+/// The whole life of an `n`-node cluster: converge; a killed node is seen down
+/// by all within the bound and keeps its tokens; restarted, it is seen up with
+/// a higher generation; a partition heals and views re-converge; a node that
+/// joins after everyone changed metadata learns the newest of every member.
+fn cluster_life(n: usize) {
     let (mut sim, _) = cluster(n, n as u64);
     let victim = n - 1;
+    let host = sim.nodes()[victim].host_id;
     let checksum = sim.view(0).ring.checksum();
+
     sim.kill(victim);
     let took = sim
         .run_until(Duration::from_secs(60), |s| {
@@ -26,7 +32,6 @@ fn killed_node_is_seen_down_in_time_and_keeps_its_tokens(n: usize) {
         })
         .expect("the killed node is seen down");
     assert!(took <= DETECTION_BOUND, "{n} nodes: down after {took:?}");
-    let host = sim.nodes()[victim].host_id;
     for i in 0..n - 1 {
         let view = sim.view(i);
         assert_eq!(
@@ -34,21 +39,57 @@ fn killed_node_is_seen_down_in_time_and_keeps_its_tokens(n: usize) {
             checksum,
             "down does not change the ring"
         );
-        assert!(
-            !view.ring.tokens_of(host).is_empty(),
-            "down keeps its tokens"
-        );
+        assert_eq!(view.ring.tokens_of(host).len(), 16, "down keeps its tokens");
+    }
+
+    sim.restart(victim);
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(n)))
+        .expect("converges after the restart");
+    for i in 0..n {
+        let member = &sim.view(i).members[&host];
+        assert_eq!(member.liveness, Liveness::Up);
+        assert_eq!(member.metadata.stamp.generation, Generation(101));
+    }
+
+    let (left, right): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| i < n / 2);
+    sim.partition(&left, &right);
+    sim.run_until(Duration::from_secs(60), |s| {
+        s.seen_by_all_as(n - 1, Liveness::Down) || {
+            left.iter().all(|&i| {
+                s.view(i)
+                    .member(host)
+                    .is_some_and(|m| m.liveness == Liveness::Down)
+            })
+        }
+    })
+    .expect("the sides see each other down");
+    sim.heal();
+    sim.run_until(Duration::from_secs(90), |s| s.converged(&all(n)))
+        .expect("re-converges after the partition");
+
+    for i in 0..n {
+        sim.update_local(i, |m| m.load_bytes = 5000 + i as u64);
+    }
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(n)))
+        .expect("converged");
+    sim.run_for(Duration::from_secs(30));
+    let late = sim.add_node(config("test", None), metadata(n, 16, "test"));
+    sim.run_until(Duration::from_secs(30), |s| s.converged(&all(n + 1)))
+        .expect("the late joiner converges");
+    for i in 0..n {
+        let member = &sim.view(late).members[&sim.nodes()[i].host_id];
+        assert_eq!(member.metadata.load_bytes, 5000 + i as u64);
     }
 }
 
 #[test]
-fn five_nodes_converge_and_see_a_killed_node_down_within_ten_seconds() {
-    killed_node_is_seen_down_in_time_and_keeps_its_tokens(5);
+fn the_life_of_a_five_node_cluster() {
+    cluster_life(5);
 }
 
 #[test]
-fn twenty_nodes_converge_and_see_a_killed_node_down_within_ten_seconds() {
-    killed_node_is_seen_down_in_time_and_keeps_its_tokens(20);
+fn the_life_of_a_twenty_node_cluster() {
+    cluster_life(20);
 }
 
 #[test]
