@@ -1,0 +1,3 @@
+//! Replication: consistency levels and the coordinator's bookkeeping. (Being written.)
+
+#![deny(missing_docs)]
