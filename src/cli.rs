@@ -1,11 +1,23 @@
 //! The command line: every subcommand and its arguments (clap derive).
 
-use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// ringstore: a Dynamo/Cassandra-style replicated key-value store.
 #[derive(Debug, Parser)]
 #[command(name = "ringstore", version, about, propagate_version = true)]
 pub struct Cli {
+    /// The node to talk to: its client address (for every command but `server`, `token` and `demo`).
+    #[arg(
+        long,
+        global = true,
+        default_value = "127.0.0.1:7100",
+        value_name = "IP:PORT"
+    )]
+    pub host: SocketAddr,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -14,9 +26,207 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a node.
+    Server(Box<ServerArgs>),
+    /// Each node's state, load, tokens and ownership, per data center (as `nodetool status`).
+    Status(StatusArgs),
+    /// Every ring token with its owner, per data center (as `nodetool ring`).
+    Ring,
+    /// The node itself (as `nodetool info`).
+    Info(InfoArgs),
+    /// Every range of a keyspace with its replicas (as `nodetool describering`).
+    Describering(KeyspaceArg),
+    /// A key's replicas, one client address per line, in placement order.
+    Getendpoints(KeyArgs),
+    /// Write a value.
+    Put(PutArgs),
+    /// Read a value; prints it and a newline. Exit status 1 when not found.
+    Get(ReadArgs),
+    /// Delete a key.
+    Delete(ReadArgs),
+    /// Create, list or drop keyspaces.
+    #[command(subcommand)]
+    Keyspace(KeyspaceCommand),
     /// Print the Murmur3 token of each key, one per line, in input order
     /// (the same tokens Cassandra's Murmur3Partitioner gives).
     Token(TokenArgs),
+}
+
+/// Arguments of `ringstore server`. Every setting can also come from the
+/// config file or a `RINGSTORE_*` environment variable; flags win over the
+/// environment, which wins over the file.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// A TOML config file (see deploy/ringstore.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The cluster's name.
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Where the node keeps its data.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The client gRPC bind address (default 127.0.0.1:7100).
+    #[arg(long, value_name = "IP:PORT")]
+    pub listen_address: Option<SocketAddr>,
+    /// The internode gRPC bind address (default 127.0.0.1:7101).
+    #[arg(long, value_name = "IP:PORT")]
+    pub internode_address: Option<SocketAddr>,
+    /// The gossip UDP bind address (default 127.0.0.1:7000).
+    #[arg(long, value_name = "IP:PORT")]
+    pub gossip_address: Option<SocketAddr>,
+    /// The client address to advertise, if not the bind address.
+    #[arg(long, value_name = "IP:PORT")]
+    pub broadcast_client_address: Option<SocketAddr>,
+    /// The internode address to advertise, if not the bind address.
+    #[arg(long, value_name = "IP:PORT")]
+    pub broadcast_internode_address: Option<SocketAddr>,
+    /// The gossip address to advertise, if not the bind address.
+    #[arg(long, value_name = "IP:PORT")]
+    pub broadcast_gossip_address: Option<SocketAddr>,
+    /// Gossip addresses of seed nodes, comma-separated. Only this node, or
+    /// none: start a new cluster.
+    #[arg(long, value_delimiter = ',', value_name = "IP:PORT,...")]
+    pub seeds: Option<Vec<SocketAddr>>,
+    /// This node's data center.
+    #[arg(long)]
+    pub dc: Option<String>,
+    /// This node's rack.
+    #[arg(long)]
+    pub rack: Option<String>,
+    /// Tokens (vnodes) for this node.
+    #[arg(long, value_name = "N")]
+    pub num_tokens: Option<u32>,
+    /// This node's tokens, comma-separated (may begin with `-`: `--initial-token=-9000,0`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_name = "T1,T2,..."
+    )]
+    pub initial_token: Option<Vec<i64>>,
+    /// A shared secret that authenticates gossip.
+    #[arg(long, value_name = "SECRET")]
+    pub cluster_secret: Option<String>,
+}
+
+/// Arguments of `ringstore status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Show effective ownership for this keyspace.
+    pub keyspace: Option<String>,
+}
+
+/// Arguments of `ringstore info`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// List every token.
+    #[arg(short = 'T', long)]
+    pub tokens: bool,
+}
+
+/// A keyspace argument.
+#[derive(Debug, Args)]
+pub struct KeyspaceArg {
+    /// The keyspace.
+    pub keyspace: String,
+}
+
+/// A keyspace and a key.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// The key is hex bytes.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// Cassandra's consistency levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Consistency {
+    /// A hint suffices (writes only).
+    Any,
+    /// One replica.
+    One,
+    /// Two replicas.
+    Two,
+    /// Three replicas.
+    Three,
+    /// A majority of all replicas.
+    Quorum,
+    /// Every replica.
+    All,
+    /// One replica in the coordinator's data center.
+    LocalOne,
+    /// A majority of the coordinator's data center's replicas.
+    LocalQuorum,
+    /// A majority in every data center.
+    EachQuorum,
+}
+
+/// Arguments of `ringstore put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// The value; `-` reads it from standard input.
+    pub value: String,
+    /// The consistency level.
+    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
+    pub consistency: Consistency,
+    /// Expire the value this many seconds after it is written.
+    #[arg(long, value_name = "SECONDS")]
+    pub ttl: Option<u32>,
+    /// The write's timestamp, in microseconds since the epoch.
+    #[arg(long, value_name = "MICROS")]
+    pub timestamp: Option<i64>,
+    /// KEY and VALUE are hex bytes.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// Arguments of `ringstore get` and `ringstore delete`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// The consistency level.
+    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
+    pub consistency: Consistency,
+    /// KEY is hex bytes, and `get` prints the value as hex.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// `ringstore keyspace ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeyspaceCommand {
+    /// Create a keyspace.
+    Create {
+        /// Its name: letters, digits, underscores.
+        name: String,
+        /// `SimpleStrategy:3` or `NetworkTopologyStrategy:dc1=3,dc2=2`.
+        #[arg(long)]
+        replication: String,
+        /// Succeed if it already exists with the same replication.
+        #[arg(long)]
+        if_not_exists: bool,
+    },
+    /// List the keyspaces.
+    List,
+    /// Drop a keyspace and its data.
+    Drop {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Arguments of `ringstore token`.

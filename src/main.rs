@@ -1,27 +1,80 @@
 //! `ringstore`: one binary that runs a node and is the admin/client tool.
 //!
-//! Every subcommand lives in its own module under `commands/`. Errors reach
-//! the user here, once, as `error: …` on stderr with a non-zero exit status.
+//! Every subcommand lives in its own module under `commands/`. Failures reach
+//! the user here, once, on stderr, with the exit status of [`failure`].
 
 mod cli;
+mod client;
 mod commands;
+mod display;
+mod failure;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
+use crate::client::Connection;
+use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Token(args) => commands::token::run(&args, &mut std::io::stdout().lock()),
+    init_logging(matches!(cli.command, Command::Server(_)));
+    let result = match &cli.command {
+        Command::Token(args) => {
+            commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
+        }
+        _ => match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(run(&cli)),
+            Err(error) => Err(Failure::Other(error.into())),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
+        Err(failure) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("{failure}");
+            failure.exit_code()
         }
     }
+}
+
+/// Runs the commands that need a runtime.
+async fn run(cli: &Cli) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    if let Command::Server(args) = &cli.command {
+        return commands::server::run(args).await;
+    }
+    let connection = Connection::open(cli.host).await?;
+    match &cli.command {
+        Command::Status(args) => commands::status::run(&connection, args, &mut out).await,
+        Command::Ring => commands::ring::run(&connection, &mut out).await,
+        Command::Info(args) => commands::info::run(&connection, args, &mut out).await,
+        Command::Describering(args) => {
+            commands::describering::run(&connection, args, &mut out).await
+        }
+        Command::Getendpoints(args) => {
+            commands::getendpoints::run(&connection, args, &mut out).await
+        }
+        Command::Put(args) => commands::data::put(&connection, args).await,
+        Command::Get(args) => commands::data::get(&connection, args, &mut out).await,
+        Command::Delete(args) => commands::data::delete(&connection, args).await,
+        Command::Keyspace(command) => commands::keyspace::run(&connection, command, &mut out).await,
+        Command::Server(_) | Command::Token(_) => unreachable!("handled above"),
+    }
+}
+
+/// Logs to stderr: `info` for a server, `warn` for the tools (`RUST_LOG` overrides).
+fn init_logging(server: bool) {
+    let default = if server { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

@@ -1,3 +1,11 @@
-//! One module per subcommand, each with a `run` function.
+//! One module per subcommand (or group of subcommands), each with a `run`.
 
+pub mod data;
+pub mod describering;
+pub mod getendpoints;
+pub mod info;
+pub mod keyspace;
+pub mod ring;
+pub mod server;
+pub mod status;
 pub mod token;

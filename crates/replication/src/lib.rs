@@ -1,3 +1,71 @@
-//! Replication: consistency levels and the coordinator's bookkeeping. (Being written.)
+//! Replication: the coordinator's decisions, without the I/O.
+//!
+//! When a node coordinates a request for a key, this crate decides whom to
+//! ask, how many answers to wait for, when the request has succeeded or
+//! failed, and — for reads — what the answer is and which replicas need
+//! repairing. It is pure and sans-IO: no sockets, clocks, timers or async
+//! runtime. The node passes plain data in (replicas with their DC and
+//! liveness, replies, "the timer fired", the read's `now`) and carries out
+//! the effects that come back (requests to send, repairs to write).
+//!
+//! # The protocol, as Cassandra runs it
+//! - A [`ConsistencyLevel`] becomes a [`Requirement`] for a keyspace's
+//!   strategy and the coordinator's DC: how many answers, from which DCs
+//!   (Cassandra's `blockFor`).
+//! - **Writes** ([`plan_write`] → [`WritePlan`] → [`WriteTracker`]): sent to
+//!   every live natural replica and, during a range movement, every live
+//!   pending one; the requirement grows by one per pending replica that
+//!   counts. Down replicas are listed for hints. The tracker reports
+//!   [`WriteStatus::Satisfied`] or [`WriteStatus::Failed`] as soon as either
+//!   is certain; at the node's deadline it yields a [`WriteTimeout`].
+//! - **Reads** ([`plan_read`] → [`ReadPlan`] → [`ReadTracker`]): data from the
+//!   closest live replica, [`Digest`]s from just enough others, spares in
+//!   reserve. Matching digests finish the read; a mismatch triggers a data
+//!   round whose answers are reconciled by last-write-wins
+//!   ([`Cell::reconcile`](ringstore_storage::Cell::reconcile)), with the
+//!   winner to be written back to replicas that differ ([`ReadOutcome`]).
+//! - Not enough live replicas: [`Unavailable`], before anything is sent.
+//!
+//! # Invariants
+//! - Quotas are counted per DC wherever the level is (`LOCAL_*` under
+//!   NetworkTopologyStrategy, `EACH_QUORUM`): a surplus in one DC never makes
+//!   up for a shortfall in another.
+//! - Plans refuse exactly when the live replicas cannot meet the level, and a
+//!   plan that succeeds can be satisfied by its own targets (property-tested
+//!   against an oracle written from Cassandra's definitions).
+//! - A read's winner is the `reconcile` fold of all data it received, and its
+//!   repairs go exactly to the replicas known to differ from it.
+//! - Trackers are deterministic functions of the events fed to them;
+//!   duplicate replies and replies from unknown hosts are ignored.
+//!
+//! # Caveats
+//! - `LOCAL_*` levels with SimpleStrategy count replicas in every DC as
+//!   local (the strategy ignores DCs); Cassandra still counts only the
+//!   coordinator's DC, which differs only for multi-DC SimpleStrategy keyspaces.
+//! - No speculative retry: slow replicas are replaced only when the node's
+//!   round timer fires. No latency-aware replica ordering (no dynamic snitch).
+//! - No `SERIAL`/`LOCAL_SERIAL` (no lightweight transactions), no
+//!   `NODE_LOCAL`, no transient replicas, no range (multi-key) reads.
+//! - Read repair and hint storage are computed or requested here but carried
+//!   out by the node.
 
 #![deny(missing_docs)]
+
+mod consistency;
+mod digest;
+mod error;
+mod plan;
+mod read_tracker;
+mod requirement;
+mod write_tracker;
+
+#[cfg(test)]
+mod testkit;
+
+pub use consistency::ConsistencyLevel;
+pub use digest::Digest;
+pub use error::{ReplicationError, Result, Unavailable};
+pub use plan::{ReadPlan, ReplicaCandidate, WritePlan, WriteTarget, plan_read, plan_write};
+pub use read_tracker::{ReadAction, ReadFailure, ReadOutcome, ReadTracker, Request};
+pub use requirement::Requirement;
+pub use write_tracker::{WriteStatus, WriteTimeout, WriteTracker};

@@ -1,19 +1,113 @@
 //! The storage crate's one error type.
+//!
+//! Every variant says whether the store's state may have changed; callers
+//! that need to decide between retrying and giving up use
+//! [`StorageError::is_corruption`] and [`StorageError::is_retryable`].
+
+use std::sync::Arc;
+
+use crate::keyspace::KeyspaceId;
 
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// A stored cell could not be decoded: the data is corrupt or from an
-    /// unknown format version.
+    /// unknown format version. Nothing was changed.
     #[error("corrupt cell: {reason}")]
     CorruptCell {
         /// What is wrong.
         reason: String,
     },
 
+    /// A stored data key is not `token (8 bytes) ++ key`: the data is corrupt.
+    /// Nothing was changed.
+    #[error("corrupt data key: {reason}")]
+    CorruptKey {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The key cannot be stored (ringstore refuses the empty key, which has no
+    /// token). Nothing was changed.
+    #[error("invalid key: {source}")]
+    InvalidKey {
+        /// Why the partitioner refused it.
+        #[source]
+        source: ringstore_placement::PlacementError,
+    },
+
+    /// Text that should name a keyspace is not a UUID.
+    #[error("invalid keyspace id {text:?}: {source}")]
+    InvalidKeyspaceId {
+        /// The text that failed to parse.
+        text: String,
+        /// Why it failed.
+        #[source]
+        source: uuid::Error,
+    },
+
+    /// The keyspace was dropped through this store; its id is dead and is
+    /// never used again. Nothing was changed.
+    #[error("keyspace {keyspace} has been dropped")]
+    KeyspaceDropped {
+        /// The dropped keyspace.
+        keyspace: KeyspaceId,
+    },
+
+    /// The tree behind a handle has been dropped: the handle is stale.
+    /// Nothing was changed.
+    #[error("tree {name:?} has been dropped")]
+    TreeDropped {
+        /// The tree's name.
+        name: String,
+    },
+
+    /// The store has been closed and refuses writes. Nothing was changed.
+    #[error("the store is closed")]
+    Closed,
+
+    /// A flush that the operation waited for failed, so its writes are applied
+    /// (visible to reads) but not known to be durable.
+    #[error("flush failed: {source}")]
+    FlushFailed {
+        /// The engine's error, shared by every writer of the flush's group.
+        #[source]
+        source: Arc<StorageError>,
+    },
+
+    /// A flush never completed: its blocking task was discarded (the runtime
+    /// shut down) or the engine panicked. Whether the writes it covered are
+    /// durable is unknown.
+    #[error("flush abandoned: the flush task panicked or was never run")]
+    FlushAbandoned,
+
     /// The sled engine failed.
     #[error("sled: {0}")]
     Sled(#[from] sled::Error),
+}
+
+impl StorageError {
+    /// Whether the error reports corrupt stored data (rather than a refused
+    /// request or an I/O failure): retrying will not help, repair might.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            StorageError::CorruptCell { .. } | StorageError::CorruptKey { .. } => true,
+            StorageError::Sled(sled::Error::Corruption { .. }) => true,
+            StorageError::FlushFailed { source } => source.is_corruption(),
+            _ => false,
+        }
+    }
+
+    /// Whether the same request may succeed if tried again: a failed flush or
+    /// an engine I/O error. Invalid input, dropped keyspaces, a closed store
+    /// and corruption are final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StorageError::FlushFailed { source } => !source.is_corruption(),
+            StorageError::Sled(sled::Error::Io(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// The storage crate's result type.

@@ -1,9 +1,83 @@
-//! Storage: durable cells in token order. (Design notes to be completed with the engines.)
+//! Storage: each node's durable cells, in token order.
+//!
+//! # What it does
+//! A node stores, per keyspace and key, one [`Cell`]: a value or a tombstone
+//! with its write [`Timestamp`] and optional expiry. Every write is merged with
+//! the stored cell by last-write-wins ([`Cell::reconcile`]), so replicas that
+//! receive the same writes in any order, any number of times, converge. The
+//! [`Store`] is what the node uses: `apply`, `read`, `scan` a token range,
+//! `drop_keyspace`, node metadata, and `sync`.
+//!
+//! # Layers
+//! - [`Engine`] / [`Tree`]: a small trait for named ordered byte maps with an
+//!   engine-wide flush. [`SledEngine`] is what ringstore ships;
+//!   [`MemoryEngine`] is for tests. Both pass one shared suite
+//!   (`tests/engine_suite.rs`), so the store cannot tell them apart.
+//! - Key encoding: a data key is the token's order-preserving bytes followed
+//!   by the key, so a data tree is sorted by token and a token range — the
+//!   unit of replication, repair and streaming — is one range scan (two when
+//!   it wraps past `Token::MAX`).
+//! - [`KeyspaceId`]: a keyspace's data lives in the tree `data/<uuid>`. A
+//!   re-created keyspace has a new id and so a new, empty tree: old data is
+//!   never resurrected.
+//! - [`Store`]: LWW merges through atomic [`Tree::update`], the [`Durability`]
+//!   policy, and group commit.
+//!
+//! # Durability
+//! - [`Durability::Batch`]: a write is acknowledged only after a flush that
+//!   started after it has completed. Concurrent writers share flushes (group
+//!   commit): one leader runs `Engine::flush` on the blocking pool while the
+//!   others wait for it, then the next leader's flush covers everyone who
+//!   arrived meanwhile. Throughput scales with concurrency at the same fsync
+//!   rate.
+//! - [`Durability::Periodic`]: writes are acknowledged at once, and a
+//!   background task flushes every interval. A crash loses up to one interval
+//!   of acknowledged writes; replication covers for it.
+//! - Metadata writes and keyspace drops are always durable on return.
+//!
+//! # Invariants
+//! - The stored cell of a key is the LWW winner of every cell applied to it
+//!   since it was last dropped, whatever the order and concurrency of applies.
+//! - Scans return exactly the keys whose tokens the range contains, in
+//!   `(token, key)` order.
+//! - Stored bytes that do not decode are reported as errors
+//!   ([`StorageError::is_corruption`]), never a panic, and never overwritten by
+//!   a merge.
+//! - Every persisted format carries a version: cells start with a format byte;
+//!   data keys are fixed by the token encoding, which Cassandra compatibility
+//!   freezes.
+//!
+//! # Caveats
+//! - No compaction of tombstones or expired cells yet (no `gc_grace`): they
+//!   are kept until overwritten or the keyspace is dropped.
+//! - Engine calls for single keys run on the caller's thread, not the blocking
+//!   pool; sled usually answers from memory but may block.
+//! - sled 0.34 is pre-1.0: its memory use is several times its cache
+//!   capacity, it loses unflushed writes on `kill -9`, and its on-disk format
+//!   may change with its version.
+//! - The `hints` tree is reserved; hinted handoff defines its format.
 
 #![deny(missing_docs)]
 
 mod cell;
+mod durability;
+mod engine;
 mod error;
+mod group_commit;
+mod key_encoding;
+mod keyspace;
+mod memory_engine;
+mod periodic_flush;
+mod scan;
+mod sled_engine;
+mod store;
 
 pub use cell::{Cell, Timestamp};
+pub use durability::Durability;
+pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError};
+pub use keyspace::KeyspaceId;
+pub use memory_engine::MemoryEngine;
+pub use scan::Scan;
+pub use sled_engine::{SledEngine, SledOptions};
+pub use store::{HINTS_TREE, SYSTEM_TREE, Store};

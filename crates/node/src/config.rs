@@ -1,0 +1,437 @@
+//! The node's configuration: every setting, its default, and how a file,
+//! environment variables and command-line flags combine.
+//!
+//! Precedence: flag > environment > file > default. All three sources are
+//! merged as TOML tables before one typed deserialization, so every setting
+//! can come from any source: `storage.durability` in the file is
+//! `RINGSTORE_STORAGE__DURABILITY` in the environment (upper case, `__` for a
+//! nested table; values are read as TOML when they parse, as text otherwise).
+//! Unknown keys are errors, so a typo never passes silently.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ringstore_placement::Token;
+use serde::Deserialize;
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The merged settings do not parse.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Everything a node needs to start. Defaults are those of a single local
+/// node on 127.0.0.1 that starts a new cluster.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The cluster's name. A node never joins a cluster of another name, and
+    /// refuses a data directory created for another cluster.
+    pub cluster_name: String,
+    /// Where data, hints and the node record (`node.json`) live.
+    pub data_dir: PathBuf,
+    /// The client gRPC bind address (default port 7100/TCP).
+    pub listen_address: SocketAddr,
+    /// The internode gRPC bind address (default port 7101/TCP).
+    pub internode_address: SocketAddr,
+    /// The gossip bind address (default port 7000/UDP).
+    pub gossip_address: SocketAddr,
+    /// The client address others should use, if not the bind address (behind NAT, in docker).
+    pub broadcast_client_address: Option<SocketAddr>,
+    /// The internode address others should use, if not the bind address.
+    pub broadcast_internode_address: Option<SocketAddr>,
+    /// The gossip address others should use, if not the bind address.
+    pub broadcast_gossip_address: Option<SocketAddr>,
+    /// Gossip addresses to join through. Empty, or only this node: start a new cluster.
+    pub seeds: Vec<SocketAddr>,
+    /// This node's data center.
+    pub dc: String,
+    /// This node's rack.
+    pub rack: String,
+    /// Tokens (vnodes) for a node of weight 1, 1 to 1024. Chosen by the
+    /// balanced allocator at first start unless `initial_token` is given.
+    pub num_tokens: u32,
+    /// This node's tokens, fixed by the operator; must number `num_tokens`.
+    pub initial_token: Option<Vec<Token>>,
+    /// The replication factor the balanced allocator balances for (in the
+    /// node's DC), as Cassandra's `allocate_tokens_for_local_replication_factor`.
+    pub allocate_tokens_for_local_replication_factor: u32,
+    /// With a secret, gossip packets are authenticated (HMAC-SHA256).
+    pub cluster_secret: Option<String>,
+    /// Storage settings.
+    pub storage: StorageConfig,
+    /// Request timeouts.
+    pub timeouts: TimeoutConfig,
+    /// The largest value accepted, in bytes (default 16 MiB).
+    pub max_value_bytes: usize,
+    /// How long a fresh node watches gossip before choosing its tokens, so it
+    /// sees the other nodes that are joining (milliseconds).
+    pub ring_delay_ms: u64,
+    /// The failure-detection preset: `lan` (a dead node is seen down within
+    /// about 10 s) or `relaxed` (three times as patient, for slow test machines).
+    pub failure_detection: FailureDetection,
+}
+
+/// How writes are made durable.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilityMode {
+    /// A write is acknowledged only after the storage has synced it to disk;
+    /// concurrent writes share one sync (group commit). Nothing acknowledged
+    /// is lost on a crash.
+    Batch,
+    /// Writes are acknowledged at once and synced every `periodic_sync_ms`: a
+    /// process crash can lose the acknowledged writes of the last period.
+    Periodic,
+}
+
+/// Storage settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// sled's page cache, in MiB (sled may use several times this in RAM).
+    pub cache_capacity_mb: u64,
+    /// How writes are made durable.
+    pub durability: DurabilityMode,
+    /// The sync period in `periodic` mode, in milliseconds.
+    pub periodic_sync_ms: u64,
+}
+
+/// Request timeouts, in milliseconds, as Cassandra's.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeoutConfig {
+    /// How long a coordinator waits for write acknowledgements.
+    pub write_ms: u64,
+    /// How long a coordinator waits for read responses.
+    pub read_ms: u64,
+    /// How long a schema change waits for every live node to apply it.
+    pub schema_ms: u64,
+}
+
+/// The failure-detection preset.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureDetection {
+    /// Down within about 10 s.
+    Lan,
+    /// Three times as patient.
+    Relaxed,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            cluster_name: "ringstore".into(),
+            data_dir: PathBuf::from("./data"),
+            listen_address: SocketAddr::from(([127, 0, 0, 1], 7100)),
+            internode_address: SocketAddr::from(([127, 0, 0, 1], 7101)),
+            gossip_address: SocketAddr::from(([127, 0, 0, 1], 7000)),
+            broadcast_client_address: None,
+            broadcast_internode_address: None,
+            broadcast_gossip_address: None,
+            seeds: Vec::new(),
+            dc: "dc1".into(),
+            rack: "rack1".into(),
+            num_tokens: 16,
+            initial_token: None,
+            allocate_tokens_for_local_replication_factor: 3,
+            cluster_secret: None,
+            storage: StorageConfig::default(),
+            timeouts: TimeoutConfig::default(),
+            max_value_bytes: 16 * 1024 * 1024,
+            ring_delay_ms: 3000,
+            failure_detection: FailureDetection::Lan,
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            cache_capacity_mb: 256,
+            durability: DurabilityMode::Batch,
+            periodic_sync_ms: 500,
+        }
+    }
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        TimeoutConfig {
+            write_ms: 2000,
+            read_ms: 5000,
+            schema_ms: 10_000,
+        }
+    }
+}
+
+/// The environment-variable prefix of settings.
+pub const ENV_PREFIX: &str = "RINGSTORE_";
+
+impl NodeConfig {
+    /// Merges defaults, the file (if any), the `RINGSTORE_*` variables of
+    /// `env` and the flag values (`dotted.key` → TOML value), in that
+    /// order of increasing precedence, and checks the result.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: impl IntoIterator<Item = (String, toml::Value)>,
+    ) -> Result<NodeConfig, ConfigError> {
+        let mut table = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?
+            }
+            None => toml::Table::new(),
+        };
+        for (name, value) in env {
+            let Some(key) = name.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let key = key.to_lowercase().replace("__", ".");
+            set(&mut table, &key, parse_env_value(&key, &value));
+        }
+        for (key, value) in flags {
+            set(&mut table, &key, value);
+        }
+        let config: NodeConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if self.cluster_name.trim().is_empty() {
+            return invalid("cluster_name must not be empty".into());
+        }
+        if !(1..=1024).contains(&self.num_tokens) {
+            return invalid(format!(
+                "num_tokens must be 1 to 1024, not {}",
+                self.num_tokens
+            ));
+        }
+        if let Some(tokens) = &self.initial_token {
+            if tokens.len() != self.num_tokens as usize {
+                return invalid(format!(
+                    "initial_token lists {} tokens but num_tokens is {}",
+                    tokens.len(),
+                    self.num_tokens
+                ));
+            }
+            let mut sorted = tokens.clone();
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0] == w[1]) {
+                return invalid("initial_token lists a token twice".into());
+            }
+        }
+        if self.allocate_tokens_for_local_replication_factor == 0 {
+            return invalid(
+                "allocate_tokens_for_local_replication_factor must be at least 1".into(),
+            );
+        }
+        for (name, bind, broadcast) in [
+            (
+                "listen_address",
+                self.listen_address,
+                self.broadcast_client_address,
+            ),
+            (
+                "internode_address",
+                self.internode_address,
+                self.broadcast_internode_address,
+            ),
+            (
+                "gossip_address",
+                self.gossip_address,
+                self.broadcast_gossip_address,
+            ),
+        ] {
+            if bind.ip().is_unspecified() && broadcast.is_none() {
+                return invalid(format!(
+                    "{name} {bind} binds every interface: set its broadcast address"
+                ));
+            }
+        }
+        if self.max_value_bytes == 0 {
+            return invalid("max_value_bytes must be positive".into());
+        }
+        if self.timeouts.write_ms == 0 || self.timeouts.read_ms == 0 || self.timeouts.schema_ms == 0
+        {
+            return invalid("timeouts must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The client address other nodes and clients use.
+    pub fn advertised_client_address(&self) -> SocketAddr {
+        self.broadcast_client_address.unwrap_or(self.listen_address)
+    }
+
+    /// The internode address other nodes use.
+    pub fn advertised_internode_address(&self) -> SocketAddr {
+        self.broadcast_internode_address
+            .unwrap_or(self.internode_address)
+    }
+
+    /// The gossip address other nodes use.
+    pub fn advertised_gossip_address(&self) -> SocketAddr {
+        self.broadcast_gossip_address.unwrap_or(self.gossip_address)
+    }
+}
+
+/// An environment value as TOML, except for keys that are always text and
+/// lists of addresses or tokens, which may be written bare and comma-separated.
+fn parse_env_value(key: &str, value: &str) -> toml::Value {
+    const LISTS: [&str; 2] = ["seeds", "initial_token"];
+    if LISTS.contains(&key) && !value.trim_start().starts_with('[') {
+        let items = value
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| match item.parse::<i64>() {
+                Ok(n) => toml::Value::Integer(n),
+                Err(_) => toml::Value::String(item.to_string()),
+            })
+            .collect();
+        return toml::Value::Array(items);
+    }
+    let text_keys = ["cluster_name", "dc", "rack", "cluster_secret", "data_dir"];
+    if text_keys.contains(&key) {
+        return toml::Value::String(value.to_string());
+    }
+    format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()))
+}
+
+/// Sets `dotted.key` in `table`, creating nested tables.
+fn set(table: &mut toml::Table, key: &str, value: toml::Value) {
+    match key.split_once('.') {
+        None => {
+            table.insert(key.to_string(), value);
+        }
+        Some((head, rest)) => {
+            let entry = table
+                .entry(head.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if !entry.is_table() {
+                *entry = toml::Value::Table(toml::Table::new());
+            }
+            set(entry.as_table_mut().expect("a table"), rest, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_describe_a_local_single_node() {
+        let config = NodeConfig::load(None, [], []).unwrap();
+        assert_eq!(config, NodeConfig::default());
+        assert_eq!(config.listen_address.port(), 7100);
+        assert_eq!(config.storage.durability, DurabilityMode::Batch);
+    }
+
+    #[test]
+    fn flags_beat_environment_which_beats_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ringstore.toml");
+        std::fs::write(
+            &file,
+            "cluster_name = \"from-file\"\ndc = \"file-dc\"\nrack = \"file-rack\"\n[storage]\ndurability = \"periodic\"\n",
+        )
+        .unwrap();
+        let config = NodeConfig::load(
+            Some(&file),
+            env(&[
+                ("RINGSTORE_DC", "env-dc"),
+                ("RINGSTORE_RACK", "env-rack"),
+                ("RINGSTORE_STORAGE__PERIODIC_SYNC_MS", "250"),
+                ("RINGSTORE_SEEDS", "127.0.0.11:7000,127.0.0.12:7000"),
+                ("HOME", "/root"),
+            ]),
+            [("rack".to_string(), toml::Value::String("flag-rack".into()))],
+        )
+        .unwrap();
+        assert_eq!(config.cluster_name, "from-file");
+        assert_eq!(config.dc, "env-dc");
+        assert_eq!(config.rack, "flag-rack");
+        assert_eq!(config.storage.durability, DurabilityMode::Periodic);
+        assert_eq!(config.storage.periodic_sync_ms, 250);
+        assert_eq!(config.seeds.len(), 2);
+    }
+
+    #[test]
+    fn negative_initial_tokens_parse_from_the_environment() {
+        let config = NodeConfig::load(
+            None,
+            env(&[
+                ("RINGSTORE_NUM_TOKENS", "2"),
+                ("RINGSTORE_INITIAL_TOKEN", "-9000,42"),
+            ]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(config.initial_token, Some(vec![Token(-9000), Token(42)]));
+    }
+
+    #[test]
+    fn mistakes_are_clear_errors() {
+        let unknown = NodeConfig::load(None, env(&[("RINGSTORE_NUM_TOKEN", "3")]), []).unwrap_err();
+        assert!(unknown.to_string().contains("num_token"), "{unknown}");
+        let count = NodeConfig::load(
+            None,
+            env(&[
+                ("RINGSTORE_NUM_TOKENS", "3"),
+                ("RINGSTORE_INITIAL_TOKEN", "1,2"),
+            ]),
+            [],
+        )
+        .unwrap_err();
+        assert!(
+            count.to_string().contains("initial_token lists 2 tokens"),
+            "{count}"
+        );
+        let unspecified = NodeConfig::load(
+            None,
+            env(&[("RINGSTORE_LISTEN_ADDRESS", "0.0.0.0:7100")]),
+            [],
+        )
+        .unwrap_err();
+        assert!(
+            unspecified.to_string().contains("broadcast"),
+            "{unspecified}"
+        );
+        let missing =
+            NodeConfig::load(Some(Path::new("/nonexistent/ringstore.toml")), [], []).unwrap_err();
+        assert!(matches!(missing, ConfigError::Read { .. }));
+    }
+}

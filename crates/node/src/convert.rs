@@ -1,0 +1,173 @@
+//! Conversions between the wire types of `ringstore.v1` and the domain types,
+//! with the checks that turn malformed messages into clear errors.
+
+use std::collections::BTreeMap;
+
+use ringstore_placement::ReplicationStrategy;
+use ringstore_proto::v1 as pb;
+use ringstore_storage::{Cell, KeyspaceId, Timestamp};
+
+use crate::error::NodeError;
+use crate::schema::{KeyspaceDef, SchemaEntry};
+
+/// A strategy from its wire form.
+pub fn strategy_from_pb(
+    replication: Option<pb::Replication>,
+) -> Result<ReplicationStrategy, NodeError> {
+    let invalid = |m: String| NodeError::InvalidArgument(m);
+    match replication.and_then(|r| r.strategy) {
+        None => Err(invalid(
+            "replication is required (SimpleStrategy or NetworkTopologyStrategy)".into(),
+        )),
+        Some(pb::replication::Strategy::Simple(simple)) => {
+            ReplicationStrategy::simple(simple.replication_factor)
+                .map_err(|e| invalid(format!("SimpleStrategy: {e}")))
+        }
+        Some(pb::replication::Strategy::NetworkTopology(nts)) => {
+            if nts.replication_factors.is_empty() {
+                return Err(invalid(
+                    "NetworkTopologyStrategy needs at least one data center".into(),
+                ));
+            }
+            if let Some(dc) = nts
+                .replication_factors
+                .keys()
+                .find(|dc| dc.trim().is_empty())
+            {
+                return Err(invalid(format!(
+                    "NetworkTopologyStrategy: invalid data center name {dc:?}"
+                )));
+            }
+            ReplicationStrategy::network_topology(nts.replication_factors)
+                .map_err(|e| invalid(format!("NetworkTopologyStrategy: {e}")))
+        }
+    }
+}
+
+/// A strategy's wire form.
+pub fn strategy_to_pb(strategy: &ReplicationStrategy) -> pb::Replication {
+    let strategy = match strategy {
+        ReplicationStrategy::Simple { rf } => {
+            pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                replication_factor: rf.get(),
+            })
+        }
+        ReplicationStrategy::NetworkTopology { rf_per_dc } => {
+            pb::replication::Strategy::NetworkTopology(pb::NetworkTopologyStrategy {
+                replication_factors: rf_per_dc
+                    .iter()
+                    .map(|(dc, &rf)| (dc.to_string(), rf))
+                    .collect::<BTreeMap<_, _>>()
+                    .into_iter()
+                    .collect(),
+            })
+        }
+    };
+    pb::Replication {
+        strategy: Some(strategy),
+    }
+}
+
+/// A keyspace's wire form.
+pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
+    pb::Keyspace {
+        name: keyspace.name.clone(),
+        id: keyspace.id.to_string(),
+        replication: Some(strategy_to_pb(&keyspace.strategy)),
+    }
+}
+
+/// A keyspace from its wire form.
+pub fn keyspace_from_pb(keyspace: pb::Keyspace) -> Result<KeyspaceDef, NodeError> {
+    let id = keyspace_id_from_pb(&keyspace.id)?;
+    Ok(KeyspaceDef {
+        name: keyspace.name,
+        id,
+        strategy: strategy_from_pb(keyspace.replication)?,
+    })
+}
+
+/// A keyspace id from its text form.
+pub fn keyspace_id_from_pb(id: &str) -> Result<KeyspaceId, NodeError> {
+    id.parse::<uuid::Uuid>()
+        .map(KeyspaceId)
+        .map_err(|e| NodeError::InvalidArgument(format!("invalid keyspace id {id:?}: {e}")))
+}
+
+/// A schema entry's wire form.
+pub fn schema_entry_to_pb(entry: &SchemaEntry) -> pb::SchemaEntry {
+    pb::SchemaEntry {
+        keyspace: Some(keyspace_to_pb(&entry.keyspace)),
+        timestamp_micros: entry.timestamp.0,
+        dropped: entry.dropped,
+    }
+}
+
+/// A schema entry from its wire form.
+pub fn schema_entry_from_pb(entry: pb::SchemaEntry) -> Result<SchemaEntry, NodeError> {
+    let keyspace = entry
+        .keyspace
+        .ok_or_else(|| NodeError::InvalidArgument("schema entry without keyspace".into()))?;
+    Ok(SchemaEntry {
+        keyspace: keyspace_from_pb(keyspace)?,
+        timestamp: Timestamp(entry.timestamp_micros),
+        dropped: entry.dropped,
+    })
+}
+
+/// A cell's wire form.
+pub fn cell_to_pb(cell: &Cell) -> pb::Cell {
+    pb::Cell {
+        timestamp_micros: cell.timestamp.0,
+        expires_at_micros: cell.expires_at.map(|t| t.0),
+        value: cell.value.clone(),
+    }
+}
+
+/// A cell from its wire form.
+pub fn cell_from_pb(cell: pb::Cell) -> Cell {
+    Cell {
+        timestamp: Timestamp(cell.timestamp_micros),
+        expires_at: cell.expires_at_micros.map(Timestamp),
+        value: cell.value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_round_trip_and_bad_ones_are_refused() {
+        for strategy in [
+            ReplicationStrategy::simple(3).unwrap(),
+            ReplicationStrategy::network_topology([("dc1", 3), ("dc2", 2)]).unwrap(),
+        ] {
+            assert_eq!(
+                strategy_from_pb(Some(strategy_to_pb(&strategy))).unwrap(),
+                strategy
+            );
+        }
+        assert!(strategy_from_pb(None).is_err());
+        let zero = pb::Replication {
+            strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                replication_factor: 0,
+            })),
+        };
+        assert!(strategy_from_pb(Some(zero)).is_err());
+        let empty = pb::Replication {
+            strategy: Some(pb::replication::Strategy::NetworkTopology(
+                pb::NetworkTopologyStrategy::default(),
+            )),
+        };
+        assert!(strategy_from_pb(Some(empty)).is_err());
+    }
+
+    #[test]
+    fn cells_round_trip() {
+        let cell = Cell::live(Timestamp(5), b"v".to_vec(), Some(3));
+        assert_eq!(cell_from_pb(cell_to_pb(&cell)), cell);
+        let tombstone = Cell::tombstone(Timestamp(6));
+        assert_eq!(cell_from_pb(cell_to_pb(&tombstone)), tombstone);
+    }
+}

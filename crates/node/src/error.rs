@@ -1,0 +1,86 @@
+//! The node's errors, and their mapping to gRPC status codes — in one place.
+
+use tonic::{Code, Status};
+
+/// Why a request (or the node) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The request is malformed or out of bounds (empty or oversized key,
+    /// oversized value, bad consistency level, bad replication settings).
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// No keyspace of that name.
+    #[error("keyspace {0:?} does not exist")]
+    KeyspaceNotFound(String),
+
+    /// The keyspace exists already (with other settings).
+    #[error("{0}")]
+    AlreadyExists(String),
+
+    /// Too few replicas are known to be up for the consistency level; nothing was sent.
+    #[error("{0}")]
+    Unavailable(String),
+
+    /// Not enough replicas answered in time. For a write this is
+    /// indeterminate: it may still be applied.
+    #[error("{0}")]
+    Timeout(String),
+
+    /// A replica or peer failed in a way that is not the client's fault.
+    #[error("{0}")]
+    Internal(String),
+
+    /// The storage engine failed.
+    #[error("storage: {0}")]
+    Storage(#[from] ringstore_storage::StorageError),
+
+    /// Membership failed.
+    #[error("membership: {0}")]
+    Membership(#[from] ringstore_membership::MembershipError),
+
+    /// The node is being shut down.
+    #[error("the node is shutting down")]
+    ShuttingDown,
+}
+
+impl From<ringstore_replication::ReplicationError> for NodeError {
+    fn from(error: ringstore_replication::ReplicationError) -> NodeError {
+        use ringstore_replication::ReplicationError as E;
+        let message = error.to_string();
+        match error {
+            E::UnknownConsistencyLevel { .. } | E::InvalidForReads { .. } => {
+                NodeError::InvalidArgument(message)
+            }
+            E::Unavailable(_) => NodeError::Unavailable(message),
+            E::WriteTimeout(_) => NodeError::Timeout(message),
+            E::ReadFailure(failure) if failure.timed_out => NodeError::Timeout(message),
+            E::ReadFailure(_) => NodeError::Unavailable(message),
+        }
+    }
+}
+
+impl NodeError {
+    /// The gRPC status code of this error.
+    pub fn code(&self) -> Code {
+        match self {
+            NodeError::InvalidArgument(_) => Code::InvalidArgument,
+            NodeError::KeyspaceNotFound(_) => Code::NotFound,
+            NodeError::AlreadyExists(_) => Code::AlreadyExists,
+            NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
+            NodeError::Timeout(_) => Code::DeadlineExceeded,
+            NodeError::Internal(_) | NodeError::Storage(_) | NodeError::Membership(_) => {
+                Code::Internal
+            }
+        }
+    }
+}
+
+impl From<NodeError> for Status {
+    fn from(error: NodeError) -> Status {
+        Status::new(error.code(), error.to_string())
+    }
+}
+
+/// The node's result type.
+pub type Result<T, E = NodeError> = std::result::Result<T, E>;

@@ -1,0 +1,47 @@
+//! The ringstore node: storage, membership and replication wired behind gRPC.
+//!
+//! # Design
+//! A node is a [`NodeContext`](context::NodeContext) — configuration,
+//! identity, the sled-backed [`Store`](ringstore_storage::Store), the
+//! membership handle, the replicated schema and a cache of per-keyspace replica
+//! maps — shared by four gRPC services: `Client`, `Schema` and `Admin` on the
+//! client port, `Internode` on the internode port. Any node coordinates any
+//! request ([`coordinator`]): it finds the key's replicas on the current ring,
+//! plans the request with `ringstore_replication`, and talks to the replicas
+//! (itself included, directly) in parallel.
+//!
+//! - **Schema** ([`schema`]) is a last-write-wins map of keyspace entries,
+//!   merged identically everywhere. A change is pushed to every live node and
+//!   returns once all applied it; nodes also pull from any live node that
+//!   gossips another schema version, so a node that was down catches up.
+//! - **Tokens** ([`tokens`]): saved at first start; a fresh node without
+//!   `initial_token` takes its turn to choose balanced tokens.
+//! - **Durability**: `batch` (acknowledged after fsync, group-committed; the
+//!   default) or `periodic` (acknowledged at once, synced every period).
+//!
+//! # Caveats
+//! - No hinted handoff, streaming or pending ranges yet: a fresh node that
+//!   joins a cluster holding data owns its ranges at once without their data
+//!   (reads at `QUORUM`/read repair make up for it over time).
+//! - Writes to a replica that is down are not stored anywhere for it.
+
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod context;
+pub mod convert;
+pub mod coordinator;
+pub mod error;
+mod node;
+pub mod peers;
+pub mod placements;
+pub mod schema;
+pub mod schema_store;
+pub mod schema_sync;
+pub mod services;
+pub mod tokens;
+
+pub use config::NodeConfig;
+pub use error::{NodeError, Result};
+pub use node::{RunningNode, start};

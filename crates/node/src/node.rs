@@ -1,0 +1,270 @@
+//! Starting and stopping a node: storage, identity, membership, tokens,
+//! schema, and the gRPC servers, in that order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ringstore_membership::{
+    ClusterSecret, Membership, MembershipConfig, MetadataStamp, NodeIdentity, NodeMetadata,
+    NodeRecord, NodeState,
+};
+use ringstore_proto::v1::admin_server::AdminServer;
+use ringstore_proto::v1::client_server::ClientServer;
+use ringstore_proto::v1::internode_server::InternodeServer;
+use ringstore_proto::v1::schema_server::SchemaServer;
+use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::clock::TimestampSource;
+use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::peers::Peers;
+use crate::placements::Placements;
+use crate::schema_store::SchemaStore;
+use crate::services::admin::AdminService;
+use crate::services::client::ClientService;
+use crate::services::internode::InternodeService;
+use crate::services::schema::SchemaService;
+use crate::{schema_sync, tokens};
+
+/// The largest gRPC message accepted: a 16 MiB value plus its envelope.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A started node. Dropping it does not stop it: call [`RunningNode::shutdown`].
+pub struct RunningNode {
+    /// The node's shared state.
+    pub context: Arc<NodeContext>,
+    /// Where its client service listens.
+    pub client_address: SocketAddr,
+    /// Where its internode service listens.
+    pub internode_address: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    membership_task: JoinHandle<()>,
+}
+
+impl RunningNode {
+    /// Stops the node: announces its departure to the cluster, stops serving,
+    /// and flushes storage. Waits for all of it.
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        let _ = self.membership_task.await;
+        self.context.store.close().await?;
+        tracing::info!("node stopped");
+        Ok(())
+    }
+}
+
+/// Starts a node with `config` and returns once it serves requests (a fresh
+/// node chooses its tokens in the background).
+pub async fn start(config: NodeConfig) -> Result<RunningNode> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1);
+    let record = NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now)?;
+    let store = open_store(&config)?;
+    let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
+    let schema = SchemaStore::load(store.clone())?;
+
+    let metadata = NodeMetadata {
+        host_id: record.host_id,
+        stamp: MetadataStamp {
+            generation: record.generation,
+            version: 1,
+        },
+        cluster_name: config.cluster_name.clone(),
+        dc: config.dc.as_str().into(),
+        rack: config.rack.as_str().into(),
+        client_addr: config.advertised_client_address(),
+        internode_addr: config.advertised_internode_address(),
+        gossip_addr: config.advertised_gossip_address(),
+        state: if tokens.is_some() {
+            NodeState::Normal
+        } else {
+            NodeState::Joining
+        },
+        tokens: tokens.clone().unwrap_or_default(),
+        load_bytes: store.load_bytes().unwrap_or(0),
+        schema_version: schema.current().version(),
+        software_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let identity = NodeIdentity {
+        host_id: record.host_id,
+        gossip_addr: config.advertised_gossip_address(),
+        generation: record.generation,
+        rejoin: 0,
+    };
+    let preset = match config.failure_detection {
+        FailureDetection::Lan => MembershipConfig::lan,
+        FailureDetection::Relaxed => MembershipConfig::relaxed,
+    };
+    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
+        .with_secret(config.cluster_secret.clone().and_then(ClusterSecret::new));
+    let membership = Membership::new(membership_config, identity, metadata, rand::random());
+
+    let (stop, stopped) = watch::channel(false);
+    let (membership, membership_task) =
+        ringstore_membership::start(membership, config.gossip_address, wait_for(stopped.clone()))
+            .await?;
+
+    let client_listener = bind(config.listen_address).await?;
+    let internode_listener = bind(config.internode_address).await?;
+    let client_address = client_listener
+        .local_addr()
+        .map_err(|e| io_error(config.listen_address, e))?;
+    let internode_address = internode_listener
+        .local_addr()
+        .map_err(|e| io_error(config.internode_address, e))?;
+
+    tracing::info!(
+        host_id = %record.host_id,
+        generation = %record.generation,
+        cluster = %config.cluster_name,
+        client = %client_address,
+        internode = %internode_address,
+        gossip = %config.gossip_address,
+        "node starting"
+    );
+    let context = Arc::new(NodeContext {
+        config,
+        host_id: record.host_id,
+        generation: record.generation,
+        store,
+        membership,
+        schema,
+        placements: Placements::default(),
+        peers: Peers::default(),
+        clock: TimestampSource::default(),
+        started: Instant::now(),
+    });
+
+    let mut tasks = Vec::new();
+    let client_server = tonic::transport::Server::builder()
+        .add_service(
+            ClientServer::new(ClientService::new(context.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(SchemaServer::new(SchemaService::new(context.clone())))
+        .add_service(AdminServer::new(AdminService::new(context.clone())))
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(client_listener),
+            wait_for(stopped.clone()),
+        );
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = client_server.await {
+            tracing::error!(%error, "client server failed");
+        }
+    }));
+    let internode_server = tonic::transport::Server::builder()
+        .add_service(
+            InternodeServer::new(InternodeService::new(context.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(internode_listener),
+            wait_for(stopped.clone()),
+        );
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = internode_server.await {
+            tracing::error!(%error, "internode server failed");
+        }
+    }));
+    tasks.push(spawn_until_stopped(
+        schema_sync::run(context.clone(), Duration::from_secs(2)),
+        stopped.clone(),
+    ));
+    tasks.push(spawn_until_stopped(
+        report_load(context.clone()),
+        stopped.clone(),
+    ));
+    if tokens.is_none() {
+        let joining = context.clone();
+        tasks.push(spawn_until_stopped(
+            async move {
+                if let Err(error) = tokens::join(joining).await {
+                    tracing::error!(%error, "could not join the ring");
+                }
+            },
+            stopped,
+        ));
+    }
+    Ok(RunningNode {
+        context,
+        client_address,
+        internode_address,
+        stop,
+        tasks,
+        membership_task,
+    })
+}
+
+fn open_store(config: &NodeConfig) -> Result<Store> {
+    let options = SledOptions {
+        cache_capacity_bytes: config.storage.cache_capacity_mb << 20,
+        flush_every_ms: None,
+    };
+    let engine = SledEngine::open(config.data_dir.join("db"), options)?;
+    let durability = match config.storage.durability {
+        DurabilityMode::Batch => Durability::Batch,
+        DurabilityMode::Periodic => Durability::Periodic {
+            interval: Duration::from_millis(config.storage.periodic_sync_ms.max(1)),
+        },
+    };
+    Ok(Store::open(Arc::new(engine), durability)?)
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|e| io_error(address, e))
+}
+
+fn io_error(address: SocketAddr, error: std::io::Error) -> NodeError {
+    NodeError::Internal(format!("cannot listen on {address}: {error}"))
+}
+
+/// Resolves when `stop` turns true (or its sender is gone).
+async fn wait_for(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|&stopped| stopped).await;
+}
+
+/// Runs `task` until it ends or the node stops.
+fn spawn_until_stopped(
+    task: impl Future<Output = ()> + Send + 'static,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = task => {}
+            () = wait_for(stop) => {}
+        }
+    })
+}
+
+/// Gossips the node's load when it changed by more than 1% (checked every 10 s).
+async fn report_load(context: Arc<NodeContext>) {
+    let mut reported = context.store.load_bytes().unwrap_or(0);
+    let mut ticker = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        ticker.tick().await;
+        let load = context.store.load_bytes().unwrap_or(reported);
+        if load.abs_diff(reported) > reported / 100 {
+            reported = load;
+            let _ = context
+                .membership
+                .update_local(move |m| m.load_bytes = load)
+                .await;
+        }
+    }
+}

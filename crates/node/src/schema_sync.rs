@@ -1,0 +1,127 @@
+//! Keeping every node's schema equal: pushes on change, with agreement, and a
+//! background exchange with any live node whose schema version differs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use ringstore_membership::Liveness;
+use ringstore_proto::v1 as pb;
+
+use crate::context::NodeContext;
+use crate::convert::schema_entry_from_pb;
+use crate::error::{NodeError, Result};
+use crate::schema::SchemaEntry;
+use crate::schema_store::snapshot_of;
+
+/// Merges `entries` into the local schema and, when that changed it, gossips
+/// the new schema version.
+/// Data of keyspaces the merge dropped is deleted from local storage.
+pub async fn merge_and_publish(context: &NodeContext, entries: Vec<SchemaEntry>) -> Result<bool> {
+    let before = context.schema.current();
+    let changed = context.schema.merge(entries).await?;
+    if changed {
+        let after = context.schema.current();
+        for dropped in before
+            .keyspaces()
+            .filter(|k| after.keyspace_by_id(k.id).is_none())
+        {
+            context.store.drop_keyspace(dropped.id).await?;
+        }
+        let version = after.version();
+        context
+            .membership
+            .update_local(move |m| m.schema_version = version)
+            .await?;
+    }
+    Ok(changed)
+}
+
+/// Pushes the local schema to every live node and waits until each has
+/// merged it (schema agreement), or the schema timeout passes.
+pub async fn push_to_live_nodes(context: &NodeContext) -> Result<()> {
+    let view = context.view();
+    let snapshot = snapshot_of(&context.schema.current());
+    let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+    let pushes = view
+        .members
+        .values()
+        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != context.host_id)
+        .map(|m| {
+            let mut client = context.peers.client(m.metadata.internode_addr);
+            let snapshot = snapshot.clone();
+            let address = m.metadata.internode_addr;
+            async move {
+                let result = tokio::time::timeout(timeout, client.push_schema(snapshot)).await;
+                match result {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(status)) => Err(format!("{address}: {}", status.message())),
+                    Err(_) => Err(format!("{address}: no answer within {timeout:?}")),
+                }
+            }
+        });
+    let failures: Vec<String> = join_all(pushes)
+        .await
+        .into_iter()
+        .filter_map(|r| r.err())
+        .collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(NodeError::Timeout(format!(
+            "the schema change is applied here but not yet on every live node (it will spread): {}",
+            failures.join("; ")
+        )))
+    }
+}
+
+/// Runs until the node stops: every `interval`, pulls the schema of each live
+/// node that gossips another schema version, merges it, and pushes back if
+/// that node lacks something.
+pub async fn run(context: Arc<NodeContext>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Err(error) = exchange_once(&context).await {
+            tracing::debug!(%error, "schema exchange");
+        }
+    }
+}
+
+async fn exchange_once(context: &NodeContext) -> Result<()> {
+    let view = context.view();
+    let ours = context.schema.current().version();
+    let differing: Vec<_> = view
+        .members
+        .values()
+        .filter(|m| {
+            m.liveness == Liveness::Up
+                && m.metadata.host_id != context.host_id
+                && m.metadata.schema_version != ours
+        })
+        .map(|m| m.metadata.internode_addr)
+        .collect();
+    for address in differing {
+        let mut client = context.peers.client(address);
+        let theirs = client
+            .pull_schema(pb::PullSchemaRequest {})
+            .await
+            .map_err(|s| {
+                NodeError::Internal(format!("pull schema from {address}: {}", s.message()))
+            })?
+            .into_inner();
+        let entries = theirs
+            .entries
+            .into_iter()
+            .map(schema_entry_from_pb)
+            .collect::<Result<Vec<_>>>()?;
+        let their_count = entries.len();
+        merge_and_publish(context, entries).await?;
+        let merged = context.schema.current();
+        if merged.entries().count() > their_count {
+            let _ = client.push_schema(snapshot_of(&merged)).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! The `Admin` service: what `status`, `ring`, `info`, `describering` and
+//! `getendpoints` show.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ringstore_membership::{ClusterView, Liveness, MemberInfo, NodeState};
+use ringstore_placement::{HostId, Murmur3Partitioner};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::admin_server::Admin;
+use tonic::{Request, Response, Status};
+
+use crate::context::NodeContext;
+use crate::error::NodeError;
+
+/// Serves `Admin` from a node's context.
+pub struct AdminService {
+    context: Arc<NodeContext>,
+}
+
+impl AdminService {
+    /// The service of `context`'s node.
+    pub fn new(context: Arc<NodeContext>) -> AdminService {
+        AdminService { context }
+    }
+
+    /// Every member but those that left, with `ownership` per host.
+    fn nodes(&self, view: &ClusterView, ownership: &BTreeMap<HostId, f64>) -> Vec<pb::NodeStatus> {
+        let mut nodes: Vec<pb::NodeStatus> = view
+            .members
+            .values()
+            .filter(|m| m.metadata.state != NodeState::Left)
+            .map(|m| {
+                node_status(
+                    m,
+                    ownership.get(&m.metadata.host_id).copied().unwrap_or(0.0),
+                )
+            })
+            .collect();
+        nodes.sort_by(|a, b| {
+            (&a.datacenter, &a.client_address).cmp(&(&b.datacenter, &b.client_address))
+        });
+        nodes
+    }
+}
+
+fn state_name(state: NodeState) -> &'static str {
+    match state {
+        NodeState::Joining => "JOINING",
+        NodeState::Normal => "NORMAL",
+        NodeState::Leaving => "LEAVING",
+        NodeState::Left => "LEFT",
+    }
+}
+
+fn node_status(member: &MemberInfo, ownership: f64) -> pb::NodeStatus {
+    let m = &member.metadata;
+    pb::NodeStatus {
+        host_id: m.host_id.to_string(),
+        client_address: m.client_addr.to_string(),
+        datacenter: m.dc.to_string(),
+        rack: m.rack.to_string(),
+        up: member.liveness == Liveness::Up,
+        state: state_name(m.state).to_string(),
+        load_bytes: m.load_bytes,
+        token_count: m.tokens.len() as u32,
+        ownership,
+        tokens: m.tokens.iter().map(|t| t.0).collect(),
+        schema_version: m.schema_version.to_string(),
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn status(
+        &self,
+        request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let keyspace = request.into_inner().keyspace;
+        let (view, ownership, effective) = if keyspace.is_empty() {
+            let view = self.context.view();
+            let ownership = view.ring.primary_ownership();
+            (view, ownership, false)
+        } else {
+            let keyspace = self.context.keyspace(&keyspace)?;
+            let (view, map) = self.context.placement(&keyspace);
+            (view, map.effective_ownership(), true)
+        };
+        Ok(Response::new(pb::StatusResponse {
+            nodes: self.nodes(&view, &ownership),
+            effective,
+            ring_epoch: view.ring.epoch(),
+            ring_checksum: view.ring.checksum(),
+        }))
+    }
+
+    async fn ring(
+        &self,
+        _: Request<pb::RingRequest>,
+    ) -> Result<Response<pb::RingResponse>, Status> {
+        let view = self.context.view();
+        let ownership = view.ring.primary_ownership();
+        Ok(Response::new(pb::RingResponse {
+            nodes: self.nodes(&view, &ownership),
+            ring_epoch: view.ring.epoch(),
+            ring_checksum: view.ring.checksum(),
+        }))
+    }
+
+    async fn info(
+        &self,
+        _: Request<pb::InfoRequest>,
+    ) -> Result<Response<pb::InfoResponse>, Status> {
+        let context = &self.context;
+        let view = context.view();
+        let local = view.member(context.host_id).ok_or_else(|| {
+            NodeError::Internal("the local node is missing from its own view".into())
+        })?;
+        let m = &local.metadata;
+        Ok(Response::new(pb::InfoResponse {
+            host_id: context.host_id.to_string(),
+            cluster_name: context.config.cluster_name.clone(),
+            datacenter: m.dc.to_string(),
+            rack: m.rack.to_string(),
+            generation: context.generation.0,
+            uptime_seconds: context.started.elapsed().as_secs(),
+            load_bytes: context.store.load_bytes().unwrap_or(0),
+            tokens: m.tokens.iter().map(|t| t.0).collect(),
+            gossip_active: true,
+            state: state_name(m.state).to_string(),
+            schema_version: context.schema.current().version().to_string(),
+            software_version: env!("CARGO_PKG_VERSION").to_string(),
+            durability: format!("{:?}", context.config.storage.durability).to_lowercase(),
+        }))
+    }
+
+    async fn describe_ring(
+        &self,
+        request: Request<pb::DescribeRingRequest>,
+    ) -> Result<Response<pb::DescribeRingResponse>, Status> {
+        let keyspace = self.context.keyspace(&request.into_inner().keyspace)?;
+        let (view, map) = self.context.placement(&keyspace);
+        let ranges = map
+            .ranges()
+            .map(|replicas| {
+                let members: Vec<&MemberInfo> =
+                    replicas.ids().filter_map(|h| view.member(h)).collect();
+                pb::TokenRangeReplicas {
+                    start_token: replicas.range().start.0,
+                    end_token: replicas.range().end.0,
+                    endpoints: members
+                        .iter()
+                        .map(|m| m.metadata.internode_addr.to_string())
+                        .collect(),
+                    rpc_endpoints: members
+                        .iter()
+                        .map(|m| m.metadata.client_addr.to_string())
+                        .collect(),
+                    endpoint_details: members
+                        .iter()
+                        .map(|m| pb::EndpointDetails {
+                            host: m.metadata.internode_addr.to_string(),
+                            datacenter: m.metadata.dc.to_string(),
+                            rack: m.metadata.rack.to_string(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::DescribeRingResponse {
+            schema_version: self.context.schema.current().version().to_string(),
+            ranges,
+        }))
+    }
+
+    async fn get_endpoints(
+        &self,
+        request: Request<pb::GetEndpointsRequest>,
+    ) -> Result<Response<pb::GetEndpointsResponse>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.context.keyspace(&request.keyspace)?;
+        let token = Murmur3Partitioner::token(&request.key)
+            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+        let (view, map) = self.context.placement(&keyspace);
+        let endpoints = map
+            .replicas(token)
+            .ids()
+            .map(|h| match view.member(h) {
+                Some(m) => m.metadata.client_addr.to_string(),
+                None => h.to_string(),
+            })
+            .collect();
+        Ok(Response::new(pb::GetEndpointsResponse {
+            endpoints,
+            token: token.0,
+        }))
+    }
+}

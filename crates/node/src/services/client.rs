@@ -1,0 +1,234 @@
+//! The `Client` service: puts, gets, deletes and unlogged batches, each
+//! checked, then coordinated at its consistency level.
+
+use std::sync::Arc;
+
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::client_server::Client;
+use ringstore_replication::ConsistencyLevel;
+use ringstore_storage::{Cell, Timestamp};
+use tonic::{Request, Response, Status};
+
+use crate::context::NodeContext;
+use crate::coordinator;
+use crate::error::{NodeError, Result};
+use crate::schema::KeyspaceDef;
+
+/// The largest key accepted, in bytes (Cassandra's partition key limit).
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// The longest TTL accepted: 20 years, as Cassandra.
+pub const MAX_TTL_SECONDS: u32 = 20 * 365 * 24 * 3600;
+
+/// Serves `Client` from a node's context.
+pub struct ClientService {
+    context: Arc<NodeContext>,
+}
+
+impl ClientService {
+    /// The service of `context`'s node.
+    pub fn new(context: Arc<NodeContext>) -> ClientService {
+        ClientService { context }
+    }
+
+    fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
+        if name.is_empty() {
+            return Err(NodeError::InvalidArgument(
+                "keyspace must not be empty".into(),
+            ));
+        }
+        self.context.keyspace(name)
+    }
+
+    /// A checked write: key and value limits, TTL, and the timestamp to use.
+    fn prepare_write(
+        &self,
+        key: &[u8],
+        value: Option<Vec<u8>>,
+        timestamp: Option<i64>,
+        ttl: Option<u32>,
+    ) -> Result<Cell> {
+        check_key(key)?;
+        if let Some(value) = &value
+            && value.len() > self.context.config.max_value_bytes
+        {
+            return Err(NodeError::InvalidArgument(format!(
+                "value is {} bytes; the limit is {} bytes (max_value_bytes)",
+                value.len(),
+                self.context.config.max_value_bytes
+            )));
+        }
+        let ttl = match ttl {
+            None | Some(0) => None,
+            Some(ttl) if ttl > MAX_TTL_SECONDS => {
+                return Err(NodeError::InvalidArgument(format!(
+                    "ttl of {ttl} seconds exceeds the maximum of {MAX_TTL_SECONDS}"
+                )));
+            }
+            Some(ttl) => Some(ttl),
+        };
+        let timestamp = match timestamp {
+            Some(micros) if micros < 0 => {
+                return Err(NodeError::InvalidArgument(format!(
+                    "timestamp {micros} is negative"
+                )));
+            }
+            Some(micros) => {
+                self.context.clock.observe(Timestamp(micros));
+                Timestamp(micros)
+            }
+            None => self.context.clock.next(),
+        };
+        Ok(match value {
+            Some(value) => Cell::live(timestamp, value, ttl),
+            None => Cell::tombstone(timestamp),
+        })
+    }
+}
+
+/// Checks a key: 1 byte to 64 KiB.
+pub fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(NodeError::InvalidArgument("key must not be empty".into()));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(NodeError::InvalidArgument(format!(
+            "key is {} bytes; the limit is {MAX_KEY_BYTES} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A wire consistency level; unspecified means `ONE`.
+pub fn level_from_pb(level: i32) -> Result<ConsistencyLevel> {
+    use pb::ConsistencyLevel as P;
+    let level = P::try_from(level)
+        .map_err(|_| NodeError::InvalidArgument(format!("unknown consistency level {level}")))?;
+    Ok(match level {
+        P::Unspecified | P::One => ConsistencyLevel::One,
+        P::Any => ConsistencyLevel::Any,
+        P::Two => ConsistencyLevel::Two,
+        P::Three => ConsistencyLevel::Three,
+        P::Quorum => ConsistencyLevel::Quorum,
+        P::All => ConsistencyLevel::All,
+        P::LocalOne => ConsistencyLevel::LocalOne,
+        P::LocalQuorum => ConsistencyLevel::LocalQuorum,
+        P::EachQuorum => ConsistencyLevel::EachQuorum,
+    })
+}
+
+/// A consistency level's wire form.
+pub fn level_to_pb(level: ConsistencyLevel) -> pb::ConsistencyLevel {
+    use pb::ConsistencyLevel as P;
+    match level {
+        ConsistencyLevel::Any => P::Any,
+        ConsistencyLevel::One => P::One,
+        ConsistencyLevel::Two => P::Two,
+        ConsistencyLevel::Three => P::Three,
+        ConsistencyLevel::Quorum => P::Quorum,
+        ConsistencyLevel::All => P::All,
+        ConsistencyLevel::LocalOne => P::LocalOne,
+        ConsistencyLevel::LocalQuorum => P::LocalQuorum,
+        ConsistencyLevel::EachQuorum => P::EachQuorum,
+    }
+}
+
+#[tonic::async_trait]
+impl Client for ClientService {
+    async fn put(
+        &self,
+        request: Request<pb::PutRequest>,
+    ) -> Result<Response<pb::PutResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        let keyspace = self.keyspace(&r.keyspace)?;
+        let cell = self.prepare_write(&r.key, Some(r.value), r.timestamp_micros, r.ttl_seconds)?;
+        let timestamp = cell.timestamp;
+        coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
+        Ok(Response::new(pb::PutResponse {
+            timestamp_micros: timestamp.0,
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetRequest>,
+    ) -> Result<Response<pb::GetResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        let keyspace = self.keyspace(&r.keyspace)?;
+        check_key(&r.key)?;
+        let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
+        let now = Timestamp::now();
+        let response = match winner
+            .as_ref()
+            .and_then(|cell| cell.visible_value(now).map(|v| (cell, v)))
+        {
+            Some((cell, value)) => pb::GetResponse {
+                found: true,
+                value: value.to_vec(),
+                timestamp_micros: cell.timestamp.0,
+            },
+            None => pb::GetResponse::default(),
+        };
+        Ok(Response::new(response))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        let keyspace = self.keyspace(&r.keyspace)?;
+        let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None)?;
+        let timestamp = cell.timestamp;
+        coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
+        Ok(Response::new(pb::DeleteResponse {
+            timestamp_micros: timestamp.0,
+        }))
+    }
+
+    async fn batch(
+        &self,
+        request: Request<pb::BatchRequest>,
+    ) -> Result<Response<pb::BatchResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        let keyspace = self.keyspace(&r.keyspace)?;
+        let writes = r.mutations.into_iter().map(|m| {
+            let prepared = self.prepare_write(&m.key, m.value, m.timestamp_micros, m.ttl_seconds);
+            let (context, keyspace) = (&self.context, &keyspace);
+            async move {
+                let cell = prepared?;
+                let timestamp = cell.timestamp;
+                coordinator::write(context, keyspace, m.key, cell, level).await?;
+                Ok::<_, NodeError>(timestamp)
+            }
+        });
+        let results = futures::future::join_all(writes)
+            .await
+            .into_iter()
+            .map(|result| match result {
+                Ok(timestamp) => pb::MutationResult {
+                    code: 0,
+                    message: String::new(),
+                    timestamp_micros: timestamp.0,
+                },
+                Err(error) => pb::MutationResult {
+                    code: error.code() as i32,
+                    message: error.to_string(),
+                    timestamp_micros: 0,
+                },
+            })
+            .collect();
+        Ok(Response::new(pb::BatchResponse { results }))
+    }
+
+    async fn noop(
+        &self,
+        _: Request<pb::NoopRequest>,
+    ) -> Result<Response<pb::NoopResponse>, Status> {
+        Ok(Response::new(pb::NoopResponse {}))
+    }
+}

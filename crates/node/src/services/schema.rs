@@ -1,0 +1,93 @@
+//! The `Schema` service: create, drop and list keyspaces.
+
+use std::sync::Arc;
+
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::schema_server::Schema as SchemaApi;
+use ringstore_storage::KeyspaceId;
+use tonic::{Request, Response, Status};
+
+use crate::context::NodeContext;
+use crate::convert::{keyspace_to_pb, strategy_from_pb};
+use crate::error::NodeError;
+use crate::schema::{KeyspaceDef, SchemaEntry, validate_keyspace_name};
+use crate::schema_sync::{merge_and_publish, push_to_live_nodes};
+
+/// Serves `Schema` from a node's context.
+pub struct SchemaService {
+    context: Arc<NodeContext>,
+}
+
+impl SchemaService {
+    /// The service of `context`'s node.
+    pub fn new(context: Arc<NodeContext>) -> SchemaService {
+        SchemaService { context }
+    }
+}
+
+#[tonic::async_trait]
+impl SchemaApi for SchemaService {
+    async fn create_keyspace(
+        &self,
+        request: Request<pb::CreateKeyspaceRequest>,
+    ) -> Result<Response<pb::CreateKeyspaceResponse>, Status> {
+        let request = request.into_inner();
+        validate_keyspace_name(&request.name).map_err(NodeError::InvalidArgument)?;
+        let strategy = strategy_from_pb(request.replication)?;
+        if let Some(existing) = self.context.schema.current().keyspace(&request.name) {
+            if request.if_not_exists && existing.strategy == strategy {
+                return Ok(Response::new(pb::CreateKeyspaceResponse {
+                    keyspace: Some(keyspace_to_pb(existing)),
+                }));
+            }
+            return Err(NodeError::AlreadyExists(format!(
+                "keyspace {:?} already exists with {}",
+                existing.name, existing.strategy
+            ))
+            .into());
+        }
+        let keyspace = KeyspaceDef {
+            name: request.name,
+            id: KeyspaceId::random(),
+            strategy,
+        };
+        let entry = SchemaEntry {
+            keyspace: keyspace.clone(),
+            timestamp: self.context.clock.next(),
+            dropped: false,
+        };
+        merge_and_publish(&self.context, vec![entry]).await?;
+        push_to_live_nodes(&self.context).await?;
+        tracing::info!(name = %keyspace.name, id = %keyspace.id, strategy = %keyspace.strategy, "keyspace created");
+        Ok(Response::new(pb::CreateKeyspaceResponse {
+            keyspace: Some(keyspace_to_pb(&keyspace)),
+        }))
+    }
+
+    async fn drop_keyspace(
+        &self,
+        request: Request<pb::DropKeyspaceRequest>,
+    ) -> Result<Response<pb::DropKeyspaceResponse>, Status> {
+        let name = request.into_inner().name;
+        let keyspace = self.context.keyspace(&name)?;
+        let entry = SchemaEntry {
+            keyspace: keyspace.clone(),
+            timestamp: self.context.clock.next(),
+            dropped: true,
+        };
+        merge_and_publish(&self.context, vec![entry]).await?;
+        push_to_live_nodes(&self.context).await?;
+        tracing::info!(name = %keyspace.name, id = %keyspace.id, "keyspace dropped");
+        Ok(Response::new(pb::DropKeyspaceResponse {}))
+    }
+
+    async fn list_keyspaces(
+        &self,
+        _: Request<pb::ListKeyspacesRequest>,
+    ) -> Result<Response<pb::ListKeyspacesResponse>, Status> {
+        let schema = self.context.schema.current();
+        Ok(Response::new(pb::ListKeyspacesResponse {
+            keyspaces: schema.keyspaces().map(keyspace_to_pb).collect(),
+        }))
+    }
+}

@@ -1,0 +1,167 @@
+//! This node's tokens: kept in storage, fixed by `initial_token`, or chosen
+//! by the balanced allocator when a fresh node joins.
+//!
+//! # Serialized joins
+//! Fresh nodes started together must not pick their tokens against the same
+//! ring (the allocator is deterministic: they would pick the same tokens). A
+//! fresh node therefore gossips itself as `Joining` with no tokens, watches
+//! gossip for `ring_delay` to see who else is joining, and then takes turns:
+//! it allocates only when no live token-less joining node has a smaller host
+//! id. Once it has allocated, it saves its tokens and gossips them with state
+//! `Normal`, which is the next node's turn. A node whose turn does not come
+//! within a minute (say, a lower node hung) allocates anyway, with a warning.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_membership::{Liveness, NodeState};
+use ringstore_placement::allocation::balanced_tokens;
+use ringstore_placement::{Location, ReplicationStrategy, Ring, RingMember, Token};
+use ringstore_storage::Store;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+
+/// The key of the tokens in the storage's system tree.
+const TOKENS_META_KEY: &str = "tokens";
+/// The first byte of the saved tokens: their format version.
+const TOKENS_FORMAT: u8 = 1;
+/// How long a node waits for its turn before allocating anyway.
+const TURN_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The tokens saved by an earlier start, if any.
+pub fn saved_tokens(store: &Store) -> Result<Option<Vec<Token>>> {
+    let Some(bytes) = store.meta_get(TOKENS_META_KEY)? else {
+        return Ok(None);
+    };
+    let corrupt = || NodeError::Internal("the saved tokens are corrupt".into());
+    let (format, body) = bytes.split_first().ok_or_else(corrupt)?;
+    if *format != TOKENS_FORMAT || body.len() % 8 != 0 {
+        return Err(corrupt());
+    }
+    Ok(Some(
+        body.chunks_exact(8)
+            .map(|c| Token(i64::from_le_bytes(c.try_into().expect("8 bytes"))))
+            .collect(),
+    ))
+}
+
+/// Saves the tokens durably.
+pub async fn save_tokens(store: &Store, tokens: &[Token]) -> Result<()> {
+    let mut bytes = vec![TOKENS_FORMAT];
+    for token in tokens {
+        bytes.extend_from_slice(&token.0.to_le_bytes());
+    }
+    store.meta_put(TOKENS_META_KEY, &bytes).await?;
+    Ok(())
+}
+
+/// The tokens to start with: the saved ones, else `initial_token` (saved now),
+/// else none yet. Refuses configured tokens that contradict saved ones.
+pub async fn startup_tokens(
+    store: &Store,
+    configured: Option<&[Token]>,
+) -> Result<Option<Vec<Token>>> {
+    let saved = saved_tokens(store)?;
+    match (saved, configured) {
+        (Some(saved), Some(configured)) => {
+            let mut wanted = configured.to_vec();
+            wanted.sort_unstable();
+            if wanted != saved {
+                return Err(NodeError::InvalidArgument(format!(
+                    "initial_token lists {} tokens that differ from the {} this node saved at its first start; \
+                     a node cannot change its tokens (remove initial_token, or use a fresh data directory)",
+                    wanted.len(),
+                    saved.len()
+                )));
+            }
+            Ok(Some(saved))
+        }
+        (Some(saved), None) => Ok(Some(saved)),
+        (None, Some(configured)) => {
+            let mut tokens = configured.to_vec();
+            tokens.sort_unstable();
+            save_tokens(store, &tokens).await?;
+            Ok(Some(tokens))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Waits for this fresh node's turn, allocates balanced tokens against the
+/// ring it sees, saves them and gossips them with state `Normal`.
+pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
+    tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+    let started = tokio::time::Instant::now();
+    let mut views = context.membership.watch_view();
+    loop {
+        let view = context.view();
+        let earlier = view.members.values().find(|m| {
+            m.liveness == Liveness::Up
+                && m.metadata.state == NodeState::Joining
+                && m.metadata.tokens.is_empty()
+                && m.metadata.host_id < context.host_id
+        });
+        match earlier {
+            None => break,
+            Some(_) if started.elapsed() > TURN_PATIENCE => {
+                tracing::warn!(
+                    "a joining node with a smaller host id has not chosen tokens for a minute; choosing now"
+                );
+                break;
+            }
+            Some(m) => {
+                tracing::info!(waiting_for = %m.metadata.host_id, "waiting for an earlier joining node to choose its tokens");
+                let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
+            }
+        }
+    }
+    let view = context.view();
+    let members = view
+        .members
+        .values()
+        .filter(|m| {
+            m.metadata.host_id != context.host_id
+                && m.metadata.state != NodeState::Left
+                && !m.metadata.tokens.is_empty()
+        })
+        .map(|m| {
+            RingMember::new(
+                m.metadata.host_id,
+                m.metadata.location(),
+                m.metadata.tokens.clone(),
+            )
+        });
+    let ring = Ring::new(0, members).map_err(|e| {
+        NodeError::Internal(format!("cannot build the ring to allocate against: {e}"))
+    })?;
+    let config = &context.config;
+    let location = Location::new(config.dc.as_str(), config.rack.as_str());
+    let strategy = ReplicationStrategy::network_topology([(
+        config.dc.as_str(),
+        config.allocate_tokens_for_local_replication_factor,
+    )])
+    .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    let tokens = balanced_tokens(
+        &ring,
+        context.host_id,
+        &location,
+        config.num_tokens as usize,
+        &strategy,
+    )
+    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))?;
+    save_tokens(&context.store, &tokens).await?;
+    let gossiped = tokens.clone();
+    context
+        .membership
+        .update_local(move |m| {
+            m.tokens = gossiped;
+            m.state = NodeState::Normal;
+        })
+        .await?;
+    tracing::info!(
+        count = tokens.len(),
+        "chose balanced tokens and joined the ring"
+    );
+    Ok(tokens)
+}

@@ -1,0 +1,13 @@
+//! The gRPC schema of ringstore, package `ringstore.v1`, generated at build
+//! time from `proto/ringstore/v1/*.proto`.
+//!
+//! Services: `Client` (reads and writes at a consistency level), `Schema`
+//! (keyspaces), `Admin` (what `status`, `ring`, `info`, `describering` and
+//! `getendpoints` show) on the client port, and `Internode` (replica reads
+//! and writes, schema exchange) on the internode port.
+
+/// Version 1 of the API.
+pub mod v1 {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    tonic::include_proto!("ringstore.v1");
+}

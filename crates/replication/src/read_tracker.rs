@@ -1,0 +1,467 @@
+//! One read's state machine: digests, top-ups, reconciliation and the repairs to make.
+//!
+//! The node sends [`ReadPlan::requests`] (data from the closest replica,
+//! digests from the next ones), then feeds every reply to a [`ReadTracker`]
+//! and does what the returned [`ReadAction`] says:
+//!
+//! 1. **Digest round.** Once answers meet the level (per quota) and include
+//!    data, their digests are compared. All equal: `Done` with that data.
+//! 2. **Data round**, on a mismatch (Cassandra's "digest mismatch"): every
+//!    replica that answered with a digest is asked for its data
+//!    (`Contact` with [`Request::Data`]). When every such request has been
+//!    answered or has failed, and the data answers still meet the level, the
+//!    cells are reconciled with [`Cell::reconcile`] at the read's `now` and
+//!    the read is `Done`. The outcome carries the winner and the repairs:
+//!    the winner, to write to every contacted replica known to hold something
+//!    else — from its data, or from a digest that differs from the winner's.
+//! 3. **Top-ups.** When a replica fails, enough spares are contacted that
+//!    the replies still awaited can meet the level; when the node's round
+//!    timer fires ([`ReadTracker::on_timeout`]), every outstanding replica is
+//!    treated as slow (its late answer still counts) and spares are contacted
+//!    in its place. A data request is re-sent elsewhere if the only one
+//!    outstanding is slow or failed — to a spare, or else to a replica that
+//!    answered with a digest.
+//! 4. **Failure.** `Failed` when failures leave too few replicas that could
+//!    still answer, or when a timeout finds nobody new to ask.
+//!
+//! The node restarts its round timer whenever it gets `Contact`. Read repair
+//! (writing the repairs, blocking the client until enough acked) is the
+//! node's job: this module only computes it.
+//!
+//! # Invariants
+//! - The winner is the `reconcile` fold of every data answer received, or
+//!   `None` if no answer had a cell. With no mismatch all data answers are
+//!   equal, so that fold is any of them.
+//! - Repairs go to exactly the contacted replicas whose answer (data, or a
+//!   digest) shows a cell other than the winner; none when the winner is
+//!   `None`. Each repair carries the winner.
+//! - A replica is asked at most once per kind; each answer counts once;
+//!   answers from hosts never asked, and after the read finished, are ignored.
+//!
+//! # Caveats
+//! - No speculative retry before the timeout: a slow replica costs one round.
+//! - A replica that answers a data request with a digest keeps its digest
+//!   (for repair decisions) but its data is never gathered.
+//! - Replicas that failed or stayed silent in the data round are not repaired
+//!   unless their digest showed a difference; anti-entropy repair covers the rest.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use ringstore_placement::{Datacenter, HostId};
+use ringstore_storage::{Cell, Timestamp};
+
+use crate::consistency::ConsistencyLevel;
+use crate::digest::Digest;
+use crate::plan::ReadPlan;
+use crate::requirement::Requirement;
+
+/// What a replica is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// The full cell (or its absence).
+    Data,
+    /// Only the [`Digest`] of the cell.
+    Digest,
+}
+
+/// What the node must do after feeding the tracker an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadAction {
+    /// Nothing; wait for more replies or the timer.
+    Wait,
+    /// Send these requests (a top-up or the data round), and restart the round timer.
+    Contact(Vec<(HostId, Request)>),
+    /// The read succeeded; answer the client (after any blocking read repair).
+    Done(ReadOutcome),
+    /// The read failed; answer the client with this error.
+    Failed(ReadFailure),
+}
+
+/// A successful read's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The reconciled cell, possibly a tombstone or expired; `None` if no
+    /// replica that answered with data had one.
+    pub winner: Option<Cell>,
+    /// `(replica, winner)` for every contacted replica known to hold
+    /// something other than the winner, in contact order.
+    pub repairs: Vec<(HostId, Cell)>,
+    /// Whether digests disagreed and a data round ran.
+    pub digest_mismatch: bool,
+}
+
+impl ReadOutcome {
+    /// The value the client sees at `now`: `None` if there is no winner, or
+    /// it is a tombstone or expired.
+    pub fn visible_value(&self, now: Timestamp) -> Option<&[u8]> {
+        self.winner
+            .as_ref()
+            .and_then(|cell| cell.visible_value(now))
+    }
+}
+
+/// A read that could not gather enough answers. Cassandra's
+/// `ReadTimeoutException` (`timed_out`) or `ReadFailureException`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ReadFailure {
+    /// The level asked for.
+    pub level: ConsistencyLevel,
+    /// Answers needed.
+    pub required: u32,
+    /// Answers that counted toward the level (each DC's capped at its
+    /// quota); in the data round, data answers only.
+    pub received: u32,
+    /// Whether the read ran out of time (rather than of live replicas).
+    pub timed_out: bool,
+}
+
+impl fmt::Display for ReadFailure {
+    /// `read timed out at consistency level QUORUM: 1 of 2 required responses received`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.timed_out {
+            "timed out"
+        } else {
+            "failed"
+        };
+        write!(
+            f,
+            "read {what} at consistency level {}: {} of {} required responses received",
+            self.level, self.received, self.required
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Answer {
+    Waiting,
+    Data(Option<Cell>),
+    Digest(Digest),
+    Failed,
+}
+
+#[derive(Clone, Debug)]
+struct Contacted {
+    host: HostId,
+    dc: Datacenter,
+    asked: Request,
+    answer: Answer,
+    /// Still waiting when a round timed out; its answer is welcome but no
+    /// longer expected.
+    slow: bool,
+    /// The digest of the last answer (data or digest), kept across re-asks.
+    digest: Option<Digest>,
+}
+
+impl Contacted {
+    fn new(host: HostId, dc: Datacenter, asked: Request) -> Contacted {
+        Contacted {
+            host,
+            dc,
+            asked,
+            answer: Answer::Waiting,
+            slow: false,
+            digest: None,
+        }
+    }
+
+    fn expected(&self) -> bool {
+        self.answer == Answer::Waiting && !self.slow
+    }
+
+    fn reask_for_data(&mut self) -> (HostId, Request) {
+        self.asked = Request::Data;
+        self.answer = Answer::Waiting;
+        self.slow = false;
+        (self.host, Request::Data)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Digests,
+    Data,
+    Finished,
+}
+
+/// The state of one read. Built from its [`ReadPlan`].
+#[derive(Clone, Debug)]
+pub struct ReadTracker {
+    level: ConsistencyLevel,
+    requirement: Requirement,
+    now: Timestamp,
+    contacted: Vec<Contacted>,
+    spares: VecDeque<(HostId, Datacenter)>,
+    phase: Phase,
+}
+
+impl ReadTracker {
+    /// A tracker for `plan`'s first requests ([`ReadPlan::requests`], which
+    /// the node sends), reconciling at `now`.
+    pub fn new(plan: &ReadPlan, now: Timestamp) -> ReadTracker {
+        let contacted = plan
+            .requests()
+            .into_iter()
+            .map(|(host, asked)| Contacted::new(host, plan.dc_of(host).clone(), asked))
+            .collect();
+        let spares = plan
+            .spares()
+            .iter()
+            .map(|&host| (host, plan.dc_of(host).clone()))
+            .collect();
+        ReadTracker {
+            level: plan.level(),
+            requirement: plan.requirement().clone(),
+            now,
+            contacted,
+            spares,
+            phase: Phase::Digests,
+        }
+    }
+
+    /// `host` answered with its cell (`None`: it has none).
+    pub fn on_data(&mut self, host: HostId, cell: Option<Cell>) -> ReadAction {
+        let Some(replica) = self.waiting(host) else {
+            return ReadAction::Wait;
+        };
+        replica.digest = Some(Digest::of(cell.as_ref()));
+        replica.answer = Answer::Data(cell);
+        self.advance(false)
+    }
+
+    /// `host` answered with the digest of its cell.
+    pub fn on_digest(&mut self, host: HostId, digest: Digest) -> ReadAction {
+        let Some(replica) = self.waiting(host) else {
+            return ReadAction::Wait;
+        };
+        replica.digest = Some(digest);
+        replica.answer = Answer::Digest(digest);
+        self.advance(false)
+    }
+
+    /// `host` reported an error, or the node gave up on it.
+    pub fn on_failure(&mut self, host: HostId) -> ReadAction {
+        let Some(replica) = self.waiting(host) else {
+            return ReadAction::Wait;
+        };
+        replica.answer = Answer::Failed;
+        self.advance(false)
+    }
+
+    /// The node's round timer fired: outstanding replicas become slow, and
+    /// spares replace them; with nobody new to ask, the read fails.
+    pub fn on_timeout(&mut self) -> ReadAction {
+        if self.phase == Phase::Finished {
+            return ReadAction::Wait;
+        }
+        for replica in &mut self.contacted {
+            if replica.answer == Answer::Waiting {
+                replica.slow = true;
+            }
+        }
+        self.advance(true)
+    }
+
+    /// Whether the read returned `Done` or `Failed`; later events are ignored.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    /// The level asked for.
+    pub fn level(&self) -> ConsistencyLevel {
+        self.level
+    }
+
+    /// Answers needed.
+    pub fn required(&self) -> u32 {
+        self.requirement.total()
+    }
+
+    fn waiting(&mut self, host: HostId) -> Option<&mut Contacted> {
+        if self.phase == Phase::Finished {
+            return None;
+        }
+        self.contacted
+            .iter_mut()
+            .find(|r| r.host == host && r.answer == Answer::Waiting)
+    }
+
+    /// Whether an answer (or the wait for one) can count toward the level in
+    /// the current round: in the data round, digests no longer do.
+    fn counts(&self, replica: &Contacted, include_slow: bool) -> bool {
+        match replica.answer {
+            Answer::Waiting => include_slow || !replica.slow,
+            Answer::Data(_) => true,
+            Answer::Digest(_) => self.phase == Phase::Digests,
+            Answer::Failed => false,
+        }
+    }
+
+    fn answered(&self, replica: &Contacted) -> bool {
+        replica.answer != Answer::Waiting && self.counts(replica, false)
+    }
+
+    fn answered_dcs(&self) -> impl Iterator<Item = &Datacenter> {
+        self.contacted
+            .iter()
+            .filter(|r| self.answered(r))
+            .map(|r| &r.dc)
+    }
+
+    fn advance(&mut self, timed_out: bool) -> ReadAction {
+        let mut contacts = Vec::new();
+        if self.phase == Phase::Digests && self.digest_round_complete() {
+            let digests: Vec<_> = self
+                .contacted
+                .iter()
+                .filter_map(|r| match r.answer {
+                    Answer::Data(_) | Answer::Digest(_) => r.digest,
+                    _ => None,
+                })
+                .collect();
+            if digests.windows(2).all(|pair| pair[0] == pair[1]) {
+                return self.finish_done(false);
+            }
+            self.phase = Phase::Data;
+        }
+        if self.phase == Phase::Data {
+            for replica in &mut self.contacted {
+                if replica.asked == Request::Digest && matches!(replica.answer, Answer::Digest(_)) {
+                    contacts.push(replica.reask_for_data());
+                }
+            }
+            let data_expected = self
+                .contacted
+                .iter()
+                .any(|r| r.asked == Request::Data && r.expected());
+            if contacts.is_empty()
+                && !data_expected
+                && self.requirement.is_met_by(self.answered_dcs())
+            {
+                return self.finish_done(true);
+            }
+        }
+        contacts.extend(self.top_up());
+        let could_answer = self
+            .contacted
+            .iter()
+            .filter(|r| self.counts(r, true))
+            .map(|r| &r.dc);
+        if !self.requirement.is_met_by(could_answer) || (timed_out && contacts.is_empty()) {
+            return self.finish_failed(timed_out);
+        }
+        if contacts.is_empty() {
+            ReadAction::Wait
+        } else {
+            ReadAction::Contact(contacts)
+        }
+    }
+
+    /// Digest round: enough answers, data among them.
+    fn digest_round_complete(&self) -> bool {
+        let has_data = self
+            .contacted
+            .iter()
+            .any(|r| matches!(r.answer, Answer::Data(_)));
+        has_data && self.requirement.is_met_by(self.answered_dcs())
+    }
+
+    /// Contacts spares until the answers received and expected meet every
+    /// quota, and makes sure a data answer is received or expected.
+    fn top_up(&mut self) -> Vec<(HostId, Request)> {
+        let mut tally = self.requirement.tally(
+            self.contacted
+                .iter()
+                .filter(|r| self.counts(r, false))
+                .map(|r| &r.dc),
+        );
+        let quotas: Vec<u32> = self.requirement.quotas().iter().map(|&(_, n)| n).collect();
+        let mut need_data = match self.phase {
+            Phase::Digests => !self.contacted.iter().any(|r| {
+                matches!(r.answer, Answer::Data(_)) || (r.asked == Request::Data && r.expected())
+            }),
+            Phase::Data | Phase::Finished => false,
+        };
+        let all_data = self.phase == Phase::Data;
+        let mut contacts = Vec::new();
+        let mut index = 0;
+        while index < self.spares.len() {
+            let quota = self.requirement.quota_of(&self.spares[index].1);
+            match quota {
+                Some(q) if tally[q] < quotas[q] => {
+                    tally[q] += 1;
+                    let (host, dc) = self.spares.remove(index).expect("index is in bounds");
+                    let asked = if all_data || need_data {
+                        Request::Data
+                    } else {
+                        Request::Digest
+                    };
+                    need_data = false;
+                    self.contacted.push(Contacted::new(host, dc, asked));
+                    contacts.push((host, asked));
+                }
+                _ => index += 1,
+            }
+        }
+        if need_data {
+            if let Some((host, dc)) = self.spares.pop_front() {
+                self.contacted.push(Contacted::new(host, dc, Request::Data));
+                contacts.push((host, Request::Data));
+            } else if let Some(replica) = self
+                .contacted
+                .iter_mut()
+                .find(|r| matches!(r.answer, Answer::Digest(_)))
+            {
+                contacts.push(replica.reask_for_data());
+            }
+        }
+        contacts
+    }
+
+    fn finish_done(&mut self, digest_mismatch: bool) -> ReadAction {
+        self.phase = Phase::Finished;
+        let now = self.now;
+        let winner = self
+            .contacted
+            .iter()
+            .filter_map(|r| match &r.answer {
+                Answer::Data(cell) => cell.clone(),
+                _ => None,
+            })
+            .reduce(|a, b| a.reconcile(b, now));
+        let repairs = match &winner {
+            None => Vec::new(),
+            Some(w) => {
+                let winner_digest = Digest::of(Some(w));
+                self.contacted
+                    .iter()
+                    .filter(|r| match &r.answer {
+                        Answer::Data(cell) => cell.as_ref() != Some(w),
+                        _ => r.digest.is_some_and(|d| d != winner_digest),
+                    })
+                    .map(|r| (r.host, w.clone()))
+                    .collect()
+            }
+        };
+        ReadAction::Done(ReadOutcome {
+            winner,
+            repairs,
+            digest_mismatch,
+        })
+    }
+
+    fn finish_failed(&mut self, timed_out: bool) -> ReadAction {
+        let received = self.requirement.credited(self.answered_dcs());
+        self.phase = Phase::Finished;
+        ReadAction::Failed(ReadFailure {
+            level: self.level,
+            required: self.requirement.total(),
+            received,
+            timed_out,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "read_tracker_tests.rs"]
+mod tests;

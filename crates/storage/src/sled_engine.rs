@@ -1,0 +1,193 @@
+//! `SledEngine`: the engine ringstore ships, over sled 0.34.
+//!
+//! # Design
+//! One `sled::Db` per node; each [`Tree`] is a `sled::Tree` (sled's trees
+//! share one log and page cache, so [`Engine::flush`] — `Db::flush`, an fsync
+//! of the shared log — covers every tree at once). [`Tree::update`] is sled's
+//! `update_and_fetch`, a compare-and-swap loop.
+//!
+//! # Invariants
+//! - Writes are durable once a flush that started after them has returned;
+//!   until then a crash (including `kill -9` of the process) may lose them.
+//! - sled's internal default tree (`__sled__default`) is never listed by
+//!   [`Engine::tree_names`] and cannot be dropped.
+//!
+//! # Caveats (sled 0.34 behaviour worth knowing)
+//! - sled's memory use is several times `cache_capacity_bytes`: the cache
+//!   bound is on its page cache, not on log buffers and in-flight pages.
+//! - `update` may run its closure several times under contention, and it
+//!   rewrites the key even when the closure returns the current value.
+//! - `Tree::len` walks the whole tree.
+//! - A handle to a dropped tree fails with sled's `CollectionNotFound`, which
+//!   this engine reports as [`StorageError::TreeDropped`]; a sled iterator
+//!   would repeat that error forever, so ours ends after it.
+//! - sled 0.34 is beta software and its on-disk format is not stable across
+//!   sled versions: upgrading sled needs an export and import.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::engine::{Engine, KvIter, Tree, Updater};
+use crate::error::{Result, StorageError};
+
+/// sled's own tree, which every `Db` has and which ringstore never uses.
+const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+
+/// How to open a [`SledEngine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SledOptions {
+    /// The page cache's bound, in bytes. sled's resident memory is typically
+    /// several times this (log buffers, in-flight pages), so size it at a
+    /// fraction of the memory you give storage.
+    pub cache_capacity_bytes: u64,
+    /// sled's own background flush period in milliseconds, or `None` to leave
+    /// flushing to the caller. Under a [`Store`](crate::Store), which flushes
+    /// according to its [`Durability`](crate::Durability), `None` is right:
+    /// a second flusher only adds fsyncs.
+    pub flush_every_ms: Option<u64>,
+}
+
+impl Default for SledOptions {
+    /// 256 MiB of cache (expect about 1 GiB resident under load); the store
+    /// flushes.
+    fn default() -> SledOptions {
+        SledOptions {
+            cache_capacity_bytes: 256 << 20,
+            flush_every_ms: None,
+        }
+    }
+}
+
+impl SledOptions {
+    /// 8 MiB of cache, for tests and tiny nodes; the store flushes.
+    pub fn small() -> SledOptions {
+        SledOptions {
+            cache_capacity_bytes: 8 << 20,
+            flush_every_ms: None,
+        }
+    }
+}
+
+/// The sled engine: one sled database in a directory.
+#[derive(Clone, Debug)]
+pub struct SledEngine {
+    db: sled::Db,
+}
+
+impl SledEngine {
+    /// Opens (or creates) the database in the directory `path`. sled holds a
+    /// file lock on it: a second open in another process fails.
+    pub fn open(path: impl AsRef<Path>, options: SledOptions) -> Result<SledEngine> {
+        let db = sled::Config::new()
+            .path(path.as_ref())
+            .cache_capacity(options.cache_capacity_bytes)
+            .flush_every_ms(options.flush_every_ms)
+            .open()
+            .map_err(from_sled)?;
+        Ok(SledEngine { db })
+    }
+
+    /// Whether the database existed before this open (sled's `was_recovered`).
+    pub fn was_recovered(&self) -> bool {
+        self.db.was_recovered()
+    }
+}
+
+/// Converts a sled error, naming a stale tree handle for what it is.
+fn from_sled(error: sled::Error) -> StorageError {
+    match error {
+        sled::Error::CollectionNotFound(name) => StorageError::TreeDropped {
+            name: String::from_utf8_lossy(&name).into_owned(),
+        },
+        other => StorageError::Sled(other),
+    }
+}
+
+impl Engine for SledEngine {
+    fn open_tree(&self, name: &str) -> Result<Arc<dyn Tree>> {
+        let tree = self.db.open_tree(name).map_err(from_sled)?;
+        Ok(Arc::new(SledTree { tree }))
+    }
+
+    fn drop_tree(&self, name: &str) -> Result<bool> {
+        self.db.drop_tree(name).map_err(from_sled)
+    }
+
+    fn tree_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .db
+            .tree_names()
+            .into_iter()
+            .filter(|name| &name[..] != SLED_DEFAULT_TREE)
+            .map(|name| String::from_utf8_lossy(&name).into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map(drop).map_err(from_sled)
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        self.db.size_on_disk().map_err(from_sled)
+    }
+}
+
+/// One sled tree.
+struct SledTree {
+    tree: sled::Tree,
+}
+
+fn to_vec(value: Option<sled::IVec>) -> Option<Vec<u8>> {
+    value.map(|v| v.to_vec())
+}
+
+impl Tree for SledTree {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.get(key).map(to_vec).map_err(from_sled)
+    }
+
+    fn insert(&self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.insert(key, value).map(to_vec).map_err(from_sled)
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.remove(key).map(to_vec).map_err(from_sled)
+    }
+
+    fn update(&self, key: &[u8], f: &mut Updater<'_>) -> Result<Option<Vec<u8>>> {
+        self.tree
+            .update_and_fetch(key, f)
+            .map(to_vec)
+            .map_err(from_sled)
+    }
+
+    fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> KvIter {
+        let mut failed = false;
+        let iter = self
+            .tree
+            .range::<&[u8], _>((from, to))
+            .map_while(move |entry| {
+                if failed {
+                    return None;
+                }
+                failed = entry.is_err();
+                Some(
+                    entry
+                        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                        .map_err(from_sled),
+                )
+            });
+        Box::new(iter)
+    }
+
+    fn len(&self) -> Result<usize> {
+        self.tree
+            .iter()
+            .keys()
+            .try_fold(0, |count, key| key.map(|_| count + 1))
+            .map_err(from_sled)
+    }
+}

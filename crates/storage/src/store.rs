@@ -1,0 +1,306 @@
+//! `Store`: cells by keyspace and key over any [`Engine`], with last-write-wins
+//! merging and the node's durability policy.
+//!
+//! # Layout
+//! - `data/<keyspace uuid>`: one tree per keyspace; key `token ++ key`
+//!   ([`key_encoding`](crate::key_encoding)), value an encoded [`Cell`].
+//! - `system`: node metadata by name (host id, tokens, schema…), written
+//!   durably whatever the mode.
+//! - `hints`: reserved for hinted handoff; its format belongs to its user.
+//!
+//! # Writes
+//! [`Store::apply`] merges the incoming cell with the stored one in one atomic
+//! [`Tree::update`], so concurrent writes to a key converge on the
+//! [`Cell::reconcile`] winner whatever their order. It then waits according to
+//! the [`Durability`]: in batch mode for a group-committed flush covering the
+//! write ([`group_commit`](crate::group_commit)), in periodic mode not at all.
+//!
+//! # Shutdown
+//! [`Store::close`] refuses further writes, waits for writes in progress,
+//! stops the periodic flusher and flushes. Dropping the last clone stops the
+//! flusher too (it flushes once more on its way out).
+//!
+//! # Caveats
+//! - Engine calls run on the calling task's thread: single-key reads and
+//!   writes are short, but sled may block on I/O; only flushes move to the
+//!   blocking pool.
+//! - Reading or scanning a keyspace that was never written creates its empty
+//!   tree.
+//! - Dropped keyspace ids are remembered in memory only; the schema layer
+//!   must not reuse them after a restart (it never does: ids are random).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use ringstore_placement::{Murmur3Partitioner, TokenRange};
+
+use crate::cell::{Cell, Timestamp};
+use crate::durability::Durability;
+use crate::engine::{Engine, Tree};
+use crate::error::{Result, StorageError};
+use crate::group_commit::{GroupCommit, Ticket};
+use crate::key_encoding::encode_data_key;
+use crate::keyspace::KeyspaceId;
+use crate::periodic_flush::PeriodicFlusher;
+use crate::scan::Scan;
+
+/// The tree of node metadata.
+pub const SYSTEM_TREE: &str = "system";
+/// The tree reserved for hinted handoff.
+pub const HINTS_TREE: &str = "hints";
+
+/// The node's storage: cheap to clone (all clones share one engine, one
+/// group commit and one periodic flusher).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Arc<dyn Engine>,
+    durability: Durability,
+    group: Arc<GroupCommit>,
+    keyspaces: Mutex<KeyspaceTrees>,
+    system: Arc<dyn Tree>,
+    hints: Arc<dyn Tree>,
+    /// `true` once closed. Writers hold the read lock while they write (never
+    /// across an `.await`), so `close` taking the write lock waits for writes
+    /// in progress.
+    closed: RwLock<bool>,
+    flusher: Option<PeriodicFlusher>,
+}
+
+/// Open data trees and the ids dropped since the store opened.
+#[derive(Default)]
+struct KeyspaceTrees {
+    open: HashMap<KeyspaceId, Arc<dyn Tree>>,
+    dropped: HashSet<KeyspaceId>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("durability", &self.inner.durability)
+            .field("closed", &*read(&self.inner.closed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Critical sections here only insert into and remove from maps.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read(closed: &RwLock<bool>) -> std::sync::RwLockReadGuard<'_, bool> {
+    closed.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn token_of(key: &[u8]) -> Result<ringstore_placement::Token> {
+    Murmur3Partitioner::token(key).map_err(|source| StorageError::InvalidKey { source })
+}
+
+impl Store {
+    /// A store over `engine` with the given durability. In periodic mode this
+    /// starts the background flusher.
+    ///
+    /// # Panics
+    /// In periodic mode, outside a tokio runtime.
+    pub fn open(engine: Arc<dyn Engine>, durability: Durability) -> Result<Store> {
+        let system = engine.open_tree(SYSTEM_TREE)?;
+        let hints = engine.open_tree(HINTS_TREE)?;
+        let group = GroupCommit::new(Arc::clone(&engine));
+        let flusher = match durability {
+            Durability::Batch => None,
+            Durability::Periodic { interval } => {
+                Some(PeriodicFlusher::spawn(Arc::clone(&group), interval))
+            }
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                engine,
+                durability,
+                group,
+                keyspaces: Mutex::default(),
+                system,
+                hints,
+                closed: RwLock::new(false),
+                flusher,
+            }),
+        })
+    }
+
+    /// The durability mode the store was opened with.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// Merges `cell` into the stored cell of `key` in keyspace `ks` by
+    /// last-write-wins and returns the winner (which is what is now stored).
+    /// Returns when the write is as durable as the [`Durability`] promises.
+    pub async fn apply(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
+        let (winner, ticket) = self.write(|| self.merge(ks, key, cell))?;
+        self.settle(ticket).await?;
+        Ok(winner)
+    }
+
+    /// [`Store::apply`] for several writes with a single durability wait;
+    /// the winners, in order. Not atomic: on an error, the writes before the
+    /// failing one are applied (but not waited for).
+    pub async fn apply_many(&self, writes: &[(KeyspaceId, Vec<u8>, Cell)]) -> Result<Vec<Cell>> {
+        let (winners, ticket) = self.write(|| {
+            writes
+                .iter()
+                .map(|(ks, key, cell)| self.merge(*ks, key, cell.clone()))
+                .collect::<Result<Vec<Cell>>>()
+        })?;
+        self.settle(ticket).await?;
+        Ok(winners)
+    }
+
+    /// The stored cell of `key` in `ks` — tombstones and expired cells
+    /// included; use [`Cell::visible_value`] for what a client sees. A corrupt
+    /// stored cell is [`StorageError::CorruptCell`].
+    pub fn read(&self, ks: KeyspaceId, key: &[u8]) -> Result<Option<Cell>> {
+        let data_key = encode_data_key(token_of(key)?, key);
+        self.data_tree(ks)?
+            .get(&data_key)?
+            .map(|bytes| Cell::decode(&bytes))
+            .transpose()
+    }
+
+    /// The cells of `ks` whose tokens lie in `range`, in token order: two
+    /// byte-range scans for a wrapping range, the whole ring when
+    /// `range.start == range.end`.
+    pub fn scan(&self, ks: KeyspaceId, range: TokenRange) -> Result<Scan> {
+        Ok(Scan::new(self.data_tree(ks)?, range))
+    }
+
+    /// Deletes every cell of `ks` and retires its id: later reads and writes of
+    /// `ks` through this store fail with [`StorageError::KeyspaceDropped`].
+    /// Durable on return, whatever the mode. Whether there was a tree to drop.
+    pub async fn drop_keyspace(&self, ks: KeyspaceId) -> Result<bool> {
+        let (existed, ticket) = self.write(|| {
+            let mut keyspaces = lock(&self.inner.keyspaces);
+            keyspaces.dropped.insert(ks);
+            keyspaces.open.remove(&ks);
+            self.inner.engine.drop_tree(&ks.data_tree_name())
+        })?;
+        self.inner.group.wait(ticket).await?;
+        Ok(existed)
+    }
+
+    /// The keyspaces that have a data tree in the engine (including any
+    /// dropped before a restart whose drop was not flushed).
+    pub fn stored_keyspaces(&self) -> Vec<KeyspaceId> {
+        let mut ids: Vec<KeyspaceId> = self
+            .inner
+            .engine
+            .tree_names()
+            .iter()
+            .filter_map(|name| KeyspaceId::from_data_tree_name(name))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The metadata value called `name`, from the `system` tree.
+    pub fn meta_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        self.inner.system.get(name.as_bytes())
+    }
+
+    /// Sets the metadata value called `name`; durable on return, whatever the mode.
+    pub async fn meta_put(&self, name: &str, value: &[u8]) -> Result<()> {
+        let ((), ticket) =
+            self.write(|| self.inner.system.insert(name.as_bytes(), value).map(drop))?;
+        self.inner.group.wait(ticket).await
+    }
+
+    /// The tree reserved for hinted handoff. Writes through it bypass the
+    /// store's durability: call [`Store::sync`] when they must be durable.
+    pub fn hints(&self) -> Arc<dyn Tree> {
+        Arc::clone(&self.inner.hints)
+    }
+
+    /// The engine's size on disk, in bytes: the load `status` reports.
+    pub fn load_bytes(&self) -> Result<u64> {
+        self.inner.engine.size_on_disk()
+    }
+
+    /// Waits until everything written before the call is durable, sharing a
+    /// flush with concurrent writers (in either mode).
+    pub async fn sync(&self) -> Result<()> {
+        self.inner.group.sync().await
+    }
+
+    /// Refuses further writes ([`StorageError::Closed`]), waits for writes in
+    /// progress, stops the periodic flusher and flushes. Reads still work.
+    /// Idempotent; affects every clone.
+    pub async fn close(&self) -> Result<()> {
+        *self
+            .inner
+            .closed
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        if let Some(flusher) = &self.inner.flusher {
+            flusher.stop().await;
+        }
+        self.sync().await
+    }
+
+    /// Runs the write `op` unless the store is closed, and takes its ticket.
+    fn write<T>(&self, op: impl FnOnce() -> Result<T>) -> Result<(T, Ticket)> {
+        let closed = read(&self.inner.closed);
+        if *closed {
+            return Err(StorageError::Closed);
+        }
+        let value = op()?;
+        Ok((value, self.inner.group.ticket()))
+    }
+
+    /// Waits for `ticket` as the durability mode requires.
+    async fn settle(&self, ticket: Ticket) -> Result<()> {
+        match self.inner.durability {
+            Durability::Batch => self.inner.group.wait(ticket).await,
+            Durability::Periodic { .. } => Ok(()),
+        }
+    }
+
+    /// Merges `cell` into the stored cell by LWW, atomically; the winner.
+    /// A corrupt stored cell is left as it is and reported.
+    fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
+        let data_key = encode_data_key(token_of(key)?, key);
+        let tree = self.data_tree(ks)?;
+        let now = Timestamp::now();
+        let mut outcome = None;
+        tree.update(&data_key, &mut |stored| {
+            // Overwrites `outcome` on every call: the engine may retry.
+            let merged = match stored.map(Cell::decode).transpose() {
+                Ok(Some(stored)) => stored.reconcile(cell.clone(), now),
+                Ok(None) => cell.clone(),
+                Err(corrupt) => {
+                    outcome = Some(Err(corrupt));
+                    return stored.map(<[u8]>::to_vec);
+                }
+            };
+            let bytes = merged.encode();
+            outcome = Some(Ok(merged));
+            Some(bytes)
+        })?;
+        outcome.expect("Tree::update calls its closure at least once")
+    }
+
+    /// The data tree of `ks`, opened on first use.
+    fn data_tree(&self, ks: KeyspaceId) -> Result<Arc<dyn Tree>> {
+        let mut keyspaces = lock(&self.inner.keyspaces);
+        if keyspaces.dropped.contains(&ks) {
+            return Err(StorageError::KeyspaceDropped { keyspace: ks });
+        }
+        if let Some(tree) = keyspaces.open.get(&ks) {
+            return Ok(Arc::clone(tree));
+        }
+        let tree = self.inner.engine.open_tree(&ks.data_tree_name())?;
+        keyspaces.open.insert(ks, Arc::clone(&tree));
+        Ok(tree)
+    }
+}

@@ -1,0 +1,232 @@
+//! Durability through the store: group commit in batch mode, the background
+//! flusher in periodic mode. A `CountingEngine` keeps a logical clock of
+//! writes and flushes, so "returned only after a flush that started after its
+//! write" is checked from its books, and periodic flushing runs on paused
+//! tokio time.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_placement::Murmur3Partitioner;
+use ringstore_storage::{Cell, Durability, KeyspaceId, StorageError, Store, Timestamp};
+use support::CountingEngine;
+
+const WRITERS: usize = 64;
+
+fn data_key(key: &[u8]) -> Vec<u8> {
+    let mut bytes = Murmur3Partitioner::token(key)
+        .unwrap()
+        .to_ordered_bytes()
+        .to_vec();
+    bytes.extend_from_slice(key);
+    bytes
+}
+
+fn cell(value: &[u8]) -> Cell {
+    Cell::live(Timestamp(1), value.to_vec(), None)
+}
+
+/// Runs `WRITERS` concurrent applies of distinct keys and checks from the
+/// engine's books that each returned only after a flush that started after
+/// its write had been applied.
+async fn concurrent_applies_each_wait_for_a_covering_flush(store: &Store, engine: &CountingEngine) {
+    let ks = KeyspaceId::random();
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = format!("writer-{i}").into_bytes();
+                store.apply(ks, &key, cell(&key)).await.unwrap();
+                key
+            })
+        })
+        .collect();
+    let mut returned = Vec::new();
+    for task in tasks {
+        // A safety net: a lost wakeup fails the test instead of hanging it.
+        let key = tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("a writer was never woken")
+            .unwrap();
+        // Observed after the apply returned, so the clock is at or past its return.
+        returned.push((key, engine.tick()));
+    }
+    for (key, returned_at) in returned {
+        let written_at = engine.write_time(&data_key(&key)).unwrap();
+        assert!(
+            engine.durable_between(written_at, returned_at),
+            "{} returned without a flush that started after its write",
+            String::from_utf8_lossy(&key)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_batch_writers_share_flushes_and_each_waits_for_a_flush_after_its_write() {
+    // The first flush is a slow disk: it completes only once every writer has
+    // written. So every writer is covered by the first flush or by the one
+    // after it — two flushes for 64 writes.
+    let engine = CountingEngine::holding_first_flush_until(WRITERS);
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    concurrent_applies_each_wait_for_a_covering_flush(&store, &engine).await;
+    let flushes = engine.flushes().len();
+    assert!(
+        (1..=2).contains(&flushes),
+        "{flushes} flushes for {WRITERS} writes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batch_writers_never_miss_a_wakeup_over_many_rounds() {
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    for _ in 0..20 {
+        concurrent_applies_each_wait_for_a_covering_flush(&store, &engine).await;
+    }
+    assert!(engine.flushes().len() <= 20 * WRITERS);
+}
+
+#[tokio::test]
+async fn a_failed_flush_fails_the_batch_write_it_covers() {
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    engine.set_failing(true);
+    let error = store.apply(ks, b"k", cell(b"v")).await.unwrap_err();
+    assert!(matches!(error, StorageError::FlushFailed { .. }));
+    assert!(error.is_retryable());
+    // Applied, though not known durable; the next flush makes it so.
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(cell(b"v")));
+    engine.set_failing(false);
+    store.sync().await.unwrap();
+}
+
+#[tokio::test]
+async fn metadata_writes_and_keyspace_drops_are_durable_even_in_periodic_mode() {
+    let engine = CountingEngine::new();
+    let store = Store::open(
+        engine.clone(),
+        Durability::Periodic {
+            interval: Duration::from_secs(3600),
+        },
+    )
+    .unwrap();
+    store.meta_put("host_id", b"h1").await.unwrap();
+    let returned = engine.tick();
+    let written = engine.write_time(b"host_id").unwrap();
+    assert!(engine.durable_between(written, returned));
+    let flushes = engine.flushes().len();
+    store.drop_keyspace(KeyspaceId::random()).await.unwrap();
+    assert_eq!(engine.flushes().len(), flushes + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn periodic_writes_return_before_any_flush_and_are_flushed_within_one_interval() {
+    let interval = Duration::from_millis(500);
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Periodic { interval }).unwrap();
+    let mut flushed = engine.flush_count();
+    let start = tokio::time::Instant::now();
+
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", cell(b"v")).await.unwrap();
+    assert!(engine.flushes().is_empty(), "acknowledged without flushing");
+    let written = engine.write_time(&data_key(b"k")).unwrap();
+
+    tokio::time::timeout(2 * interval, flushed.wait_for(|&n| n >= 1))
+        .await
+        .expect("no flush within two intervals")
+        .unwrap();
+    assert!(engine.durable_between(written, engine.tick()));
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= interval && elapsed < interval + Duration::from_millis(50),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_periodic_flusher_keeps_flushing_every_interval() {
+    let interval = Duration::from_millis(100);
+    let engine = CountingEngine::new();
+    let _store = Store::open(engine.clone(), Durability::Periodic { interval }).unwrap();
+    let mut flushed = engine.flush_count();
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(20 * interval, flushed.wait_for(|&n| n >= 10))
+        .await
+        .expect("ten flushes within twenty intervals")
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= 10 * interval && elapsed < 11 * interval,
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_last_store_stops_the_periodic_flusher_after_a_final_flush() {
+    let interval = Duration::from_millis(100);
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Periodic { interval }).unwrap();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", cell(b"v")).await.unwrap();
+    let written = engine.write_time(&data_key(b"k")).unwrap();
+    let clone = store.clone();
+    drop(store);
+    drop(clone);
+
+    let mut flushed = engine.flush_count();
+    tokio::time::timeout(interval / 2, flushed.wait_for(|&n| n >= 1))
+        .await
+        .expect("a final flush before the first tick")
+        .unwrap();
+    assert!(engine.durable_between(written, engine.tick()));
+    // Let many intervals pass: the task has ended, nothing else flushes.
+    tokio::time::sleep(10 * interval).await;
+    assert_eq!(engine.flushes().len(), 1);
+    assert_eq!(
+        Arc::strong_count(&engine),
+        1,
+        "the flusher let go of the engine"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_a_periodic_store_flushes_and_stops_the_flusher() {
+    let interval = Duration::from_millis(100);
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Periodic { interval }).unwrap();
+    store
+        .apply(KeyspaceId::random(), b"k", cell(b"v"))
+        .await
+        .unwrap();
+    let written = engine.write_time(&data_key(b"k")).unwrap();
+    store.close().await.unwrap();
+    assert!(engine.durable_between(written, engine.tick()));
+    let flushes = engine.flushes().len();
+    tokio::time::sleep(10 * interval).await;
+    assert_eq!(engine.flushes().len(), flushes);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sync_in_periodic_mode_flushes_now() {
+    let engine = CountingEngine::new();
+    let store = Store::open(
+        engine.clone(),
+        Durability::Periodic {
+            interval: Duration::from_secs(60),
+        },
+    )
+    .unwrap();
+    store
+        .apply(KeyspaceId::random(), b"k", cell(b"v"))
+        .await
+        .unwrap();
+    let written = engine.write_time(&data_key(b"k")).unwrap();
+    let start = tokio::time::Instant::now();
+    store.sync().await.unwrap();
+    assert!(engine.durable_between(written, engine.tick()));
+    assert!(start.elapsed() < Duration::from_secs(1));
+}

@@ -1,0 +1,290 @@
+//! The store's behaviour over the in-memory engine (and sled where the disk
+//! matters): last-write-wins merging, token-ordered scans, keyspace drops,
+//! metadata and shutdown.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use ringstore_placement::{Murmur3Partitioner, Token, TokenRange};
+use ringstore_storage::{
+    Cell, Durability, Engine, KeyspaceId, MemoryEngine, SledEngine, SledOptions, StorageError,
+    Store, Timestamp,
+};
+
+fn memory_store() -> Store {
+    Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap()
+}
+
+fn live(ts: i64, value: &[u8]) -> Cell {
+    Cell::live(Timestamp(ts), value.to_vec(), None)
+}
+
+fn token(key: &[u8]) -> Token {
+    Murmur3Partitioner::token(key).unwrap()
+}
+
+#[tokio::test]
+async fn an_older_write_arriving_after_a_newer_one_loses() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    assert_eq!(
+        store.apply(ks, b"k", live(20, b"new")).await.unwrap(),
+        live(20, b"new")
+    );
+    assert_eq!(
+        store.apply(ks, b"k", live(10, b"old")).await.unwrap(),
+        live(20, b"new")
+    );
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(20, b"new")));
+}
+
+#[tokio::test]
+async fn a_tombstone_hides_the_value_it_supersedes_and_an_older_write_cannot_revive_it() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", live(10, b"v")).await.unwrap();
+    store
+        .apply(ks, b"k", Cell::tombstone(Timestamp(11)))
+        .await
+        .unwrap();
+    store.apply(ks, b"k", live(9, b"late")).await.unwrap();
+    let stored = store.read(ks, b"k").unwrap().unwrap();
+    assert_eq!(stored, Cell::tombstone(Timestamp(11)));
+    assert_eq!(stored.visible_value(Timestamp::now()), None);
+}
+
+#[tokio::test]
+async fn on_equal_timestamps_the_tombstone_then_the_greater_value_wins_in_any_order() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"a", live(5, b"x")).await.unwrap();
+    store.apply(ks, b"a", live(5, b"y")).await.unwrap();
+    store.apply(ks, b"b", live(5, b"y")).await.unwrap();
+    store.apply(ks, b"b", live(5, b"x")).await.unwrap();
+    assert_eq!(store.read(ks, b"a").unwrap(), Some(live(5, b"y")));
+    assert_eq!(store.read(ks, b"b").unwrap(), Some(live(5, b"y")));
+    store
+        .apply(ks, b"a", Cell::tombstone(Timestamp(5)))
+        .await
+        .unwrap();
+    store.apply(ks, b"a", live(5, b"zzz")).await.unwrap();
+    assert_eq!(
+        store.read(ks, b"a").unwrap(),
+        Some(Cell::tombstone(Timestamp(5)))
+    );
+}
+
+#[tokio::test]
+async fn concurrent_applies_to_one_key_converge_on_the_newest() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.apply(ks, b"hot", live(i, &[i as u8])).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(store.read(ks, b"hot").unwrap(), Some(live(31, &[31])));
+}
+
+#[tokio::test]
+async fn apply_many_applies_every_write_and_returns_the_winners() {
+    let store = memory_store();
+    let (a, b) = (KeyspaceId::random(), KeyspaceId::random());
+    store.apply(a, b"k", live(50, b"newer")).await.unwrap();
+    let winners = store
+        .apply_many(&[
+            (a, b"k".to_vec(), live(10, b"older")),
+            (a, b"j".to_vec(), live(10, b"j")),
+            (b, b"k".to_vec(), live(10, b"other keyspace")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        winners,
+        vec![
+            live(50, b"newer"),
+            live(10, b"j"),
+            live(10, b"other keyspace")
+        ]
+    );
+    assert_eq!(
+        store.read(b, b"k").unwrap(),
+        Some(live(10, b"other keyspace"))
+    );
+}
+
+#[tokio::test]
+async fn the_empty_key_is_refused() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    let error = store.apply(ks, b"", live(1, b"v")).await.unwrap_err();
+    assert!(matches!(error, StorageError::InvalidKey { .. }));
+    assert!(matches!(
+        store.read(ks, b""),
+        Err(StorageError::InvalidKey { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_corrupt_stored_cell_is_an_error_for_reads_scans_and_writes_and_is_left_alone() {
+    let engine = Arc::new(MemoryEngine::new());
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    let mut data_key = token(b"k").to_ordered_bytes().to_vec();
+    data_key.extend_from_slice(b"k");
+    let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
+    tree.insert(&data_key, &[99, 0, 1]).unwrap();
+
+    let read = store.read(ks, b"k").unwrap_err();
+    assert!(read.is_corruption());
+    let scanned: Vec<_> = store
+        .scan(ks, TokenRange::new(Token(0), Token(0)))
+        .unwrap()
+        .collect();
+    assert!(matches!(
+        scanned[..],
+        [Err(StorageError::CorruptCell { .. })]
+    ));
+    let write = store.apply(ks, b"k", live(1, b"v")).await.unwrap_err();
+    assert!(matches!(write, StorageError::CorruptCell { .. }));
+    assert_eq!(tree.get(&data_key).unwrap(), Some(vec![99, 0, 1]));
+}
+
+#[tokio::test]
+async fn a_dropped_keyspace_is_refused_and_a_recreated_one_starts_empty() {
+    let store = memory_store();
+    let old = KeyspaceId::random();
+    store.apply(old, b"k", live(1, b"v")).await.unwrap();
+    assert_eq!(store.stored_keyspaces(), vec![old]);
+    assert!(store.drop_keyspace(old).await.unwrap());
+    assert!(store.stored_keyspaces().is_empty());
+    assert!(matches!(
+        store.read(old, b"k"),
+        Err(StorageError::KeyspaceDropped { keyspace }) if keyspace == old
+    ));
+    assert!(store.apply(old, b"k", live(2, b"v")).await.is_err());
+
+    let recreated = KeyspaceId::random();
+    assert_eq!(store.read(recreated, b"k").unwrap(), None);
+    let everything = TokenRange::new(Token::MIN, Token::MIN);
+    assert_eq!(store.scan(recreated, everything).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn metadata_survives_reopening_a_sled_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let ks = KeyspaceId::random();
+    {
+        let engine = Arc::new(SledEngine::open(dir.path(), SledOptions::small()).unwrap());
+        let store = Store::open(engine, Durability::Batch).unwrap();
+        store.meta_put("host_id", b"abc").await.unwrap();
+        store.apply(ks, b"k", live(7, b"v")).await.unwrap();
+        store.hints().insert(b"hint", b"h").unwrap();
+        store.close().await.unwrap();
+        assert!(store.load_bytes().unwrap() > 0);
+    }
+    let engine = Arc::new(SledEngine::open(dir.path(), SledOptions::small()).unwrap());
+    let store = Store::open(engine, Durability::Batch).unwrap();
+    assert_eq!(store.meta_get("host_id").unwrap(), Some(b"abc".to_vec()));
+    assert_eq!(store.meta_get("tokens").unwrap(), None);
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(7, b"v")));
+    assert_eq!(store.hints().get(b"hint").unwrap(), Some(b"h".to_vec()));
+    assert_eq!(store.stored_keyspaces(), vec![ks]);
+}
+
+#[tokio::test]
+async fn a_closed_store_refuses_writes_but_still_reads() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", live(1, b"v")).await.unwrap();
+    store.close().await.unwrap();
+    store.close().await.unwrap();
+    assert!(matches!(
+        store.apply(ks, b"k", live(2, b"w")).await,
+        Err(StorageError::Closed)
+    ));
+    assert!(matches!(
+        store.meta_put("x", b"y").await,
+        Err(StorageError::Closed)
+    ));
+    assert!(matches!(
+        store.drop_keyspace(ks).await,
+        Err(StorageError::Closed)
+    ));
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(1, b"v")));
+}
+
+#[tokio::test]
+async fn a_wrapping_scan_returns_tokens_in_ring_order_from_the_minimum() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    let keys: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| format!("key{i}").into_bytes())
+        .collect();
+    for key in &keys {
+        store.apply(ks, key, live(1, key)).await.unwrap();
+    }
+    let range = TokenRange::new(Token(i64::MAX / 2), Token(i64::MIN / 2));
+    let scanned: Vec<Token> = store
+        .scan(ks, range)
+        .unwrap()
+        .map(|e| e.unwrap().0)
+        .collect();
+    assert!(scanned.windows(2).all(|w| w[0] <= w[1]));
+    assert!(scanned.iter().all(|t| range.contains(*t)));
+    assert!(scanned.first().unwrap() < &Token(0) && scanned.last().unwrap() > &Token(0));
+}
+
+fn any_bound(tokens: Vec<Token>) -> impl Strategy<Value = Token> {
+    let edges = prop_oneof![Just(Token::MIN), Just(Token::MAX), Just(Token(0))];
+    let near_keys = (proptest::sample::select(tokens), -1i64..=1)
+        .prop_map(|(token, delta)| token.advance(delta as u64));
+    prop_oneof![any::<i64>().prop_map(Token), edges, near_keys]
+}
+
+fn keys_and_range() -> impl Strategy<Value = (Vec<Vec<u8>>, TokenRange)> {
+    proptest::collection::btree_set(proptest::collection::vec(any::<u8>(), 1..12), 1..60)
+        .prop_flat_map(|keys| {
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            let tokens: Vec<Token> = keys.iter().map(|k| token(k)).collect();
+            let bounds = (any_bound(tokens.clone()), any_bound(tokens));
+            (
+                Just(keys),
+                bounds.prop_map(|(start, end)| TokenRange::new(start, end)),
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn a_scan_returns_exactly_the_keys_whose_tokens_the_range_contains((keys, range) in keys_and_range()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
+        let ks = KeyspaceId::random();
+        let writes: Vec<_> = keys.iter().map(|k| (ks, k.clone(), live(1, k))).collect();
+        runtime.block_on(store.apply_many(&writes)).unwrap();
+
+        let scanned: Vec<(Token, Vec<u8>)> = store
+            .scan(ks, range)
+            .unwrap()
+            .map(|entry| {
+                let (token, key, cell) = entry.unwrap();
+                assert_eq!(cell.value.as_deref(), Some(&key[..]));
+                (token, key)
+            })
+            .collect();
+        let mut expected: Vec<(Token, Vec<u8>)> = keys
+            .iter()
+            .map(|k| (token(k), k.clone()))
+            .filter(|(t, _)| range.contains(*t))
+            .collect();
+        expected.sort();
+        prop_assert_eq!(scanned, expected);
+    }
+}

@@ -1,0 +1,62 @@
+//! Connecting to a node's client port, telling a node that cannot be reached
+//! apart from one that answers with an error.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ringstore_proto::v1::admin_client::AdminClient;
+use ringstore_proto::v1::client_client::ClientClient;
+use ringstore_proto::v1::schema_client::SchemaClient;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::failure::Failure;
+
+/// The largest message the CLI sends or accepts.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A connected channel to one node.
+#[derive(Clone)]
+pub struct Connection {
+    channel: Channel,
+}
+
+impl Connection {
+    /// Connects to `address`, failing fast (5 s) with [`Failure::Connect`].
+    pub async fn open(address: SocketAddr) -> Result<Connection, Failure> {
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| Failure::Other(e.into()))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        let channel = endpoint.connect().await.map_err(|error| Failure::Connect {
+            address,
+            reason: root_cause(&error),
+        })?;
+        Ok(Connection { channel })
+    }
+
+    /// The `Client` service.
+    pub fn client(&self) -> ClientClient<Channel> {
+        ClientClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The `Schema` service.
+    pub fn schema(&self) -> SchemaClient<Channel> {
+        SchemaClient::new(self.channel.clone())
+    }
+
+    /// The `Admin` service.
+    pub fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel.clone())
+    }
+}
+
+/// The innermost message of an error chain ("Connection refused (os error 111)").
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(source) = current.source() {
+        current = source;
+    }
+    current.to_string()
+}

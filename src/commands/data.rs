@@ -1,0 +1,113 @@
+//! `ringstore put`, `get` and `delete`.
+
+use std::io::{Read, Write};
+
+use anyhow::{Context, anyhow};
+use ringstore_proto::v1 as pb;
+
+use crate::cli::{Consistency, PutArgs, ReadArgs};
+use crate::client::Connection;
+use crate::failure::{Failure, Outcome};
+
+/// A key from the command line: UTF-8 text, or hex with `--hex`.
+pub fn key_bytes(key: &str, hex: bool) -> Result<Vec<u8>, Failure> {
+    let bytes = if hex {
+        hex::decode(key).with_context(|| format!("key {key:?} is not valid hex"))?
+    } else {
+        key.as_bytes().to_vec()
+    };
+    if bytes.is_empty() {
+        return Err(anyhow!("the key must not be empty").into());
+    }
+    Ok(bytes)
+}
+
+/// A consistency level's wire form.
+pub fn level(consistency: Consistency) -> i32 {
+    use pb::ConsistencyLevel as P;
+    let level = match consistency {
+        Consistency::Any => P::Any,
+        Consistency::One => P::One,
+        Consistency::Two => P::Two,
+        Consistency::Three => P::Three,
+        Consistency::Quorum => P::Quorum,
+        Consistency::All => P::All,
+        Consistency::LocalOne => P::LocalOne,
+        Consistency::LocalQuorum => P::LocalQuorum,
+        Consistency::EachQuorum => P::EachQuorum,
+    };
+    level as i32
+}
+
+/// `put`: writes the value.
+pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
+    let key = key_bytes(&args.key, args.hex)?;
+    let value = if args.value == "-" {
+        let mut stdin = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut stdin)
+            .context("reading the value from standard input")?;
+        if args.hex {
+            hex::decode(String::from_utf8_lossy(&stdin).trim())
+                .context("the value on standard input is not valid hex")?
+        } else {
+            stdin
+        }
+    } else if args.hex {
+        hex::decode(&args.value)
+            .with_context(|| format!("value {:?} is not valid hex", args.value))?
+    } else {
+        args.value.as_bytes().to_vec()
+    };
+    connection
+        .client()
+        .put(pb::PutRequest {
+            keyspace: args.keyspace.clone(),
+            key,
+            value,
+            consistency: level(args.consistency),
+            timestamp_micros: args.timestamp,
+            ttl_seconds: args.ttl,
+        })
+        .await?;
+    Ok(())
+}
+
+/// `get`: prints the value and a newline; [`Failure::NotFound`] if none.
+pub async fn get(connection: &Connection, args: &ReadArgs, out: &mut impl Write) -> Outcome {
+    let key = key_bytes(&args.key, args.hex)?;
+    let response = connection
+        .client()
+        .get(pb::GetRequest {
+            keyspace: args.keyspace.clone(),
+            key,
+            consistency: level(args.consistency),
+        })
+        .await?
+        .into_inner();
+    if !response.found {
+        return Err(Failure::NotFound);
+    }
+    let write = if args.hex {
+        writeln!(out, "{}", hex::encode(&response.value))
+    } else {
+        out.write_all(&response.value).and_then(|()| writeln!(out))
+    };
+    write.map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// `delete`: writes a tombstone.
+pub async fn delete(connection: &Connection, args: &ReadArgs) -> Outcome {
+    let key = key_bytes(&args.key, args.hex)?;
+    connection
+        .client()
+        .delete(pb::DeleteRequest {
+            keyspace: args.keyspace.clone(),
+            key,
+            consistency: level(args.consistency),
+            timestamp_micros: None,
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! `ringstore info`: the node itself, as `nodetool info`.
+
+use std::io::Write;
+
+use ringstore_proto::v1 as pb;
+
+use crate::cli::InfoArgs;
+use crate::client::Connection;
+use crate::display::human_bytes;
+use crate::failure::Outcome;
+
+/// Prints `name : value` lines.
+pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write) -> Outcome {
+    let info = connection
+        .admin()
+        .info(pb::InfoRequest {})
+        .await?
+        .into_inner();
+    let mut lines = vec![
+        ("ID", info.host_id.clone()),
+        ("Cluster Name", info.cluster_name.clone()),
+        ("Gossip active", info.gossip_active.to_string()),
+        ("Native Transport active", "true".to_string()),
+        ("Load", human_bytes(info.load_bytes)),
+        ("Generation No", info.generation.to_string()),
+        ("Uptime (seconds)", info.uptime_seconds.to_string()),
+        ("Data Center", info.datacenter.clone()),
+        ("Rack", info.rack.clone()),
+        ("State", info.state.clone()),
+        ("Schema Version", info.schema_version.clone()),
+        ("Durability", info.durability.clone()),
+        ("Version", info.software_version.clone()),
+    ];
+    if args.tokens {
+        for token in &info.tokens {
+            lines.push(("Token", token.to_string()));
+        }
+    } else {
+        lines.push((
+            "Token",
+            format!(
+                "(invoke with -T/--tokens to see all {} tokens)",
+                info.tokens.len()
+            ),
+        ));
+    }
+    let text: String = lines
+        .iter()
+        .map(|(name, value)| format!("{name:<23}: {value}\n"))
+        .collect();
+    out.write_all(text.as_bytes())
+        .map_err(anyhow::Error::from)?;
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! `ringstore server`: runs a node until SIGTERM or ctrl-c.
+
+use anyhow::Context;
+use ringstore_node::NodeConfig;
+
+use crate::cli::ServerArgs;
+use crate::failure::Outcome;
+
+/// The flags that were given, as `setting → TOML value` (the highest-precedence source).
+fn flag_settings(args: &ServerArgs) -> Vec<(String, toml::Value)> {
+    let mut settings = Vec::new();
+    let mut text = |key: &str, value: Option<String>| {
+        if let Some(value) = value {
+            settings.push((key.to_string(), toml::Value::String(value)));
+        }
+    };
+    text("cluster_name", args.cluster_name.clone());
+    text(
+        "data_dir",
+        args.data_dir.as_ref().map(|p| p.display().to_string()),
+    );
+    text("listen_address", args.listen_address.map(|a| a.to_string()));
+    text(
+        "internode_address",
+        args.internode_address.map(|a| a.to_string()),
+    );
+    text("gossip_address", args.gossip_address.map(|a| a.to_string()));
+    text(
+        "broadcast_client_address",
+        args.broadcast_client_address.map(|a| a.to_string()),
+    );
+    text(
+        "broadcast_internode_address",
+        args.broadcast_internode_address.map(|a| a.to_string()),
+    );
+    text(
+        "broadcast_gossip_address",
+        args.broadcast_gossip_address.map(|a| a.to_string()),
+    );
+    text("dc", args.dc.clone());
+    text("rack", args.rack.clone());
+    text("cluster_secret", args.cluster_secret.clone());
+    if let Some(seeds) = &args.seeds {
+        let seeds = seeds
+            .iter()
+            .map(|s| toml::Value::String(s.to_string()))
+            .collect();
+        settings.push(("seeds".into(), toml::Value::Array(seeds)));
+    }
+    if let Some(n) = args.num_tokens {
+        settings.push(("num_tokens".into(), toml::Value::Integer(n.into())));
+    }
+    if let Some(tokens) = &args.initial_token {
+        let tokens = tokens.iter().map(|&t| toml::Value::Integer(t)).collect();
+        settings.push(("initial_token".into(), toml::Value::Array(tokens)));
+    }
+    settings
+}
+
+/// Runs the node in the foreground.
+pub async fn run(args: &ServerArgs) -> Outcome {
+    let config = NodeConfig::load(
+        args.config.as_deref(),
+        std::env::vars(),
+        flag_settings(args),
+    )
+    .map_err(anyhow::Error::from)?;
+    let node = ringstore_node::start(config)
+        .await
+        .context("the node could not start")?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    node.shutdown().await.context("shutting down")?;
+    Ok(())
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

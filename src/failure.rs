@@ -1,0 +1,93 @@
+//! How a command fails: its message on stderr and its exit status.
+//!
+//! Exit status 0 is success, 1 a key not found (`not found` on stderr), 2
+//! any other error, printed as `CODE: message` with the gRPC status code
+//! name when the node answered with an error, or as a sentence naming the
+//! problem when the node could not be reached or the input was bad.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+/// A command's failure.
+#[derive(Debug)]
+pub enum Failure {
+    /// The key has no value.
+    NotFound,
+    /// The node answered with an error status.
+    Status(tonic::Status),
+    /// The node could not be reached at all.
+    Connect {
+        /// The address tried.
+        address: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// Anything else: bad input, I/O, a node that failed to start.
+    Other(anyhow::Error),
+}
+
+impl Failure {
+    /// The process exit status.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Failure::NotFound => ExitCode::from(1),
+            _ => ExitCode::from(2),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::NotFound => f.write_str("not found"),
+            Failure::Status(status) => {
+                write!(f, "{}: {}", code_name(status.code()), status.message())
+            }
+            Failure::Connect { address, reason } => write!(
+                f,
+                "cannot connect to a node at {address}: {reason} (is a ringstore node running there? see --host)"
+            ),
+            Failure::Other(error) => write!(f, "error: {error:#}"),
+        }
+    }
+}
+
+impl From<tonic::Status> for Failure {
+    fn from(status: tonic::Status) -> Failure {
+        Failure::Status(status)
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Failure {
+        Failure::Other(error)
+    }
+}
+
+/// A gRPC code's canonical name, as `UNAVAILABLE`.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// A command's result.
+pub type Outcome = Result<(), Failure>;

@@ -1,0 +1,316 @@
+//! A three-node cluster at RF 3, in process on loopback: quorum reads and
+//! writes from every node, a node down, read repair, tombstones, TTL,
+//! restarts, and re-created keyspaces.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestCluster, eventually, get, put};
+use ringstore_proto::v1 as pb;
+use tonic::Code;
+
+use pb::ConsistencyLevel::{All, One, Quorum};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_writes_are_read_at_quorum_from_every_node() {
+    let cluster = TestCluster::start(21, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    for i in 0..30 {
+        let via = i % 3;
+        cluster
+            .client(via)
+            .await
+            .put(put("ks", &format!("key{i}"), &format!("value{i}"), Quorum))
+            .await
+            .unwrap();
+    }
+    for node in 0..3 {
+        let mut client = cluster.client(node).await;
+        for i in 0..30 {
+            let found = client
+                .get(get("ks", &format!("key{i}"), Quorum))
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(found.found, "node {node} key{i}");
+            assert_eq!(found.value, format!("value{i}").into_bytes());
+        }
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_node_down_quorum_still_works_and_all_is_unavailable() {
+    let mut cluster = TestCluster::start(22, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    let mut client = cluster.client(0).await;
+    client
+        .put(put("ks", "k", "v", Quorum))
+        .await
+        .expect("QUORUM write with one replica down");
+    let found = client
+        .get(get("ks", "k", Quorum))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.value, b"v");
+    let write = client.put(put("ks", "k", "v2", All)).await.unwrap_err();
+    assert_eq!(write.code(), Code::Unavailable, "{write:?}");
+    assert!(
+        write.message().contains("ALL") && write.message().contains("3 replicas required, 2 alive"),
+        "{}",
+        write.message()
+    );
+    let read = client.get(get("ks", "k", All)).await.unwrap_err();
+    assert_eq!(read.code(), Code::Unavailable);
+    cluster.shutdown().await;
+}
+
+/// Reads `key` straight from node `node`'s storage, bypassing coordination.
+async fn replica_value(
+    cluster: &TestCluster,
+    node: usize,
+    keyspace_id: &str,
+    key: &str,
+) -> Option<Vec<u8>> {
+    let response = cluster
+        .internode(node)
+        .await
+        .read(pb::ReadRequest {
+            keyspace_id: keyspace_id.into(),
+            key: key.as_bytes().to_vec(),
+            digest_only: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    response.cell.and_then(|c| c.value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_read_repairs_a_stale_replica() {
+    let mut cluster = TestCluster::start(23, 3, 3).await;
+    let id = cluster.create_keyspace(0, "ks", 3).await;
+    // Node 2 misses a write.
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    cluster
+        .client(0)
+        .await
+        .put(put("ks", "k", "fresh", Quorum))
+        .await
+        .unwrap();
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    assert_eq!(
+        replica_value(&cluster, 2, &id, "k").await,
+        None,
+        "node 2 is stale"
+    );
+    // With node 1 down, a QUORUM read must use nodes 0 and 2, and repair 2.
+    cluster.stop(1).await;
+    cluster.wait_until_settled().await;
+    let found = cluster
+        .client(0)
+        .await
+        .get(get("ks", "k", Quorum))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.value, b"fresh");
+    assert_eq!(
+        replica_value(&cluster, 2, &id, "k").await,
+        Some(b"fresh".to_vec()),
+        "repaired"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tombstones_hide_older_values_and_newer_writes_win() {
+    let cluster = TestCluster::start(24, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    let mut client = cluster.client(1).await;
+    let at = |micros: i64, value: &str| pb::PutRequest {
+        timestamp_micros: Some(micros),
+        ..put("ks", "k", value, Quorum)
+    };
+    client.put(at(1_000, "first")).await.unwrap();
+    client
+        .delete(pb::DeleteRequest {
+            keyspace: "ks".into(),
+            key: b"k".to_vec(),
+            consistency: Quorum as i32,
+            timestamp_micros: Some(2_000),
+        })
+        .await
+        .unwrap();
+    assert!(
+        !client
+            .get(get("ks", "k", Quorum))
+            .await
+            .unwrap()
+            .into_inner()
+            .found,
+        "deleted"
+    );
+    client
+        .put(at(1_500, "older than the delete"))
+        .await
+        .unwrap();
+    assert!(
+        !client
+            .get(get("ks", "k", Quorum))
+            .await
+            .unwrap()
+            .into_inner()
+            .found,
+        "an older write stays hidden"
+    );
+    client.put(at(3_000, "newest")).await.unwrap();
+    let found = client
+        .get(get("ks", "k", Quorum))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (found.value, found.timestamp_micros),
+        (b"newest".to_vec(), 3_000)
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_with_a_ttl_expires() {
+    let cluster = TestCluster::start(25, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    let mut client = cluster.client(0).await;
+    client
+        .put(pb::PutRequest {
+            ttl_seconds: Some(1),
+            ..put("ks", "short", "lived", Quorum)
+        })
+        .await
+        .unwrap();
+    client
+        .put(put("ks", "long", "lived", Quorum))
+        .await
+        .unwrap();
+    assert!(
+        client
+            .get(get("ks", "short", Quorum))
+            .await
+            .unwrap()
+            .into_inner()
+            .found
+    );
+    eventually(Duration::from_secs(10), "the TTL expires", || {
+        let mut client = client.clone();
+        async move {
+            !client
+                .get(get("ks", "short", Quorum))
+                .await
+                .unwrap()
+                .into_inner()
+                .found
+        }
+    })
+    .await;
+    assert!(
+        client
+            .get(get("ks", "long", Quorum))
+            .await
+            .unwrap()
+            .into_inner()
+            .found
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_and_keyspaces_survive_a_restart_of_every_node() {
+    let mut cluster = TestCluster::start(26, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    for i in 0..20 {
+        cluster
+            .client(0)
+            .await
+            .put(put("ks", &format!("k{i}"), &format!("v{i}"), All))
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        cluster.stop(i).await;
+    }
+    for i in 0..3 {
+        cluster.restart(i).await;
+    }
+    cluster.wait_until_settled().await;
+    for node in 0..3 {
+        let keyspaces = cluster
+            .schema(node)
+            .await
+            .list_keyspaces(pb::ListKeyspacesRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(keyspaces.keyspaces.len(), 1);
+        let mut client = cluster.client(node).await;
+        for i in 0..20 {
+            let found = client
+                .get(get("ks", &format!("k{i}"), One))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(
+                found.value,
+                format!("v{i}").into_bytes(),
+                "node {node} k{i}"
+            );
+        }
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_and_recreated_keyspace_is_empty() {
+    let cluster = TestCluster::start(27, 3, 3).await;
+    let first = cluster.create_keyspace(0, "ks", 3).await;
+    cluster
+        .client(0)
+        .await
+        .put(put("ks", "k", "old", All))
+        .await
+        .unwrap();
+    cluster
+        .schema(1)
+        .await
+        .drop_keyspace(pb::DropKeyspaceRequest { name: "ks".into() })
+        .await
+        .unwrap();
+    for node in 0..3 {
+        let error = cluster
+            .client(node)
+            .await
+            .get(get("ks", "k", One))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), Code::NotFound, "node {node}");
+    }
+    let second = cluster.create_keyspace(2, "ks", 3).await;
+    assert_ne!(first, second, "a re-created keyspace has a new id");
+    for node in 0..3 {
+        let found = cluster
+            .client(node)
+            .await
+            .get(get("ks", "k", All))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!found.found, "node {node} sees no old data");
+    }
+    cluster.shutdown().await;
+}

@@ -1,0 +1,220 @@
+//! In-process test clusters on loopback: each test uses its own
+//! `127.<block>.<n>.0` addresses, so tests run in parallel without clashing.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ringstore_node::config::FailureDetection;
+use ringstore_node::{NodeConfig, RunningNode};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::admin_client::AdminClient;
+use ringstore_proto::v1::client_client::ClientClient;
+use ringstore_proto::v1::internode_client::InternodeClient;
+use ringstore_proto::v1::schema_client::SchemaClient;
+use tonic::transport::Channel;
+
+/// Polls `check` every 100 ms until it returns true, failing after `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A cluster of in-process nodes.
+pub struct TestCluster {
+    /// Running nodes (None when stopped).
+    pub nodes: Vec<Option<RunningNode>>,
+    /// Each node's configuration, reused on restart.
+    pub configs: Vec<NodeConfig>,
+    _dirs: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// The config of node `i` on address block `block` (127.block.0.i+1).
+    pub fn config(block: u8, i: usize, racks: usize, dir: &std::path::Path) -> NodeConfig {
+        let ip = [127, block, 0, i as u8 + 1];
+        NodeConfig {
+            cluster_name: format!("test-{block}"),
+            data_dir: dir.join(format!("node{i}")),
+            listen_address: SocketAddr::from((ip, 7100)),
+            internode_address: SocketAddr::from((ip, 7101)),
+            gossip_address: SocketAddr::from((ip, 7000)),
+            seeds: vec![SocketAddr::from(([127, block, 0, 1], 7000))],
+            rack: format!("rack{}", i % racks + 1),
+            ring_delay_ms: 500,
+            failure_detection: FailureDetection::Lan,
+            ..NodeConfig::default()
+        }
+    }
+
+    /// Starts `n` fresh nodes on `racks` racks and waits until every node sees
+    /// every node up and `Normal` with the same ring.
+    pub async fn start(block: u8, n: usize, racks: usize) -> TestCluster {
+        let dirs = tempfile::tempdir().unwrap();
+        let configs: Vec<NodeConfig> = (0..n)
+            .map(|i| Self::config(block, i, racks, dirs.path()))
+            .collect();
+        Self::start_with(configs, dirs).await
+    }
+
+    /// Starts nodes with the given configs.
+    pub async fn start_with(configs: Vec<NodeConfig>, dirs: tempfile::TempDir) -> TestCluster {
+        let mut nodes = Vec::new();
+        for config in &configs {
+            nodes.push(Some(
+                ringstore_node::start(config.clone())
+                    .await
+                    .expect("node starts"),
+            ));
+        }
+        let cluster = TestCluster {
+            nodes,
+            configs,
+            _dirs: dirs,
+        };
+        cluster.wait_until_settled().await;
+        cluster
+    }
+
+    /// Waits until every running node sees all running nodes up and Normal,
+    /// stopped nodes down, and one ring.
+    pub async fn wait_until_settled(&self) {
+        let running: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_some())
+            .collect();
+        eventually(Duration::from_secs(60), "the cluster settles", || async {
+            let mut checksums = Vec::new();
+            for &i in &running {
+                let status = self
+                    .admin(i)
+                    .await
+                    .status(pb::StatusRequest::default())
+                    .await;
+                let Ok(status) = status else { return false };
+                let status = status.into_inner();
+                let all_ok = status.nodes.len() == self.nodes.len()
+                    && status.nodes.iter().all(|n| {
+                        let index = self
+                            .configs
+                            .iter()
+                            .position(|c| c.listen_address.to_string() == n.client_address);
+                        let should_be_up = index.is_some_and(|j| self.nodes[j].is_some());
+                        n.up == should_be_up && n.state == "NORMAL"
+                    });
+                if !all_ok {
+                    return false;
+                }
+                checksums.push(status.ring_checksum);
+            }
+            checksums.windows(2).all(|w| w[0] == w[1])
+        })
+        .await;
+    }
+
+    /// Node `i`'s client address.
+    pub fn address(&self, i: usize) -> SocketAddr {
+        self.configs[i].listen_address
+    }
+
+    async fn channel(address: SocketAddr) -> Channel {
+        Channel::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect_lazy()
+    }
+
+    /// A `Client` client of node `i`.
+    pub async fn client(&self, i: usize) -> ClientClient<Channel> {
+        ClientClient::new(Self::channel(self.address(i)).await)
+    }
+
+    /// A `Schema` client of node `i`.
+    pub async fn schema(&self, i: usize) -> SchemaClient<Channel> {
+        SchemaClient::new(Self::channel(self.address(i)).await)
+    }
+
+    /// An `Admin` client of node `i`.
+    pub async fn admin(&self, i: usize) -> AdminClient<Channel> {
+        AdminClient::new(Self::channel(self.address(i)).await)
+    }
+
+    /// An `Internode` client of node `i` (to look at one replica directly).
+    pub async fn internode(&self, i: usize) -> InternodeClient<Channel> {
+        InternodeClient::new(Self::channel(self.configs[i].internode_address).await)
+    }
+
+    /// Stops node `i` gracefully.
+    pub async fn stop(&mut self, i: usize) {
+        if let Some(node) = self.nodes[i].take() {
+            node.shutdown().await.expect("node stops");
+        }
+    }
+
+    /// Starts node `i` again with its config and data.
+    pub async fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "stop node {i} first");
+        self.nodes[i] = Some(
+            ringstore_node::start(self.configs[i].clone())
+                .await
+                .expect("node restarts"),
+        );
+    }
+
+    /// Stops every node.
+    pub async fn shutdown(mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+        }
+    }
+
+    /// Creates a keyspace through node `via` and returns its id.
+    pub async fn create_keyspace(&self, via: usize, name: &str, rf: u32) -> String {
+        let response = self
+            .schema(via)
+            .await
+            .create_keyspace(pb::CreateKeyspaceRequest {
+                name: name.into(),
+                replication: Some(pb::Replication {
+                    strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                        replication_factor: rf,
+                    })),
+                }),
+                if_not_exists: false,
+            })
+            .await
+            .expect("keyspace created")
+            .into_inner();
+        response.keyspace.unwrap().id
+    }
+}
+
+/// A put request.
+pub fn put(keyspace: &str, key: &str, value: &str, level: pb::ConsistencyLevel) -> pb::PutRequest {
+    pb::PutRequest {
+        keyspace: keyspace.into(),
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        consistency: level as i32,
+        timestamp_micros: None,
+        ttl_seconds: None,
+    }
+}
+
+/// A get request.
+pub fn get(keyspace: &str, key: &str, level: pb::ConsistencyLevel) -> pb::GetRequest {
+    pb::GetRequest {
+        keyspace: keyspace.into(),
+        key: key.as_bytes().to_vec(),
+        consistency: level as i32,
+    }
+}
