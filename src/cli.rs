@@ -50,6 +50,109 @@ pub enum Command {
     /// Print the Murmur3 token of each key, one per line, in input order
     /// (the same tokens Cassandra's Murmur3Partitioner gives).
     Token(TokenArgs),
+    /// Load a node with reads and writes and report throughput and latency
+    /// (as cassandra-stress).
+    Stress(StressArgs),
+    /// Run a local cluster on loopback with a sample keyspace, until ctrl-c.
+    Demo(DemoArgs),
+}
+
+/// What `ringstore stress` sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Puts of random keys.
+    Write,
+    /// Gets of random keys (run `write` first to fill them).
+    Read,
+    /// Puts and gets, `--read-ratio` of them gets.
+    Mixed,
+    /// An RPC that does no work: the transport's ceiling.
+    Noop,
+}
+
+/// Arguments of `ringstore stress`.
+#[derive(Debug, Args)]
+pub struct StressArgs {
+    /// What to send.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    /// Stop after this many operations.
+    #[arg(
+        short = 'n',
+        long = "operations",
+        value_name = "N",
+        conflicts_with = "duration"
+    )]
+    pub operations: Option<u64>,
+    /// Stop after this long (`30s`, `2m`, or seconds).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Keys are drawn uniformly from this many.
+    #[arg(long, default_value_t = 100_000)]
+    pub key_count: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// The consistency level of every request.
+    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
+    pub consistency: Consistency,
+    /// The keyspace; created if missing, with `--replication`.
+    #[arg(long, default_value = "stress")]
+    pub keyspace: String,
+    /// The replication of a keyspace this command creates.
+    #[arg(long, default_value = "SimpleStrategy:1")]
+    pub replication: String,
+    /// For `mixed`: the fraction of operations that are reads.
+    #[arg(long, default_value_t = 0.5)]
+    pub read_ratio: f64,
+    /// Print the final report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ringstore demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How many nodes (one rack each, up to three racks).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Where the nodes keep their data (a fresh temporary directory by default).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The first node's loopback address; the others follow (127.0.0.11, .12, …).
+    #[arg(long, default_value = "127.0.0.11")]
+    pub first_address: std::net::Ipv4Addr,
+}
+
+/// Parses `30s`, `2m`, `1h` or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_alphabetic()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 2m or 1h"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: use ms, s, m or h"
+            ));
+        }
+    };
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 /// Arguments of `ringstore server`. Every setting can also come from the

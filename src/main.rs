@@ -20,7 +20,7 @@ use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Server(_)));
+    init_logging(matches!(cli.command, Command::Server(_) | Command::Demo(_)));
     let result = match &cli.command {
         Command::Token(args) => {
             commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
@@ -46,8 +46,10 @@ fn main() -> ExitCode {
 /// Runs the commands that need a runtime.
 async fn run(cli: &Cli) -> Outcome {
     let mut out = std::io::stdout().lock();
-    if let Command::Server(args) = &cli.command {
-        return commands::server::run(args).await;
+    match &cli.command {
+        Command::Server(args) => return commands::server::run(args).await,
+        Command::Demo(args) => return commands::demo::run(args).await,
+        _ => {}
     }
     let connection = Connection::open(cli.host).await?;
     match &cli.command {
@@ -64,7 +66,8 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Get(args) => commands::data::get(&connection, args, &mut out).await,
         Command::Delete(args) => commands::data::delete(&connection, args).await,
         Command::Keyspace(command) => commands::keyspace::run(&connection, command, &mut out).await,
-        Command::Server(_) | Command::Token(_) => unreachable!("handled above"),
+        Command::Stress(args) => commands::stress::run(&connection, args, &mut out).await,
+        Command::Server(_) | Command::Token(_) | Command::Demo(_) => unreachable!("handled above"),
     }
 }
 

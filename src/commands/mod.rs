@@ -1,6 +1,7 @@
 //! One module per subcommand (or group of subcommands), each with a `run`.
 
 pub mod data;
+pub mod demo;
 pub mod describering;
 pub mod getendpoints;
 pub mod info;
@@ -8,4 +9,5 @@ pub mod keyspace;
 pub mod ring;
 pub mod server;
 pub mod status;
+pub mod stress;
 pub mod token;

@@ -95,6 +95,8 @@ pub struct Membership {
     partial: BTreeMap<(HostId, MetadataStamp), Vec<Option<Vec<u8>>>>,
     view: Arc<ClusterView>,
     connected: bool,
+    /// Set by [`Membership::leave`]: this node is going away on purpose.
+    leaving: bool,
     seed_attempts: u32,
     stats: MembershipStats,
     out: Vec<Output>,
@@ -141,6 +143,7 @@ impl Membership {
                 joining: BTreeMap::new(),
             }),
             connected: false,
+            leaving: false,
             seed_attempts: 0,
             stats: MembershipStats::default(),
             out: Vec::new(),
@@ -242,6 +245,7 @@ impl Membership {
 
     /// Tells the cluster this node is leaving on purpose (before a shutdown).
     pub fn leave(&mut self) {
+        self.leaving = true;
         if let Err(error) = self.foca.leave_cluster(&mut self.runtime) {
             tracing::debug!(%error, "leaving the cluster");
         }
@@ -309,6 +313,9 @@ impl Membership {
             }
             OwnedNotification::Rejoin(identity) => {
                 tracing::warn!(?identity, "declared down by the cluster; rejoined");
+            }
+            OwnedNotification::Defunct if self.leaving => {
+                tracing::debug!("left the cluster");
             }
             OwnedNotification::Defunct => {
                 tracing::error!("declared down by the cluster and cannot rejoin");

@@ -361,6 +361,15 @@ mod tests {
     }
 
     #[test]
+    fn the_sample_config_file_parses_to_the_defaults() {
+        let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ringstore.toml");
+        assert_eq!(
+            NodeConfig::load(Some(&sample), [], []).unwrap(),
+            NodeConfig::default()
+        );
+    }
+
+    #[test]
     fn flags_beat_environment_which_beats_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ringstore.toml");

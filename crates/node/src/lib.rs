@@ -45,3 +45,5 @@ pub mod tokens;
 pub use config::NodeConfig;
 pub use error::{NodeError, Result};
 pub use node::{RunningNode, start};
+/// The membership crate, for callers that look at a running node's view.
+pub use ringstore_membership as membership;

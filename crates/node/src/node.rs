@@ -17,7 +17,7 @@ use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::clock::TimestampSource;
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
@@ -156,10 +156,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         )
         .add_service(SchemaServer::new(SchemaService::new(context.clone())))
         .add_service(AdminServer::new(AdminService::new(context.clone())))
-        .serve_with_incoming_shutdown(
-            TcpListenerStream::new(client_listener),
-            wait_for(stopped.clone()),
-        );
+        .serve_with_incoming_shutdown(incoming(client_listener), wait_for(stopped.clone()));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = client_server.await {
             tracing::error!(%error, "client server failed");
@@ -171,10 +168,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(
-            TcpListenerStream::new(internode_listener),
-            wait_for(stopped.clone()),
-        );
+        .serve_with_incoming_shutdown(incoming(internode_listener), wait_for(stopped.clone()));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = internode_server.await {
             tracing::error!(%error, "internode server failed");
@@ -222,6 +216,12 @@ fn open_store(config: &NodeConfig) -> Result<Store> {
         },
     };
     Ok(Store::open(Arc::new(engine), durability)?)
+}
+
+/// Accepted connections with Nagle's algorithm off: small replies must not
+/// wait for delayed ACKs (a ~40 ms tail otherwise).
+fn incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 async fn bind(address: SocketAddr) -> Result<TcpListener> {

@@ -4,12 +4,19 @@
 //! # Serialized joins
 //! Fresh nodes started together must not pick their tokens against the same
 //! ring (the allocator is deterministic: they would pick the same tokens). A
-//! fresh node therefore gossips itself as `Joining` with no tokens, watches
-//! gossip for `ring_delay` to see who else is joining, and then takes turns:
-//! it allocates only when no live token-less joining node has a smaller host
-//! id. Once it has allocated, it saves its tokens and gossips them with state
-//! `Normal`, which is the next node's turn. A node whose turn does not come
-//! within a minute (say, a lower node hung) allocates anyway, with a warning.
+//! fresh node therefore gossips itself as `Joining` with no tokens, waits
+//! until it has reached the cluster through its seeds (unless it is the only
+//! seed), watches gossip for `ring_delay` more to see who else is joining, and
+//! then takes turns: it allocates only when no live token-less joining node
+//! has a smaller host id. Once it has allocated, it saves its tokens and
+//! gossips them with state `Normal`, which is the next node's turn. A node
+//! whose turn does not come within a minute (say, a lower node hung)
+//! allocates anyway, with a warning.
+//!
+//! Should two nodes still have chosen against the same ring (they did not see
+//! each other in time), their tokens collide; the ring gives a contested token
+//! to the older node, so the newer one checks, after `ring_delay`, that the
+//! ring holds all its tokens, and chooses again if not.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,9 +96,70 @@ pub async fn startup_tokens(
 }
 
 /// Waits for this fresh node's turn, allocates balanced tokens against the
-/// ring it sees, saves them and gossips them with state `Normal`.
+/// ring it sees, saves them and gossips them with state `Normal`; chooses
+/// again if they collided with another node's.
 pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
-    tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+    let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
+    wait_until_connected(&context).await;
+    tokio::time::sleep(ring_delay).await;
+    for attempt in 1..=5 {
+        wait_for_turn(&context).await;
+        let tokens = allocate(&context)?;
+        save_tokens(&context.store, &tokens).await?;
+        let gossiped = tokens.clone();
+        context
+            .membership
+            .update_local(move |m| {
+                m.tokens = gossiped;
+                m.state = NodeState::Normal;
+            })
+            .await?;
+        tokio::time::sleep(ring_delay).await;
+        let owned = context.view().ring.tokens_of(context.host_id);
+        if owned.len() == tokens.len() {
+            tracing::info!(
+                count = tokens.len(),
+                "chose balanced tokens and joined the ring"
+            );
+            return Ok(tokens);
+        }
+        tracing::warn!(
+            attempt,
+            lost = tokens.len() - owned.len(),
+            "some chosen tokens were already taken by another node; choosing again"
+        );
+        context
+            .membership
+            .update_local(|m| {
+                m.tokens.clear();
+                m.state = NodeState::Joining;
+            })
+            .await?;
+    }
+    Err(NodeError::Internal(
+        "could not choose tokens that no other node holds".into(),
+    ))
+}
+
+/// Waits until gossip has reached another node, unless this node is its own
+/// only seed (it starts a new cluster).
+async fn wait_until_connected(context: &NodeContext) {
+    let own = context.config.advertised_gossip_address();
+    if context.config.seeds.iter().all(|&seed| seed == own) {
+        return;
+    }
+    let mut views = context.membership.watch_view();
+    let started = tokio::time::Instant::now();
+    while context.view().members.len() < 2 {
+        if started.elapsed() > Duration::from_secs(5) {
+            tracing::info!(seeds = ?context.config.seeds, "waiting to reach the cluster through the seeds before choosing tokens");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), views.changed()).await;
+    }
+}
+
+/// Waits until no live, token-less joining node has a smaller host id.
+async fn wait_for_turn(context: &NodeContext) {
     let started = tokio::time::Instant::now();
     let mut views = context.membership.watch_view();
     loop {
@@ -103,12 +171,12 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
                 && m.metadata.host_id < context.host_id
         });
         match earlier {
-            None => break,
+            None => return,
             Some(_) if started.elapsed() > TURN_PATIENCE => {
                 tracing::warn!(
                     "a joining node with a smaller host id has not chosen tokens for a minute; choosing now"
                 );
-                break;
+                return;
             }
             Some(m) => {
                 tracing::info!(waiting_for = %m.metadata.host_id, "waiting for an earlier joining node to choose its tokens");
@@ -116,22 +184,29 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
             }
         }
     }
+}
+
+/// Balanced tokens against every other node's tokens as gossip shows them.
+fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
     let view = context.view();
-    let members = view
+    let mut claimed = std::collections::BTreeSet::new();
+    let members: Vec<RingMember> = view
         .members
         .values()
-        .filter(|m| {
-            m.metadata.host_id != context.host_id
-                && m.metadata.state != NodeState::Left
-                && !m.metadata.tokens.is_empty()
+        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.state != NodeState::Left)
+        .filter_map(|m| {
+            // A token two others claim (a collision still being resolved) counts once.
+            let tokens: Vec<Token> = m
+                .metadata
+                .tokens
+                .iter()
+                .copied()
+                .filter(|&t| claimed.insert(t))
+                .collect();
+            (!tokens.is_empty())
+                .then(|| RingMember::new(m.metadata.host_id, m.metadata.location(), tokens))
         })
-        .map(|m| {
-            RingMember::new(
-                m.metadata.host_id,
-                m.metadata.location(),
-                m.metadata.tokens.clone(),
-            )
-        });
+        .collect();
     let ring = Ring::new(0, members).map_err(|e| {
         NodeError::Internal(format!("cannot build the ring to allocate against: {e}"))
     })?;
@@ -142,26 +217,12 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
         config.allocate_tokens_for_local_replication_factor,
     )])
     .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-    let tokens = balanced_tokens(
+    balanced_tokens(
         &ring,
         context.host_id,
         &location,
         config.num_tokens as usize,
         &strategy,
     )
-    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))?;
-    save_tokens(&context.store, &tokens).await?;
-    let gossiped = tokens.clone();
-    context
-        .membership
-        .update_local(move |m| {
-            m.tokens = gossiped;
-            m.state = NodeState::Normal;
-        })
-        .await?;
-    tracing::info!(
-        count = tokens.len(),
-        "chose balanced tokens and joined the ring"
-    );
-    Ok(tokens)
+    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
 }

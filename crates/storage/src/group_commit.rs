@@ -23,6 +23,9 @@
 //! - Cancellation-safe: the flush is owned by its blocking task, not by the
 //!   leader's future, so dropping a waiter never strands the others; and if the
 //!   task never runs or panics, a drop guard finishes its generation as failed.
+//! - The blocking task lets go of the engine *before* it wakes the waiters, so
+//!   once the last store handle is dropped nothing of ours keeps the engine
+//!   (and sled's file lock) alive.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -39,12 +42,17 @@ pub(crate) struct Ticket(u64);
 /// Shares engine flushes among concurrent writers. See the module docs.
 pub(crate) struct GroupCommit {
     engine: Arc<dyn Engine>,
+    flushes: Arc<Flushes>,
+}
+
+/// The bookkeeping a flush task shares with the waiters (not the engine).
+struct Flushes {
     state: Mutex<FlushState>,
     /// Carries the latest finished generation; signalled on every finish.
     finished_tx: watch::Sender<u64>,
 }
 
-/// The flush bookkeeping, guarded by [`GroupCommit::state`].
+/// The flush bookkeeping, guarded by [`Flushes::state`].
 #[derive(Debug, Default)]
 struct FlushState {
     /// The generation of the latest flush started (0: none yet).
@@ -66,27 +74,29 @@ fn lock(state: &Mutex<FlushState>) -> MutexGuard<'_, FlushState> {
 
 impl GroupCommit {
     /// Group commit over `engine`'s flush.
-    pub(crate) fn new(engine: Arc<dyn Engine>) -> Arc<GroupCommit> {
-        Arc::new(GroupCommit {
+    pub(crate) fn new(engine: Arc<dyn Engine>) -> GroupCommit {
+        GroupCommit {
             engine,
-            state: Mutex::new(FlushState::default()),
-            finished_tx: watch::channel(0).0,
-        })
+            flushes: Arc::new(Flushes {
+                state: Mutex::new(FlushState::default()),
+                finished_tx: watch::channel(0).0,
+            }),
+        }
     }
 
     /// The ticket of a write that has just been applied. Take it after the
     /// write returns, never before.
     pub(crate) fn ticket(&self) -> Ticket {
-        Ticket(lock(&self.state).started + 1)
+        Ticket(lock(&self.flushes.state).started + 1)
     }
 
     /// Waits until a flush covering `ticket` has completed: `Ok` if it
     /// succeeded, [`StorageError::FlushFailed`] if the flush that covered it
     /// failed. Must run inside a tokio runtime (flushes use the blocking pool).
-    pub(crate) async fn wait(self: &Arc<Self>, ticket: Ticket) -> Result<()> {
+    pub(crate) async fn wait(&self, ticket: Ticket) -> Result<()> {
         loop {
             let (mut finished, lead) = {
-                let mut state = lock(&self.state);
+                let mut state = lock(&self.flushes.state);
                 if state.durable >= ticket.0 {
                     return Ok(());
                 }
@@ -102,37 +112,41 @@ impl GroupCommit {
                     state.running = true;
                     state.started
                 });
-                (self.finished_tx.subscribe(), lead)
+                (self.flushes.finished_tx.subscribe(), lead)
             };
             // Started outside the lock: a flush that fails to start finishes
             // (as failed) through the same lock.
             if let Some(generation) = lead {
                 self.start_flush(generation);
             }
-            // The sender lives in `self`, so `changed` only returns on a signal.
+            // The sender lives as long as `self`, so `changed` only returns on a signal.
             let _ = finished.changed().await;
         }
     }
 
     /// Waits for a flush of everything written so far: a ticket taken now.
-    pub(crate) async fn sync(self: &Arc<Self>) -> Result<()> {
+    pub(crate) async fn sync(&self) -> Result<()> {
         let ticket = self.ticket();
         self.wait(ticket).await
     }
 
-    fn start_flush(self: &Arc<Self>, generation: u64) {
+    fn start_flush(&self, generation: u64) {
+        let engine = Arc::clone(&self.engine);
         let run = FlushRun {
-            group: Arc::clone(self),
+            flushes: Arc::clone(&self.flushes),
             generation,
             done: false,
         };
         tokio::task::spawn_blocking(move || {
             let mut run = run;
-            let outcome = run.group.engine.flush();
+            let outcome = engine.flush();
+            drop(engine);
             run.finish(outcome);
         });
     }
+}
 
+impl Flushes {
     fn finish(&self, generation: u64, outcome: Result<()>) {
         let mut state = lock(&self.state);
         debug_assert!(state.running && state.started == generation);
@@ -153,7 +167,7 @@ impl GroupCommit {
 /// One flush generation in flight; finishes it as failed if dropped unfinished
 /// (the blocking task was discarded at runtime shutdown, or the engine panicked).
 struct FlushRun {
-    group: Arc<GroupCommit>,
+    flushes: Arc<Flushes>,
     generation: u64,
     done: bool,
 }
@@ -161,14 +175,14 @@ struct FlushRun {
 impl FlushRun {
     fn finish(&mut self, outcome: Result<()>) {
         self.done = true;
-        self.group.finish(self.generation, outcome);
+        self.flushes.finish(self.generation, outcome);
     }
 }
 
 impl Drop for FlushRun {
     fn drop(&mut self) {
         if !self.done {
-            self.group
+            self.flushes
                 .finish(self.generation, Err(StorageError::FlushAbandoned));
         }
     }
@@ -233,7 +247,7 @@ mod tests {
             outcomes: Mutex::new(outcomes_rx),
         };
         Script {
-            group: GroupCommit::new(Arc::new(engine)),
+            group: Arc::new(GroupCommit::new(Arc::new(engine))),
             started,
             outcomes,
         }
@@ -261,7 +275,7 @@ mod tests {
         assert!(!second.is_finished(), "flush 2 has not completed yet");
         script.outcomes.send(Ok(())).unwrap();
         within(second).await.unwrap().unwrap();
-        assert_eq!(lock(&group.state).durable, 2);
+        assert_eq!(lock(&group.flushes.state).durable, 2);
     }
 
     #[tokio::test]
@@ -286,7 +300,11 @@ mod tests {
         for follower in followers {
             within(follower).await.unwrap().unwrap();
         }
-        assert_eq!(lock(&group.state).started, 2, "eleven writers, two flushes");
+        assert_eq!(
+            lock(&group.flushes.state).started,
+            2,
+            "eleven writers, two flushes"
+        );
     }
 
     #[tokio::test]

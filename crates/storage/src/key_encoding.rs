@@ -80,7 +80,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn in_scans(scans: &[ByteRange], data_key: &[u8]) -> bool {
-        scans.iter().any(|scan| scan.bounds().contains(data_key))
+        scans
+            .iter()
+            .any(|scan| RangeBounds::<[u8]>::contains(&scan.bounds(), data_key))
     }
 
     #[test]

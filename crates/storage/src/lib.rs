@@ -43,9 +43,9 @@
 //! - Stored bytes that do not decode are reported as errors
 //!   ([`StorageError::is_corruption`]), never a panic, and never overwritten by
 //!   a merge.
-//! - Every persisted format carries a version: cells start with a format byte;
-//!   data keys are fixed by the token encoding, which Cassandra compatibility
-//!   freezes.
+//! - Stored cells start with a format version byte. Data keys have none: their
+//!   layout is versioned by the tree prefix (`data/` is version 1), so a new
+//!   layout would live in new trees and be migrated by copying.
 //!
 //! # Caveats
 //! - No compaction of tombstones or expired cells yet (no `gc_grace`): they
@@ -79,5 +79,5 @@ pub use error::{Result, StorageError};
 pub use keyspace::KeyspaceId;
 pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
-pub use sled_engine::{SledEngine, SledOptions};
+pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
 pub use store::{HINTS_TREE, SYSTEM_TREE, Store};

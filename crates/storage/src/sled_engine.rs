@@ -21,18 +21,33 @@
 //! - A handle to a dropped tree fails with sled's `CollectionNotFound`, which
 //!   this engine reports as [`StorageError::TreeDropped`]; a sled iterator
 //!   would repeat that error forever, so ours ends after it.
+//! - sled releases its directory's file lock lazily: its background threads
+//!   and deferred (epoch-based) frees keep the file open for a moment after the
+//!   last `Db` handle is dropped (sled issues #1234, #1289). Reopening in the
+//!   same process — a node restarted in a test — would then fail with "could
+//!   not acquire lock", so [`SledEngine::open`] retries that one error for up
+//!   to [`LOCK_RETRY_WINDOW`].
 //! - sled 0.34 is beta software and its on-disk format is not stable across
 //!   sled versions: upgrading sled needs an export and import.
 
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, KvIter, Tree, Updater};
 use crate::error::{Result, StorageError};
 
 /// sled's own tree, which every `Db` has and which ringstore never uses.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+
+/// How long [`SledEngine::open`] keeps retrying while the directory's lock is
+/// held, which is how long we allow sled to finish releasing a database closed
+/// in this process. A database held open by another process fails after it.
+pub const LOCK_RETRY_WINDOW: Duration = Duration::from_secs(5);
+
+/// The longest pause between two attempts to take the lock.
+const LOCK_RETRY_MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// How to open a [`SledEngine`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +64,8 @@ pub struct SledOptions {
 }
 
 impl Default for SledOptions {
-    /// 256 MiB of cache (expect about 1 GiB resident under load); the store
-    /// flushes.
+    /// 256 MiB of cache (expect resident memory several times that under
+    /// load); the store flushes.
     fn default() -> SledOptions {
         SledOptions {
             cache_capacity_bytes: 256 << 20,
@@ -77,21 +92,39 @@ pub struct SledEngine {
 
 impl SledEngine {
     /// Opens (or creates) the database in the directory `path`. sled holds a
-    /// file lock on it: a second open in another process fails.
+    /// file lock on it: while another process has it open, this blocks for
+    /// [`LOCK_RETRY_WINDOW`] and then fails. (The wait exists for the same
+    /// process reopening a database it has just closed; see the module docs.)
     pub fn open(path: impl AsRef<Path>, options: SledOptions) -> Result<SledEngine> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path.as_ref())
             .cache_capacity(options.cache_capacity_bytes)
-            .flush_every_ms(options.flush_every_ms)
-            .open()
-            .map_err(from_sled)?;
-        Ok(SledEngine { db })
+            .flush_every_ms(options.flush_every_ms);
+        let deadline = Instant::now() + LOCK_RETRY_WINDOW;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match config.open() {
+                Ok(db) => return Ok(SledEngine { db }),
+                Err(error) if is_lock_held(&error) && Instant::now() < deadline => {
+                    tracing::debug!(%error, "sled lock still held; retrying");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(LOCK_RETRY_MAX_PAUSE);
+                }
+                Err(error) => return Err(from_sled(error)),
+            }
+        }
     }
 
     /// Whether the database existed before this open (sled's `was_recovered`).
     pub fn was_recovered(&self) -> bool {
         self.db.was_recovered()
     }
+}
+
+/// Whether `open` failed because the directory's lock is held. sled reports it
+/// only as an `io::Error` of kind `Other` wrapping a message, so we match it.
+fn is_lock_held(error: &sled::Error) -> bool {
+    matches!(error, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
 /// Converts a sled error, naming a stale tree handle for what it is.

@@ -50,8 +50,13 @@ pub const SYSTEM_TREE: &str = "system";
 /// The tree reserved for hinted handoff.
 pub const HINTS_TREE: &str = "hints";
 
-/// The node's storage: cheap to clone (all clones share one engine, one
-/// group commit and one periodic flusher).
+/// The node's storage: cells by keyspace and key, merged by last-write-wins,
+/// durable as its [`Durability`] says (see the crate docs).
+///
+/// Cheap to clone: all clones share one engine, one group commit and, in
+/// periodic mode, one background flusher, which stops (after a last flush)
+/// when [`Store::close`] is called or the last clone is dropped. Writes are
+/// `async` because they may wait for a flush; reads never wait.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -109,7 +114,7 @@ impl Store {
     pub fn open(engine: Arc<dyn Engine>, durability: Durability) -> Result<Store> {
         let system = engine.open_tree(SYSTEM_TREE)?;
         let hints = engine.open_tree(HINTS_TREE)?;
-        let group = GroupCommit::new(Arc::clone(&engine));
+        let group = Arc::new(GroupCommit::new(Arc::clone(&engine)));
         let flusher = match durability {
             Durability::Batch => None,
             Durability::Periodic { interval } => {
@@ -181,9 +186,14 @@ impl Store {
     /// Durable on return, whatever the mode. Whether there was a tree to drop.
     pub async fn drop_keyspace(&self, ks: KeyspaceId) -> Result<bool> {
         let (existed, ticket) = self.write(|| {
-            let mut keyspaces = lock(&self.inner.keyspaces);
-            keyspaces.dropped.insert(ks);
-            keyspaces.open.remove(&ks);
+            {
+                let mut keyspaces = lock(&self.inner.keyspaces);
+                keyspaces.dropped.insert(ks);
+                keyspaces.open.remove(&ks);
+            }
+            // Outside the lock: dropping a big tree takes a while, and no one
+            // can open it again now that its id is marked dropped. A write
+            // still holding the old handle fails with `TreeDropped`.
             self.inner.engine.drop_tree(&ks.data_tree_name())
         })?;
         self.inner.group.wait(ticket).await?;

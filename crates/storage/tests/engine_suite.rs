@@ -288,3 +288,15 @@ fn sled_refuses_to_drop_its_internal_default_tree() {
     assert!(fixture.engine.drop_tree("__sled__default").is_err());
     assert!(fixture.engine.tree_names().is_empty());
 }
+
+#[test]
+fn a_sled_database_closed_in_this_process_can_be_reopened_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0u32..20 {
+        let engine = SledEngine::open(dir.path(), SledOptions::small()).unwrap();
+        let tree = engine.open_tree("t").unwrap();
+        assert_eq!(tree.len().unwrap(), round as usize);
+        tree.insert(&round.to_be_bytes(), b"v").unwrap();
+        engine.flush().unwrap();
+    }
+}

@@ -1,0 +1,138 @@
+//! `ringstore demo`: a local cluster on loopback in one command.
+//!
+//! Starts `--nodes` nodes in this process on consecutive loopback addresses
+//! (127.0.0.11, .12, … with the default ports), one rack each (up to three),
+//! waits until they form one ring, creates the keyspace `demo` replicated to
+//! every rack, prints how to connect, and stops them all on ctrl-c.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use ringstore_node::{NodeConfig, RunningNode};
+use ringstore_proto::v1 as pb;
+
+use crate::cli::DemoArgs;
+use crate::client::Connection;
+use crate::failure::Outcome;
+
+/// Runs the demo cluster until ctrl-c.
+pub async fn run(args: &DemoArgs) -> Outcome {
+    if !(1..=50).contains(&args.nodes) {
+        return Err(anyhow::anyhow!("--nodes must be 1 to 50, not {}", args.nodes).into());
+    }
+    let temporary = match &args.data_dir {
+        Some(_) => None,
+        None => Some(tempfile::tempdir().context("creating a temporary data directory")?),
+    };
+    let root = args.data_dir.clone().unwrap_or_else(|| {
+        temporary
+            .as_ref()
+            .expect("created above")
+            .path()
+            .to_path_buf()
+    });
+    let configs: Vec<NodeConfig> = (0..args.nodes)
+        .map(|i| config(args, &root, i))
+        .collect::<anyhow::Result<_>>()?;
+
+    let mut nodes = Vec::new();
+    for config in &configs {
+        let node = ringstore_node::start(config.clone())
+            .await
+            .with_context(|| format!("starting the node on {}", config.listen_address))?;
+        nodes.push(node);
+    }
+    wait_until_one_ring(&nodes).await?;
+
+    let racks = args.nodes.min(3) as u32;
+    let replication = format!("NetworkTopologyStrategy:dc1={racks}");
+    let connection = Connection::open(configs[0].listen_address).await?;
+    connection
+        .schema()
+        .create_keyspace(pb::CreateKeyspaceRequest {
+            name: "demo".into(),
+            replication: Some(crate::commands::keyspace::parse_replication(&replication)?),
+            if_not_exists: true,
+        })
+        .await?;
+
+    println!(
+        "ringstore demo: {} nodes on loopback, cluster \"demo\", data in {}",
+        args.nodes,
+        root.display()
+    );
+    for (i, config) in configs.iter().enumerate() {
+        println!(
+            "  node {}  client {}  internode {}  gossip {}  {}",
+            i + 1,
+            config.listen_address,
+            config.internode_address,
+            config.gossip_address,
+            config.rack
+        );
+    }
+    let first = configs[0].listen_address;
+    let last = configs[configs.len() - 1].listen_address;
+    println!("Keyspace \"demo\" ({replication}) is ready. Try:");
+    println!("  ringstore --host {first} status demo");
+    println!("  ringstore --host {first} put demo hello world --consistency QUORUM");
+    println!("  ringstore --host {last} get demo hello --consistency QUORUM");
+    println!(
+        "  ringstore --host {first} stress write -n 100000 --keyspace demo --consistency QUORUM"
+    );
+    println!("Press ctrl-c to stop.");
+
+    let _ = tokio::signal::ctrl_c().await;
+    println!("stopping…");
+    for node in nodes {
+        node.shutdown().await.context("stopping a node")?;
+    }
+    Ok(())
+}
+
+fn config(args: &DemoArgs, root: &std::path::Path, i: usize) -> anyhow::Result<NodeConfig> {
+    let first = u32::from(args.first_address);
+    let ip = Ipv4Addr::from(first.checked_add(i as u32).context("address overflow")?);
+    if !ip.is_loopback() {
+        bail!("{ip} is not a loopback address: the demo runs on 127.0.0.0/8 only");
+    }
+    Ok(NodeConfig {
+        cluster_name: "demo".into(),
+        data_dir: root.join(format!("node{}", i + 1)),
+        listen_address: SocketAddr::from((ip, 7100)),
+        internode_address: SocketAddr::from((ip, 7101)),
+        gossip_address: SocketAddr::from((ip, 7000)),
+        seeds: vec![SocketAddr::from((args.first_address, 7000))],
+        rack: format!("rack{}", i % 3 + 1),
+        ring_delay_ms: 1000,
+        storage: ringstore_node::config::StorageConfig {
+            cache_capacity_mb: 64,
+            ..Default::default()
+        },
+        ..NodeConfig::default()
+    })
+}
+
+/// Waits until every node sees every node up, `Normal`, on one ring.
+async fn wait_until_one_ring(nodes: &[RunningNode]) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let views: Vec<_> = nodes.iter().map(|n| n.context.view()).collect();
+        let settled = views.iter().all(|v| {
+            v.members.len() == nodes.len()
+                && v.up_members().count() == nodes.len()
+                && v.members
+                    .values()
+                    .all(|m| m.metadata.state == ringstore_node::membership::NodeState::Normal)
+                && v.ring.checksum() == views[0].ring.checksum()
+        });
+        if settled {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("the demo nodes did not form one ring within 2 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

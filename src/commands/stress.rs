@@ -1,0 +1,660 @@
+//! `ringstore stress`: loads a node with puts, gets or no-op RPCs and reports
+//! throughput and latency, as cassandra-stress.
+//!
+//! `--concurrency` tokio tasks share the command's one channel to the node.
+//! Each sends one request at a time and claims every operation from a shared
+//! counter, so a run does exactly `-n` operations (100,000 by default) or
+//! starts new ones until `--duration` has passed. Keys are `key{N}`, N uniform
+//! in `0..--key-count`. Every completed operation counts, failed or not;
+//! latency is that of the successful ones, in microseconds, in an HDR
+//! histogram per worker (3 significant digits) merged at the end.
+//!
+//! A run reports errors, counted by gRPC code, rather than stopping at the
+//! first. But when every one of the first 100 operations fails (the node cannot
+//! serve, the keyspace is unusable) there is nothing to measure: the run stops
+//! and fails with the first error. A run in which no operation succeeded at
+//! all fails the same way.
+//!
+//! # Caveats
+//! - Closed loop: a worker waits for each answer before sending the next
+//!   request, so an overloaded node slows the offered load down and the
+//!   latencies hide the waiting (coordinated omission), as in cassandra-stress
+//!   without a rate limit.
+//! - Every worker shares one HTTP/2 connection to one node.
+//! - Keys are uniform; there are no Zipf or sequential populations. Each
+//!   worker's generator is seeded by its index, so runs are repeatable.
+//! - A `read` of a key never written succeeds (it finds nothing).
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use clap::ValueEnum;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::client_client::ClientClient;
+use tonic::transport::Channel;
+
+use crate::cli::{StressArgs, Workload};
+use crate::client::Connection;
+use crate::commands::data::level;
+use crate::failure::{Failure, Outcome, code_name};
+
+/// Operations when neither `-n` nor `--duration` is given.
+const DEFAULT_OPERATIONS: u64 = 100_000;
+/// The largest `--value-size`: a node's default `max_value_bytes`.
+const MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
+/// If every one of this many first operations fails, the run stops.
+const PROBE_OPERATIONS: u64 = 100;
+/// The slowest latency the histogram tells apart (one hour, in µs); slower
+/// ones are counted as this.
+const MAX_LATENCY_MICROS: u64 = 3_600_000_000;
+/// How often the progress bar is redrawn.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Runs the workload and prints the report.
+pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Write) -> Outcome {
+    let plan = Plan::from_args(args)?;
+    if plan.workload != Workload::Noop {
+        let replication = crate::commands::keyspace::parse_replication(&args.replication)?;
+        connection
+            .schema()
+            .create_keyspace(pb::CreateKeyspaceRequest {
+                name: plan.keyspace.clone(),
+                replication: Some(replication),
+                if_not_exists: true,
+            })
+            .await?;
+    }
+
+    let plan = Arc::new(plan);
+    let shared = Arc::new(Shared::new(plan.limit));
+    let bar = progress_bar(plan.limit);
+    let ticker = (!bar.is_hidden())
+        .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
+    let workers: Vec<_> = (0..plan.concurrency)
+        .map(|index| {
+            let client = connection.client();
+            tokio::spawn(worker(index, client, plan.clone(), shared.clone()))
+        })
+        .collect();
+    let mut tally = Tally::new();
+    let mut joined = Ok(());
+    for worker in workers {
+        match worker.await {
+            Ok(part) => tally.merge(&part)?,
+            Err(error) => joined = Err(error),
+        }
+    }
+    let elapsed = shared.started.elapsed();
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    bar.finish_and_clear();
+    joined.context("a stress worker failed")?;
+
+    if tally.latency.is_empty()
+        && let Some(status) = shared.first_error.get()
+    {
+        return Err(Failure::Status(status.clone()));
+    }
+    let report = Report {
+        plan: &plan,
+        tally,
+        elapsed,
+    };
+    let text = if args.json {
+        format!("{}\n", report.json())
+    } else {
+        report.text()
+    };
+    out.write_all(text.as_bytes())
+        .map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// When a run stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Limit {
+    /// After this many operations (at least 1).
+    Operations(u64),
+    /// Once this long has passed; operations in flight then still complete.
+    Duration(Duration),
+}
+
+/// The validated arguments.
+#[derive(Debug)]
+struct Plan {
+    workload: Workload,
+    limit: Limit,
+    /// Worker tasks, at least 1.
+    concurrency: usize,
+    /// Keys are `key0` to `key{key_count - 1}`; at least 1.
+    key_count: u64,
+    /// Bytes per value, at most [`MAX_VALUE_SIZE`].
+    value_size: usize,
+    /// The fraction of `mixed` operations that are gets, in [0, 1].
+    read_ratio: f64,
+    keyspace: String,
+    consistency: crate::cli::Consistency,
+}
+
+impl Plan {
+    fn from_args(args: &StressArgs) -> anyhow::Result<Plan> {
+        if args.concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        if args.key_count == 0 {
+            bail!("--key-count must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&args.read_ratio) {
+            bail!(
+                "--read-ratio must be between 0 and 1 (got {})",
+                args.read_ratio
+            );
+        }
+        if args.value_size > MAX_VALUE_SIZE {
+            bail!(
+                "--value-size must be at most {MAX_VALUE_SIZE} bytes (16 MiB), got {}",
+                args.value_size
+            );
+        }
+        let limit = match (args.operations, args.duration) {
+            (Some(0), _) => bail!("-n must be at least 1"),
+            (Some(n), _) => Limit::Operations(n),
+            (None, Some(duration)) => Limit::Duration(duration),
+            (None, None) => Limit::Operations(DEFAULT_OPERATIONS),
+        };
+        Ok(Plan {
+            workload: args.workload,
+            limit,
+            concurrency: args.concurrency,
+            key_count: args.key_count,
+            value_size: args.value_size,
+            read_ratio: args.read_ratio,
+            keyspace: args.keyspace.clone(),
+            consistency: args.consistency,
+        })
+    }
+}
+
+/// What the workers share: the operation counter and how the run is going.
+struct Shared {
+    limit: Limit,
+    started: Instant,
+    /// Operations claimed so far; an operation's index is its claim.
+    claimed: AtomicU64,
+    /// Operations completed, failed or not (for the progress bar).
+    completed: AtomicU64,
+    /// How many of the first operations failed, up to [`PROBE_OPERATIONS`].
+    probe_failures: AtomicU64,
+    /// Set when every probe operation failed: workers stop.
+    stop: AtomicBool,
+    /// The first error any worker saw.
+    first_error: OnceLock<tonic::Status>,
+}
+
+impl Shared {
+    fn new(limit: Limit) -> Shared {
+        Shared {
+            limit,
+            started: Instant::now(),
+            claimed: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            probe_failures: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            first_error: OnceLock::new(),
+        }
+    }
+
+    /// How many first operations must not all fail: 100, or all of a shorter run.
+    fn probe(&self) -> u64 {
+        match self.limit {
+            Limit::Operations(n) => n.min(PROBE_OPERATIONS),
+            Limit::Duration(_) => PROBE_OPERATIONS,
+        }
+    }
+
+    /// The next operation's index, or None when the run is over.
+    fn claim(&self) -> Option<u64> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.limit {
+            Limit::Operations(n) => {
+                let index = self.claimed.fetch_add(1, Ordering::Relaxed);
+                (index < n).then_some(index)
+            }
+            Limit::Duration(duration) => (self.started.elapsed() < duration)
+                .then(|| self.claimed.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+
+    /// Notes that operation `index` failed; stops the run if every probe
+    /// operation has now failed.
+    fn failed(&self, index: u64, status: tonic::Status) {
+        let _ = self.first_error.set(status);
+        if index < self.probe() {
+            let failures = self.probe_failures.fetch_add(1, Ordering::Relaxed) + 1;
+            if failures == self.probe() {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// One kind of request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Put,
+    Get,
+    Noop,
+}
+
+/// One worker's results, and the merged results of all.
+struct Tally {
+    /// Latency of successful operations, in microseconds.
+    latency: Histogram<u64>,
+    /// Failed operations by gRPC code name.
+    errors: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            latency: Histogram::new_with_bounds(1, MAX_LATENCY_MICROS, 3)
+                .expect("constant histogram bounds are valid"),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    fn merge(&mut self, other: &Tally) -> anyhow::Result<()> {
+        self.latency
+            .add(&other.latency)
+            .map_err(|e| anyhow!("merging latency histograms: {e:?}"))?;
+        for (code, count) in &other.errors {
+            *self.errors.entry(code).or_default() += count;
+        }
+        Ok(())
+    }
+
+    /// Operations completed, failed or not.
+    fn operations(&self) -> u64 {
+        self.latency.len() + self.errors.values().sum::<u64>()
+    }
+}
+
+/// One worker: claims operations and sends them one at a time until the run
+/// is over.
+async fn worker(
+    index: usize,
+    mut client: ClientClient<Channel>,
+    plan: Arc<Plan>,
+    shared: Arc<Shared>,
+) -> Tally {
+    let mut rng = SplitMix64::new(0x5EED_0000 + index as u64);
+    let value: Vec<u8> = (0..plan.value_size).map(|_| rng.next_u64() as u8).collect();
+    let consistency = level(plan.consistency);
+    let mut tally = Tally::new();
+    while let Some(operation) = shared.claim() {
+        let op = match plan.workload {
+            Workload::Write => Op::Put,
+            Workload::Read => Op::Get,
+            Workload::Mixed if rng.unit() < plan.read_ratio => Op::Get,
+            Workload::Mixed => Op::Put,
+            Workload::Noop => Op::Noop,
+        };
+        let mut key = || format!("key{}", rng.below(plan.key_count)).into_bytes();
+        let sent = Instant::now();
+        let result = match op {
+            Op::Put => client
+                .put(pb::PutRequest {
+                    keyspace: plan.keyspace.clone(),
+                    key: key(),
+                    value: value.clone(),
+                    consistency,
+                    timestamp_micros: None,
+                    ttl_seconds: None,
+                })
+                .await
+                .map(drop),
+            Op::Get => client
+                .get(pb::GetRequest {
+                    keyspace: plan.keyspace.clone(),
+                    key: key(),
+                    consistency,
+                })
+                .await
+                .map(drop),
+            Op::Noop => client.noop(pb::NoopRequest {}).await.map(drop),
+        };
+        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match result {
+            Ok(()) => tally.latency.saturating_record(micros),
+            Err(status) => {
+                *tally.errors.entry(code_name(status.code())).or_default() += 1;
+                shared.failed(operation, status);
+            }
+        }
+        shared.completed.fetch_add(1, Ordering::Relaxed);
+    }
+    tally
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal.
+fn progress_bar(limit: Limit) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let (length, template) = match limit {
+        Limit::Operations(n) => (n, "[{elapsed_precise}] {wide_bar} {pos}/{len} ops  {msg}"),
+        Limit::Duration(d) => (
+            d.as_secs().max(1),
+            "[{elapsed_precise}] {wide_bar} {pos}/{len} s  {msg}",
+        ),
+    };
+    let style =
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
+    ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::stderr()).with_style(style)
+}
+
+/// Redraws the bar with operations done and the current rate, until aborted.
+async fn show_progress(bar: ProgressBar, limit: Limit, shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + PROGRESS_INTERVAL,
+        PROGRESS_INTERVAL,
+    );
+    let (mut last_time, mut last_done) = (Instant::now(), 0);
+    loop {
+        ticker.tick().await;
+        let (now, done) = (Instant::now(), shared.completed.load(Ordering::Relaxed));
+        let rate = (done - last_done) as f64 / (now - last_time).as_secs_f64();
+        (last_time, last_done) = (now, done);
+        match limit {
+            Limit::Operations(_) => {
+                bar.set_position(done);
+                bar.set_message(format!("{rate:.0} ops/s"));
+            }
+            Limit::Duration(_) => {
+                bar.set_position(shared.started.elapsed().as_secs());
+                bar.set_message(format!("{done} ops  {rate:.0} ops/s"));
+            }
+        }
+    }
+}
+
+/// The final report.
+struct Report<'a> {
+    plan: &'a Plan,
+    tally: Tally,
+    elapsed: Duration,
+}
+
+/// The latency percentiles reported: JSON key, text label, quantile.
+const PERCENTILES: [(&str, &str, f64); 4] = [
+    ("p50", "p50", 0.50),
+    ("p95", "p95", 0.95),
+    ("p99", "p99", 0.99),
+    ("p999", "p99.9", 0.999),
+];
+
+impl Report<'_> {
+    fn ops_per_second(&self) -> f64 {
+        let seconds = self.elapsed.as_secs_f64();
+        if seconds > 0.0 {
+            self.tally.operations() as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// A latency in milliseconds (microsecond resolution, so 3 decimals).
+    fn millis(micros: u64) -> f64 {
+        micros as f64 / 1000.0
+    }
+
+    fn quantile_ms(&self, quantile: f64) -> f64 {
+        Self::millis(self.tally.latency.value_at_quantile(quantile))
+    }
+
+    fn text(&self) -> String {
+        let plan = self.plan;
+        let errors: u64 = self.tally.errors.values().sum();
+        let mut errors = errors.to_string();
+        if !self.tally.errors.is_empty() {
+            let by_code: Vec<String> = self
+                .tally
+                .errors
+                .iter()
+                .map(|(code, count)| format!("{code} {count}"))
+                .collect();
+            errors += &format!(" ({})", by_code.join(", "));
+        }
+        let mut lines = vec![
+            ("workload", workload_name(plan.workload).to_string()),
+            ("concurrency", plan.concurrency.to_string()),
+            ("consistency", consistency_name(plan.consistency)),
+            ("operations", self.tally.operations().to_string()),
+            ("errors", errors),
+            ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
+            ("throughput", format!("{:.0} ops/s", self.ops_per_second())),
+        ];
+        if plan.workload != Workload::Noop {
+            lines.insert(3, ("value size", format!("{} bytes", plan.value_size)));
+        }
+        for (_, label, quantile) in PERCENTILES {
+            let value = format!("{:.3} ms", self.quantile_ms(quantile));
+            lines.push((label, value));
+        }
+        let max = format!("{:.3} ms", Self::millis(self.tally.latency.max()));
+        lines.push(("max", max));
+        lines
+            .iter()
+            .map(|(name, value)| {
+                let name = if name.starts_with('p') || *name == "max" {
+                    format!("latency {name}")
+                } else {
+                    name.to_string()
+                };
+                format!("{name:<14}{value}\n")
+            })
+            .collect()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut latency = serde_json::Map::new();
+        for (key, _, quantile) in PERCENTILES {
+            latency.insert(key.into(), self.quantile_ms(quantile).into());
+        }
+        latency.insert("max".into(), Self::millis(self.tally.latency.max()).into());
+        serde_json::json!({
+            "workload": workload_name(self.plan.workload),
+            "operations": self.tally.operations(),
+            "errors": self.tally.errors,
+            "elapsed_seconds": self.elapsed.as_secs_f64(),
+            "ops_per_second": self.ops_per_second(),
+            "latency_ms": latency,
+            "concurrency": self.plan.concurrency,
+            "consistency": consistency_name(self.plan.consistency),
+            "value_size": self.plan.value_size,
+        })
+    }
+}
+
+/// A workload's command-line name.
+fn workload_name(workload: Workload) -> &'static str {
+    match workload {
+        Workload::Write => "write",
+        Workload::Read => "read",
+        Workload::Mixed => "mixed",
+        Workload::Noop => "noop",
+    }
+}
+
+/// A consistency level's command-line name, as `LOCAL_QUORUM`.
+fn consistency_name(consistency: crate::cli::Consistency) -> String {
+    consistency
+        .to_possible_value()
+        .map(|value| value.get_name().to_string())
+        .unwrap_or_else(|| format!("{consistency:?}"))
+}
+
+/// SplitMix64 (Steele, Lea and Flood), a tiny fast seeded generator. Written
+/// out here because `rand` is only a dev-dependency of this crate, and picking
+/// stress keys needs no more than this.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by multiply-shift: the bias is below
+    /// n / 2^64, far too small to matter for key choice.
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Consistency;
+
+    fn args(workload: Workload) -> StressArgs {
+        StressArgs {
+            workload,
+            operations: None,
+            duration: None,
+            concurrency: 64,
+            key_count: 100_000,
+            value_size: 100,
+            consistency: Consistency::One,
+            keyspace: "stress".into(),
+            replication: "SimpleStrategy:1".into(),
+            read_ratio: 0.5,
+            json: false,
+        }
+    }
+
+    fn error(args: &StressArgs) -> String {
+        format!("{:#}", Plan::from_args(args).unwrap_err())
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_naming_the_flag() {
+        let mut bad = args(Workload::Write);
+        bad.concurrency = 0;
+        assert!(error(&bad).contains("--concurrency"));
+        let mut bad = args(Workload::Write);
+        bad.key_count = 0;
+        assert!(error(&bad).contains("--key-count"));
+        for ratio in [-0.1, 1.5, f64::NAN] {
+            let mut bad = args(Workload::Mixed);
+            bad.read_ratio = ratio;
+            assert!(error(&bad).contains("--read-ratio"), "{ratio}");
+        }
+        let mut bad = args(Workload::Write);
+        bad.value_size = MAX_VALUE_SIZE + 1;
+        assert!(error(&bad).contains("--value-size"));
+        let mut bad = args(Workload::Write);
+        bad.operations = Some(0);
+        assert!(error(&bad).contains("-n"));
+    }
+
+    #[test]
+    fn a_run_without_a_limit_does_a_hundred_thousand_operations() {
+        let plan = Plan::from_args(&args(Workload::Read)).unwrap();
+        assert_eq!(plan.limit, Limit::Operations(100_000));
+        let mut timed = args(Workload::Read);
+        timed.duration = Some(Duration::from_secs(5));
+        let plan = Plan::from_args(&timed).unwrap();
+        assert_eq!(plan.limit, Limit::Duration(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn exactly_n_operations_are_claimed() {
+        let shared = Shared::new(Limit::Operations(3));
+        let claims: Vec<_> = std::iter::from_fn(|| shared.claim()).collect();
+        assert_eq!(claims, [0, 1, 2]);
+    }
+
+    #[test]
+    fn the_run_stops_only_when_every_probe_operation_failed() {
+        let shared = Shared::new(Limit::Operations(1000));
+        for index in 0..99 {
+            shared.failed(index, tonic::Status::unavailable("down"));
+        }
+        shared.failed(500, tonic::Status::unavailable("down"));
+        assert!(shared.claim().is_some(), "one probe operation is left");
+        shared.failed(99, tonic::Status::internal("late"));
+        assert!(shared.claim().is_none());
+        assert_eq!(shared.first_error.get().unwrap().message(), "down");
+
+        let short = Shared::new(Limit::Operations(2));
+        short.failed(0, tonic::Status::unavailable("down"));
+        short.failed(1, tonic::Status::unavailable("down"));
+        assert!(
+            short.stop.load(Ordering::Relaxed),
+            "all of a short run failed"
+        );
+    }
+
+    #[test]
+    fn generated_numbers_stay_in_range_and_cover_it() {
+        let mut rng = SplitMix64::new(7);
+        let mut seen = [false; 10];
+        for _ in 0..10_000 {
+            seen[rng.below(10) as usize] = true;
+            let unit = rng.unit();
+            assert!((0.0..1.0).contains(&unit));
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert_eq!(SplitMix64::new(1).next_u64(), SplitMix64::new(1).next_u64());
+    }
+
+    #[test]
+    fn the_report_shows_counts_errors_and_latency_in_milliseconds() {
+        let plan = Plan::from_args(&args(Workload::Write)).unwrap();
+        let mut tally = Tally::new();
+        for micros in [1000, 2000, 3000, 250_000] {
+            tally.latency.record(micros).unwrap();
+        }
+        tally.errors.insert("UNAVAILABLE", 2);
+        let report = Report {
+            plan: &plan,
+            tally,
+            elapsed: Duration::from_secs(2),
+        };
+        let text = report.text();
+        assert!(text.contains("operations    6\n"), "{text}");
+        assert!(text.contains("errors        2 (UNAVAILABLE 2)\n"), "{text}");
+        assert!(text.contains("throughput    3 ops/s\n"), "{text}");
+        assert!(text.contains("latency p50   2.000 ms\n"), "{text}");
+        let json = report.json();
+        assert_eq!(json["operations"], 6);
+        assert_eq!(json["errors"]["UNAVAILABLE"], 2);
+        assert_eq!(json["ops_per_second"], 3.0);
+        assert_eq!(json["latency_ms"]["p50"], 2.0);
+        assert_eq!(json["consistency"], "ONE");
+        let max = json["latency_ms"]["max"].as_f64().unwrap();
+        assert!((249.9..=250.2).contains(&max), "{max}");
+    }
+}

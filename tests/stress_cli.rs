@@ -1,0 +1,117 @@
+//! `ringstore stress` as a user runs it: the real binary against one real
+//! node started in process, its JSON report and its exit status.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::eventually;
+use ringstore_node::NodeConfig;
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::admin_client::AdminClient;
+use serde_json::Value;
+
+/// This test's loopback address (no other test uses 127.40.x.x).
+const IP: [u8; 4] = [127, 40, 0, 1];
+
+/// Runs the real binary against the node, off the async runtime.
+async fn ringstore(args: &[&str]) -> Output {
+    let host = SocketAddr::from((IP, 7100)).to_string();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_ringstore"))
+            .arg("--host")
+            .arg(host)
+            .args(args)
+            .output()
+            .expect("the ringstore binary runs")
+    })
+    .await
+    .expect("the blocking task completes")
+}
+
+/// Runs `ringstore stress ... -n N --json` and checks its report is clean.
+async fn stress(workload: &str, n: u64, extra: &[&str]) -> Value {
+    let n_text = n.to_string();
+    let mut args = vec!["stress", workload, "-n", &n_text, "--json"];
+    args.extend_from_slice(extra);
+    let out = ringstore(&args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?} failed: {stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{args:?} printed no single JSON object ({e}): {stdout}"));
+
+    assert_eq!(report["workload"], workload, "{report}");
+    assert_eq!(report["operations"], n, "{report}");
+    assert_eq!(report["errors"], serde_json::json!({}), "{report}");
+    assert!(report["ops_per_second"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        report["elapsed_seconds"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    let latency = |key: &str| report["latency_ms"][key].as_f64().unwrap();
+    assert!(latency("p50") > 0.0, "{report}");
+    assert!(latency("p50") <= latency("p95"), "{report}");
+    assert!(latency("p95") <= latency("p99"), "{report}");
+    assert!(latency("p99") <= latency("p999"), "{report}");
+    assert!(latency("p999") <= latency("max"), "{report}");
+    assert_eq!(report["consistency"], "ONE", "{report}");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let gossip = SocketAddr::from((IP, 7000));
+    let config = NodeConfig {
+        cluster_name: "test-40".into(),
+        data_dir: dir.path().join("node"),
+        listen_address: SocketAddr::from((IP, 7100)),
+        internode_address: SocketAddr::from((IP, 7101)),
+        gossip_address: gossip,
+        seeds: vec![gossip],
+        ring_delay_ms: 100,
+        ..NodeConfig::default()
+    };
+    let node = ringstore_node::start(config).await.expect("node starts");
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", node.client_address))
+        .unwrap()
+        .connect_lazy();
+    let admin = AdminClient::new(channel);
+    eventually(Duration::from_secs(30), "the node is up and NORMAL", || {
+        let mut admin = admin.clone();
+        async move {
+            let Ok(status) = admin.status(pb::StatusRequest::default()).await else {
+                return false;
+            };
+            let nodes = status.into_inner().nodes;
+            nodes.len() == 1 && nodes[0].up && nodes[0].state == "NORMAL"
+        }
+    })
+    .await;
+
+    let write = stress("write", 2000, &["--concurrency", "8", "--key-count", "500"]).await;
+    assert_eq!(write["concurrency"], 8);
+    assert_eq!(write["value_size"], 100);
+    stress("read", 1000, &[]).await;
+    stress("noop", 1000, &[]).await;
+
+    let refused = ringstore(&["stress", "write", "--concurrency", "0"]).await;
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--concurrency"), "{stderr}");
+    assert!(refused.stdout.is_empty());
+
+    // One node cannot serve TWO: every operation fails, so the run stops with
+    // the first error instead of reporting.
+    let unavailable = ringstore(&["stress", "read", "-n", "500", "--consistency", "TWO"]).await;
+    assert_eq!(unavailable.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&unavailable.stderr);
+    assert!(stderr.starts_with("UNAVAILABLE: "), "{stderr}");
+    assert!(unavailable.stdout.is_empty());
+
+    node.shutdown().await.expect("node stops");
+}
