@@ -314,3 +314,47 @@ async fn a_dropped_and_recreated_keyspace_is_empty() {
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_fresh_nodes_started_together_choose_distinct_balanced_tokens() {
+    let cluster = TestCluster::start(30, 6, 3).await;
+    cluster
+        .schema(0)
+        .await
+        .create_keyspace(pb::CreateKeyspaceRequest {
+            name: "ks".into(),
+            replication: Some(pb::Replication {
+                strategy: Some(pb::replication::Strategy::NetworkTopology(
+                    pb::NetworkTopologyStrategy {
+                        replication_factors: [("dc1".to_string(), 3)].into_iter().collect(),
+                    },
+                )),
+            }),
+            if_not_exists: false,
+        })
+        .await
+        .unwrap();
+    let status = cluster
+        .admin(5)
+        .await
+        .status(pb::StatusRequest {
+            keyspace: "ks".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut tokens: Vec<i64> = status.nodes.iter().flat_map(|n| n.tokens.clone()).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 6 * 16, "every node has 16 tokens of its own");
+    let owns: Vec<f64> = status.nodes.iter().map(|n| n.ownership).collect();
+    let (max, min) = owns
+        .iter()
+        .fold((f64::MIN, f64::MAX), |(a, b), &o| (a.max(o), b.min(o)));
+    println!(
+        "effective ownership of 6 nodes in 3 racks at RF 3: {owns:?}, max/min {:.3}",
+        max / min
+    );
+    assert!(max / min <= 1.25, "unbalanced: {owns:?}");
+    cluster.shutdown().await;
+}
