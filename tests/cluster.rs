@@ -317,7 +317,7 @@ async fn a_dropped_and_recreated_keyspace_is_empty() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_fresh_nodes_started_together_choose_distinct_balanced_tokens() {
-    let cluster = TestCluster::start(30, 6, 3).await;
+    let cluster = TestCluster::start(32, 6, 3).await;
     cluster
         .schema(0)
         .await

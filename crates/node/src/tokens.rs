@@ -6,10 +6,11 @@
 //! ring (the allocator is deterministic: they would pick the same tokens). A
 //! fresh node therefore gossips itself as `Joining` with no tokens, waits
 //! until it has reached the cluster through its seeds (unless it is the only
-//! seed), watches gossip for `ring_delay` more to see who else is joining, and
-//! then takes turns: it allocates only when no live token-less joining node
-//! has a smaller host id. Once it has allocated, it saves its tokens and
-//! gossips them with state `Normal`, which is the next node's turn. A node
+//! seed), then until gossip has been quiet (no change to its view) for
+//! `ring_delay`, so it has seen who else is joining, and then takes turns in
+//! [`join_order`]: round-robin over racks, by host id within a rack. Once it
+//! has allocated, it saves its tokens and gossips them with state `Normal`,
+//! which is the next node's turn. A node
 //! whose turn does not come within a minute (say, a lower node hung)
 //! allocates anyway, with a warning.
 //!
@@ -101,8 +102,8 @@ pub async fn startup_tokens(
 pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
     let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
     wait_until_connected(&context).await;
-    tokio::time::sleep(ring_delay).await;
     for attempt in 1..=5 {
+        wait_until_quiet(&context, ring_delay).await;
         wait_for_turn(&context).await;
         let tokens = allocate(&context)?;
         save_tokens(&context.store, &tokens).await?;
@@ -158,32 +159,75 @@ async fn wait_until_connected(context: &NodeContext) {
     }
 }
 
-/// Waits until no live, token-less joining node has a smaller host id.
+/// Waits until the view has not changed for `quiet`: the nodes starting with
+/// this one have had time to show up (and those choosing tokens to publish them).
+async fn wait_until_quiet(context: &NodeContext, quiet: Duration) {
+    let mut views = context.membership.watch_view();
+    views.mark_unchanged();
+    while let Ok(Ok(())) = tokio::time::timeout(quiet, views.changed()).await {}
+}
+
+/// Waits until this node is first in the join order among the live,
+/// token-less joining nodes it sees (see [`join_order`]).
 async fn wait_for_turn(context: &NodeContext) {
     let started = tokio::time::Instant::now();
     let mut views = context.membership.watch_view();
     loop {
         let view = context.view();
-        let earlier = view.members.values().find(|m| {
-            m.liveness == Liveness::Up
-                && m.metadata.state == NodeState::Joining
-                && m.metadata.tokens.is_empty()
-                && m.metadata.host_id < context.host_id
-        });
-        match earlier {
+        let first = join_order(&view).into_iter().next();
+        match first {
             None => return,
+            Some(host) if host == context.host_id => return,
             Some(_) if started.elapsed() > TURN_PATIENCE => {
                 tracing::warn!(
-                    "a joining node with a smaller host id has not chosen tokens for a minute; choosing now"
+                    "the node before this one has not chosen tokens for a minute; choosing now"
                 );
                 return;
             }
-            Some(m) => {
-                tracing::info!(waiting_for = %m.metadata.host_id, "waiting for an earlier joining node to choose its tokens");
+            Some(host) => {
+                tracing::info!(waiting_for = %host, "waiting for an earlier joining node to choose its tokens");
                 let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
             }
         }
     }
+}
+
+/// The order in which the live, token-less joining nodes choose tokens:
+/// round-robin over racks — a rack's next joiner goes before any rack's
+/// joiner after it, counting the rack's nodes that already have tokens — and
+/// by host id within a rack. Growing racks evenly is what lets the balanced
+/// allocator keep every rack's nodes balanced (it cannot move tokens placed
+/// before the final rack layout was known). Every node computes the same order
+/// from the same view.
+pub fn join_order(view: &ringstore_membership::ClusterView) -> Vec<ringstore_placement::HostId> {
+    use std::collections::BTreeMap;
+    let mut placed: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut waiting: BTreeMap<(String, String), Vec<ringstore_placement::HostId>> = BTreeMap::new();
+    for member in view.members.values() {
+        let m = &member.metadata;
+        let rack = (m.dc.to_string(), m.rack.to_string());
+        if !m.tokens.is_empty() && m.state != NodeState::Left {
+            *placed.entry(rack).or_default() += 1;
+        } else if m.tokens.is_empty()
+            && m.state == NodeState::Joining
+            && member.liveness == Liveness::Up
+        {
+            waiting.entry(rack).or_default().push(m.host_id);
+        }
+    }
+    let mut order: Vec<(usize, (String, String), ringstore_placement::HostId)> = waiting
+        .into_iter()
+        .flat_map(|(rack, mut hosts)| {
+            hosts.sort_unstable();
+            let base = placed.get(&rack).copied().unwrap_or(0);
+            hosts
+                .into_iter()
+                .enumerate()
+                .map(move |(i, host)| (base + i, rack.clone(), host))
+        })
+        .collect();
+    order.sort();
+    order.into_iter().map(|(_, _, host)| host).collect()
 }
 
 /// Balanced tokens against every other node's tokens as gossip shows them.
@@ -225,4 +269,69 @@ fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
         &strategy,
     )
     .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringstore_membership::{ClusterView, Generation, MemberInfo, MetadataStamp, NodeMetadata};
+    use ringstore_placement::HostId;
+    use std::collections::BTreeMap;
+
+    fn member(id: u128, rack: &str, tokens: usize) -> MemberInfo {
+        let addr: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        MemberInfo {
+            metadata: Arc::new(NodeMetadata {
+                host_id: HostId::from_u128(id),
+                stamp: MetadataStamp {
+                    generation: Generation(1),
+                    version: 1,
+                },
+                cluster_name: "c".into(),
+                dc: "dc1".into(),
+                rack: rack.into(),
+                client_addr: addr,
+                internode_addr: addr,
+                gossip_addr: addr,
+                tokens: (0..tokens as i64)
+                    .map(|t| Token(t + id as i64 * 100))
+                    .collect(),
+                state: if tokens > 0 {
+                    NodeState::Normal
+                } else {
+                    NodeState::Joining
+                },
+                load_bytes: 0,
+                schema_version: uuid::Uuid::nil(),
+                software_version: "t".into(),
+            }),
+            liveness: Liveness::Up,
+        }
+    }
+
+    #[test]
+    fn joiners_take_turns_round_robin_over_racks() {
+        let members = [
+            member(1, "a", 0),
+            member(2, "a", 0),
+            member(3, "b", 0),
+            member(4, "c", 4),
+            member(5, "c", 0),
+        ];
+        let view = ClusterView {
+            local: HostId::from_u128(1),
+            members: members
+                .into_iter()
+                .map(|m| (m.metadata.host_id, m))
+                .collect(),
+            ring: Arc::new(Ring::empty(0)),
+            joining: BTreeMap::new(),
+        };
+        let order: Vec<u128> = join_order(&view)
+            .into_iter()
+            .map(|h| h.0.as_u128())
+            .collect();
+        // Rack c already has a node, so its joiner comes after the first of a and b.
+        assert_eq!(order, vec![1, 3, 2, 5]);
+    }
 }
