@@ -319,7 +319,7 @@ pub enum KeyspaceCommand {
         /// `SimpleStrategy:3` or `NetworkTopologyStrategy:dc1=3,dc2=2`.
         #[arg(long)]
         replication: String,
-        /// Succeed if it already exists with the same replication.
+        /// Succeed without change if it already exists (whatever its replication).
         #[arg(long)]
         if_not_exists: bool,
     },

@@ -35,7 +35,8 @@ impl SchemaApi for SchemaService {
         validate_keyspace_name(&request.name).map_err(NodeError::InvalidArgument)?;
         let strategy = strategy_from_pb(request.replication)?;
         if let Some(existing) = self.context.schema.current().keyspace(&request.name) {
-            if request.if_not_exists && existing.strategy == strategy {
+            // As Cassandra's IF NOT EXISTS: the existing keyspace stands, whatever its settings.
+            if request.if_not_exists {
                 return Ok(Response::new(pb::CreateKeyspaceResponse {
                     keyspace: Some(keyspace_to_pb(existing)),
                 }));
