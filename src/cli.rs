@@ -343,3 +343,66 @@ pub struct TokenArgs {
     #[arg(value_name = "KEY", required = true)]
     pub keys: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_flags_take_negative_initial_tokens_and_seed_lists() {
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "server",
+            "--initial-token=-9000,0,9000",
+            "--seeds",
+            "127.0.0.11:7000,127.0.0.12:7000",
+        ])
+        .unwrap();
+        let Command::Server(args) = cli.command else {
+            panic!("a server command")
+        };
+        assert_eq!(args.initial_token, Some(vec![-9000, 0, 9000]));
+        assert_eq!(args.seeds.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn consistency_levels_parse_in_any_case_and_host_is_global() {
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "get",
+            "ks",
+            "k",
+            "--consistency",
+            "local_quorum",
+            "--host",
+            "127.0.0.2:7100",
+        ])
+        .unwrap();
+        assert_eq!(cli.host, "127.0.0.2:7100".parse::<SocketAddr>().unwrap());
+        let Command::Get(args) = cli.command else {
+            panic!("a get command")
+        };
+        assert_eq!(args.consistency, Consistency::LocalQuorum);
+        assert!(
+            Cli::try_parse_from(["ringstore", "get", "ks", "k", "--consistency", "SOME"]).is_err()
+        );
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(
+            parse_duration("30s").unwrap(),
+            std::time::Duration::from_secs(30)
+        );
+        assert_eq!(
+            parse_duration("2m").unwrap(),
+            std::time::Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_duration("15").unwrap(),
+            std::time::Duration::from_secs(15)
+        );
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

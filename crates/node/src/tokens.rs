@@ -335,3 +335,45 @@ mod tests {
         assert_eq!(order, vec![1, 3, 2, 5]);
     }
 }
+
+#[cfg(test)]
+mod startup_tests {
+    use super::*;
+    use ringstore_storage::{Durability, MemoryEngine};
+
+    #[tokio::test]
+    async fn configured_tokens_must_match_the_saved_ones() {
+        let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
+        assert_eq!(
+            startup_tokens(&store, None).await.unwrap(),
+            None,
+            "a fresh node has none"
+        );
+        let first = startup_tokens(&store, Some(&[Token(5), Token(-3)]))
+            .await
+            .unwrap();
+        assert_eq!(
+            first,
+            Some(vec![Token(-3), Token(5)]),
+            "initial_token is saved, sorted"
+        );
+        let again = startup_tokens(&store, Some(&[Token(-3), Token(5)]))
+            .await
+            .unwrap();
+        assert_eq!(again, first, "the same tokens in another order are fine");
+        assert_eq!(
+            startup_tokens(&store, None).await.unwrap(),
+            first,
+            "a restart without initial_token keeps them"
+        );
+        let error = startup_tokens(&store, Some(&[Token(1), Token(2)]))
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("differ from the 2 this node saved"),
+            "{error}"
+        );
+    }
+}
