@@ -35,6 +35,8 @@ use anyhow::{Context, anyhow, bail};
 use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
@@ -296,19 +298,19 @@ async fn worker(
     plan: Arc<Plan>,
     shared: Arc<Shared>,
 ) -> Tally {
-    let mut rng = SplitMix64::new(0x5EED_0000 + index as u64);
-    let value: Vec<u8> = (0..plan.value_size).map(|_| rng.next_u64() as u8).collect();
+    let mut rng = StdRng::seed_from_u64(0x5EED_0000 + index as u64);
+    let value: Vec<u8> = (0..plan.value_size).map(|_| rng.random::<u8>()).collect();
     let consistency = level(plan.consistency);
     let mut tally = Tally::new();
     while let Some(operation) = shared.claim() {
         let op = match plan.workload {
             Workload::Write => Op::Put,
             Workload::Read => Op::Get,
-            Workload::Mixed if rng.unit() < plan.read_ratio => Op::Get,
+            Workload::Mixed if rng.random::<f64>() < plan.read_ratio => Op::Get,
             Workload::Mixed => Op::Put,
             Workload::Noop => Op::Noop,
         };
-        let mut key = || format!("key{}", rng.below(plan.key_count)).into_bytes();
+        let mut key = || format!("key{}", rng.random_range(0..plan.key_count)).into_bytes();
         let sent = Instant::now();
         let result = match op {
             Op::Put => client
@@ -503,36 +505,6 @@ fn consistency_name(consistency: crate::cli::Consistency) -> String {
         .unwrap_or_else(|| format!("{consistency:?}"))
 }
 
-/// SplitMix64 (Steele, Lea and Flood), a tiny fast seeded generator. Written
-/// out here because `rand` is only a dev-dependency of this crate, and picking
-/// stress keys needs no more than this.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by multiply-shift: the bias is below
-    /// n / 2^64, far too small to matter for key choice.
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -615,19 +587,6 @@ mod tests {
             short.stop.load(Ordering::Relaxed),
             "all of a short run failed"
         );
-    }
-
-    #[test]
-    fn generated_numbers_stay_in_range_and_cover_it() {
-        let mut rng = SplitMix64::new(7);
-        let mut seen = [false; 10];
-        for _ in 0..10_000 {
-            seen[rng.below(10) as usize] = true;
-            let unit = rng.unit();
-            assert!((0.0..1.0).contains(&unit));
-        }
-        assert!(seen.iter().all(|&s| s));
-        assert_eq!(SplitMix64::new(1).next_u64(), SplitMix64::new(1).next_u64());
     }
 
     #[test]
