@@ -9,4 +9,4 @@ context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 cp "target/$target/release/ringstore" deploy/Dockerfile "$context/"
 docker build -t ringstore:local "$context"
-echo "built ringstore:local; run: docker compose -f deploy/docker-compose.yml up"
+echo "built ringstore:local; run: docker-compose -f deploy/docker-compose.yml up -d"
