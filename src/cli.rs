@@ -50,6 +50,20 @@ pub enum Command {
     /// Print the Murmur3 token of each key, one per line, in input order
     /// (the same tokens Cassandra's Murmur3Partitioner gives).
     Token(TokenArgs),
+    /// Pending hints per target, with the handoff counters.
+    Hints,
+    /// Start storing hints for unreachable replicas.
+    Enablehandoff,
+    /// Stop storing hints (writes to down replicas are then lost to them until repair).
+    Disablehandoff,
+    /// Stop delivering hints (they are kept).
+    Pausehandoff,
+    /// Resume delivering hints.
+    Resumehandoff,
+    /// Delete pending hints: for one target host id, or all.
+    Truncatehints(TruncateHintsArgs),
+    /// Set the hint replay rate in KiB/s (0 = unthrottled).
+    Sethintedhandoffthrottlekb(ThrottleArgs),
     /// Load a node with reads and writes and report throughput and latency
     /// (as cassandra-stress).
     Stress(StressArgs),
@@ -211,6 +225,20 @@ pub struct ServerArgs {
     /// A shared secret that authenticates gossip.
     #[arg(long, value_name = "SECRET")]
     pub cluster_secret: Option<String>,
+}
+
+/// Arguments of `ringstore truncatehints`.
+#[derive(Debug, Args)]
+pub struct TruncateHintsArgs {
+    /// The target's host id; all targets when absent.
+    pub host_id: Option<String>,
+}
+
+/// Arguments of `ringstore sethintedhandoffthrottlekb`.
+#[derive(Debug, Args)]
+pub struct ThrottleArgs {
+    /// KiB per second.
+    pub kib_per_second: u64,
 }
 
 /// Arguments of `ringstore status`.

@@ -67,6 +67,17 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Delete(args) => commands::data::delete(&connection, args).await,
         Command::Keyspace(command) => commands::keyspace::run(&connection, command, &mut out).await,
         Command::Stress(args) => commands::stress::run(&connection, args, &mut out).await,
+        Command::Hints => commands::hints::show(&connection, &mut out).await,
+        Command::Enablehandoff => commands::hints::set(&connection, Some(true), None, None).await,
+        Command::Disablehandoff => commands::hints::set(&connection, Some(false), None, None).await,
+        Command::Pausehandoff => commands::hints::set(&connection, None, Some(true), None).await,
+        Command::Resumehandoff => commands::hints::set(&connection, None, Some(false), None).await,
+        Command::Sethintedhandoffthrottlekb(args) => {
+            commands::hints::set(&connection, None, None, Some(args.kib_per_second)).await
+        }
+        Command::Truncatehints(args) => {
+            commands::hints::truncate(&connection, args, &mut out).await
+        }
         Command::Server(_) | Command::Token(_) | Command::Demo(_) => unreachable!("handled above"),
     }
 }

@@ -94,7 +94,17 @@ async fn replica_value(
 async fn a_quorum_read_repairs_a_stale_replica() {
     let mut cluster = TestCluster::start(23, 3, 3).await;
     let id = cluster.create_keyspace(0, "ks", 3).await;
-    // Node 2 misses a write.
+    // Node 2 misses a write, and no hint will bring it (handoff is disabled
+    // on the coordinator), so only read repair can.
+    cluster
+        .admin(0)
+        .await
+        .set_handoff(pb::SetHandoffRequest {
+            enabled: Some(false),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     cluster.stop(2).await;
     cluster.wait_until_settled().await;
     cluster

@@ -4,6 +4,7 @@ pub mod data;
 pub mod demo;
 pub mod describering;
 pub mod getendpoints;
+pub mod hints;
 pub mod info;
 pub mod keyspace;
 pub mod ring;

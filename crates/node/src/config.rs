@@ -80,6 +80,39 @@ pub struct NodeConfig {
     /// The failure-detection preset: `lan` (a dead node is seen down within
     /// about 10 s) or `relaxed` (three times as patient, for slow test machines).
     pub failure_detection: FailureDetection,
+    /// Hinted handoff.
+    pub hints: HintsConfig,
+}
+
+/// Hinted handoff settings, as Cassandra's.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HintsConfig {
+    /// Whether this node stores hints for replicas it cannot reach (runtime:
+    /// `disablehandoff` / `enablehandoff`).
+    pub enabled: bool,
+    /// No hints are stored for a replica seen down longer than this (seconds;
+    /// 3 h). Past it, the replica needs a repair.
+    pub max_hint_window_seconds: u64,
+    /// Replay rate per node, in KiB/s (runtime-adjustable); 0 is unthrottled.
+    pub hinted_handoff_throttle_kib: u64,
+    /// The most hint bytes kept per target; past it the oldest are dropped.
+    pub max_hint_bytes_per_target: u64,
+    /// A hint older than this (seconds; 10 days) is never replayed: it could
+    /// bring back data deleted since (Cassandra's gc_grace_seconds).
+    pub gc_grace_seconds: u64,
+}
+
+impl Default for HintsConfig {
+    fn default() -> Self {
+        HintsConfig {
+            enabled: true,
+            max_hint_window_seconds: 3 * 3600,
+            hinted_handoff_throttle_kib: 1024,
+            max_hint_bytes_per_target: 1 << 30,
+            gc_grace_seconds: 864_000,
+        }
+    }
 }
 
 /// How writes are made durable.
@@ -152,6 +185,7 @@ impl Default for NodeConfig {
             max_value_bytes: 16 * 1024 * 1024,
             ring_delay_ms: 3000,
             failure_detection: FailureDetection::Lan,
+            hints: HintsConfig::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use ringstore_storage::Store;
 use crate::clock::TimestampSource;
 use crate::config::NodeConfig;
 use crate::error::{NodeError, Result};
+use crate::handoff::Handoff;
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::schema::KeyspaceDef;
@@ -36,6 +37,8 @@ pub struct NodeContext {
     pub peers: Peers,
     /// Write timestamps.
     pub clock: TimestampSource,
+    /// Hinted handoff.
+    pub handoff: Handoff,
     /// When it started.
     pub started: Instant,
 }

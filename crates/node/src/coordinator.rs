@@ -50,6 +50,7 @@ pub async fn write(
     let mut tracker = WriteTracker::new(&plan);
     let (acks, mut replies) = mpsc::channel(plan.targets().len().max(1));
     let key = Arc::new(key);
+    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
     for target in plan.targets() {
         let (context, keyspace, key, cell, acks, host) = (
             context.clone(),
@@ -60,18 +61,46 @@ pub async fn write(
             target.host,
         );
         tokio::spawn(async move {
-            let ok = match apply_on(&context, host, &keyspace, &key, cell).await {
-                Ok(()) => true,
-                Err(error) => {
+            let ok = match tokio::time::timeout(
+                timeout,
+                apply_on(&context, host, &keyspace, &key, cell.clone()),
+            )
+            .await
+            {
+                Ok(Ok(())) => true,
+                Ok(Err(error)) => {
                     tracing::debug!(%host, %error, "replica write failed");
                     false
                 }
+                Err(_) => false,
             };
             let _ = acks.send((host, ok)).await;
+            // A replica that failed or did not answer in time gets a hint,
+            // even after the client has its answer.
+            if !ok && host != context.host_id {
+                let _ = context
+                    .handoff
+                    .hint(&context.store, host, keyspace.id, &key, &cell)
+                    .await;
+            }
         });
     }
+    // Replicas known down get hints; at ANY a stored hint counts as an ack.
+    let mut status = tracker.status();
+    for &host in plan.down() {
+        if context
+            .handoff
+            .hint(&context.store, host, keyspace.id, &key, &cell)
+            .await?
+        {
+            status = tracker.on_hint_stored();
+        }
+    }
+    if status == WriteStatus::Satisfied {
+        return Ok(());
+    }
     drop(acks);
-    let deadline = tokio::time::sleep(Duration::from_millis(context.config.timeouts.write_ms));
+    let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     loop {
         let status = tokio::select! {

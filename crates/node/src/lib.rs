@@ -19,11 +19,14 @@
 //! - **Durability**: `batch` (acknowledged after fsync, group-committed; the
 //!   default) or `periodic` (acknowledged at once, synced every period).
 //!
+//! - **Hinted handoff** ([`handoff`]): a write that cannot reach a replica
+//!   (down, failed or too slow) is kept as a hint and replayed, throttled,
+//!   when the replica is up again.
+//!
 //! # Caveats
-//! - No hinted handoff, streaming or pending ranges yet: a fresh node that
-//!   joins a cluster holding data owns its ranges at once without their data
-//!   (reads at `QUORUM`/read repair make up for it over time).
-//! - Writes to a replica that is down are not stored anywhere for it.
+//! - No streaming or pending ranges yet: a fresh node that joins a cluster
+//!   holding data owns its ranges at once without their data (reads at
+//!   `QUORUM` and read repair make up for it over time).
 
 #![deny(missing_docs)]
 
@@ -33,6 +36,7 @@ pub mod context;
 pub mod convert;
 pub mod coordinator;
 pub mod error;
+pub mod handoff;
 mod node;
 pub mod peers;
 pub mod placements;

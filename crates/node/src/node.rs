@@ -23,6 +23,7 @@ use crate::clock::TimestampSource;
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::handoff::Handoff;
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::schema_store::SchemaStore;
@@ -74,6 +75,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let store = open_store(&config)?;
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
+    let handoff = Handoff::open(&store, &config.hints)?;
 
     let metadata = NodeMetadata {
         host_id: record.host_id,
@@ -144,6 +146,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         placements: Placements::default(),
         peers: Peers::default(),
         clock: TimestampSource::default(),
+        handoff,
         started: Instant::now(),
     });
 
@@ -180,6 +183,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     ));
     tasks.push(spawn_until_stopped(
         report_load(context.clone()),
+        stopped.clone(),
+    ));
+    tasks.push(spawn_until_stopped(
+        Handoff::run(context.clone()),
         stopped.clone(),
     ));
     if tokens.is_none() {

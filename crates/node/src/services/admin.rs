@@ -131,6 +131,8 @@ impl Admin for AdminService {
             schema_version: context.schema.current().version().to_string(),
             software_version: env!("CARGO_PKG_VERSION").to_string(),
             durability: format!("{:?}", context.config.storage.durability).to_lowercase(),
+            pending_hints: context.handoff.pending().values().map(|t| t.hints).sum(),
+            pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
         }))
     }
 
@@ -194,5 +196,69 @@ impl Admin for AdminService {
             endpoints,
             token: token.0,
         }))
+    }
+
+    async fn hints(
+        &self,
+        _: Request<pb::HintsRequest>,
+    ) -> Result<Response<pb::HintsResponse>, Status> {
+        let handoff = &self.context.handoff;
+        let view = self.context.view();
+        let targets = handoff
+            .pending()
+            .into_iter()
+            .map(|(host, stats)| pb::HintTarget {
+                host_id: host.to_string(),
+                address: view
+                    .member(host)
+                    .map(|m| m.metadata.client_addr.to_string())
+                    .unwrap_or_default(),
+                hints: stats.hints,
+                bytes: stats.bytes,
+            })
+            .collect();
+        let c = handoff.counters();
+        Ok(Response::new(pb::HintsResponse {
+            targets,
+            counters: Some(pb::HintCounters {
+                stored: c.stored,
+                replayed: c.replayed,
+                dropped_over_cap: c.dropped_over_cap,
+                dropped_expired: c.dropped_expired,
+                dropped_outside_window: c.dropped_outside_window,
+                truncated: c.truncated,
+            }),
+            enabled: handoff.is_enabled(),
+            paused: handoff.is_paused(),
+            throttle_kib: handoff.throttle_kib(),
+        }))
+    }
+
+    async fn set_handoff(
+        &self,
+        request: Request<pb::SetHandoffRequest>,
+    ) -> Result<Response<pb::SetHandoffResponse>, Status> {
+        let r = request.into_inner();
+        self.context
+            .handoff
+            .set(r.enabled, r.paused, r.throttle_kib);
+        tracing::info!(enabled = ?r.enabled, paused = ?r.paused, throttle_kib = ?r.throttle_kib, "hinted handoff settings changed");
+        Ok(Response::new(pb::SetHandoffResponse {}))
+    }
+
+    async fn truncate_hints(
+        &self,
+        request: Request<pb::TruncateHintsRequest>,
+    ) -> Result<Response<pb::TruncateHintsResponse>, Status> {
+        let host = request.into_inner().host_id;
+        let target = if host.is_empty() {
+            None
+        } else {
+            Some(host.parse::<HostId>().map_err(|e| {
+                NodeError::InvalidArgument(format!("invalid host id {host:?}: {e}"))
+            })?)
+        };
+        let removed = self.context.handoff.truncate(target)?;
+        Ok(Response::new(pb::TruncateHintsResponse { removed }))
     }
 }

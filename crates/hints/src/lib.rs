@@ -1,0 +1,78 @@
+//! Hinted handoff: a coordinator keeps the writes a replica missed and
+//! replays them when it is back.
+//!
+//! # What it does
+//! When a coordinator cannot deliver a write to a replica — known down, or it
+//! did not answer in time — it stores a [`Hint`] (the write, for that target)
+//! in its own `hints` tree, and replays it once the target is up again,
+//! throttled so a returning node is not swamped. Hints make a short outage
+//! cheap to heal; long outages are left to repair.
+//!
+//! # Pieces (all sans-IO: time is passed in, nothing sleeps or sends)
+//! - [`Hint`] (`hint.rs`): the versioned on-disk format of one hint.
+//! - [`HintStore`] (`hint_store.rs`): hints in the node's `hints` tree keyed by
+//!   [`HintId`] (`target ++ created_at ++ sequence`, so a target's hints are
+//!   one range scan, oldest first), with per-target accounting rebuilt on
+//!   open, a per-target byte cap that evicts the oldest, and expiry by age.
+//! - [`HintWindow`] (`window.rs`): whether a target has been down too long to
+//!   be worth hinting (default three hours).
+//! - [`Throttle`] (`throttle.rs`): a token bucket in bytes, runtime-adjustable.
+//! - [`ReplayScheduler`] (`replay.rs`): which target gets the next batch and
+//!   when — round-robin, one batch in flight per target, exponential backoff
+//!   on failure, throttled.
+//!
+//! # Protocol (what the node does)
+//! 1. A write to replica `r` fails or times out: if
+//!    [`HintWindow::should_hint`] says so, [`HintStore::store`] a hint
+//!    (with `created_at` = now); otherwise [`HintStore::note_outside_window`].
+//! 2. Membership says `r` is up or down: [`ReplayScheduler::target_up`] /
+//!    [`target_down`](ReplayScheduler::target_down), and
+//!    [`HintWindow::mark_up`] / [`mark_down`](HintWindow::mark_down).
+//! 3. The replay task loops on [`ReplayScheduler::poll`]: for each
+//!    [`ReplayAction::Deliver`] it reads [`HintStore::next_batch`] (passing the
+//!    keyspace's `gc_grace` as `max_age`), sends it, and only after the
+//!    target's acknowledgement calls [`HintStore::delete`] and
+//!    [`ReplayScheduler::delivered`]; on failure it calls
+//!    [`ReplayScheduler::failed`] and the hints stay.
+//!
+//! # Invariants
+//! - A hint is deleted only after its target acknowledged it, or when it is
+//!   dropped for a counted reason (cap, age, truncation, corruption): every
+//!   hint that leaves the store is counted once in [`HintCounters`].
+//! - No hint older than `max_age` is ever returned for replay: replaying a
+//!   write older than `gc_grace` could resurrect data whose tombstone has
+//!   since been purged.
+//! - Replaying a hint twice is harmless: cells merge by last-write-wins.
+//! - Every persisted byte is versioned: hint values start with
+//!   [`HINT_FORMAT`]; the key layout is version 1 of the `hints` tree.
+//!
+//! # Caveats
+//! - Hint writes bypass the store's durability policy: the node calls
+//!   `Store::sync` when it wants them durable; a crash may lose the newest.
+//! - Age expiry uses one `max_age` per `next_batch` call; a node replaying
+//!   keyspaces with different `gc_grace` should pass the smallest.
+//! - Counters are not persisted; they restart at zero with the process.
+//! - Under concurrent `store`s to one target the cap is approximate (see
+//!   `hint_store.rs`).
+//! - Only the coordinator's own view of up/down drives the window; it does
+//!   not learn how long a target was down before this node noticed.
+
+#![deny(missing_docs)]
+
+mod error;
+mod hint;
+mod hint_id;
+mod hint_store;
+mod replay;
+mod stats;
+mod throttle;
+mod window;
+
+pub use error::{HintsError, Result};
+pub use hint::{HINT_FORMAT, Hint};
+pub use hint_id::HintId;
+pub use hint_store::{HintLimits, HintStore, StoreOutcome};
+pub use replay::{ReplayAction, ReplayConfig, ReplayScheduler};
+pub use stats::{HintCounters, TargetStats};
+pub use throttle::{BURST, Throttle};
+pub use window::{DEFAULT_HINT_WINDOW, HintWindow};

@@ -1,0 +1,308 @@
+//! Hinted handoff on a node: storing hints for replicas a write could not
+//! reach, and replaying them, throttled, when those replicas are up again.
+//!
+//! The bookkeeping is `ringstore_hints` (the durable hint store, the hint
+//! window, and the sans-IO replay scheduler with its throttle); this module
+//! feeds it membership events and the clock, and carries hints to their
+//! targets over the internode `Apply` RPC. A hint is deleted only after its
+//! target acknowledged it; a failed delivery is retried with backoff. Order
+//! does not matter: replicas merge by last write wins.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ringstore_hints::{
+    Hint, HintCounters, HintLimits, HintStore, HintWindow, ReplayAction, ReplayConfig,
+    ReplayScheduler, TargetStats,
+};
+use ringstore_membership::{Liveness, MembershipEvent, NodeState};
+use ringstore_placement::HostId;
+use ringstore_proto::v1 as pb;
+use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::config::HintsConfig;
+use crate::context::NodeContext;
+use crate::convert::cell_to_pb;
+use crate::error::{NodeError, Result};
+
+/// The node's hinted handoff.
+pub struct Handoff {
+    hints: HintStore,
+    window: Mutex<HintWindow>,
+    scheduler: Mutex<ReplayScheduler>,
+    enabled: AtomicBool,
+    paused: AtomicBool,
+    /// Wakes the replay task: a hint was stored or a setting changed.
+    wake: Notify,
+    started: Instant,
+    gc_grace: Duration,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Critical sections only update in-memory bookkeeping.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Handoff {
+    /// Opens the hint store of `store` with the settings of `config`.
+    pub fn open(store: &Store, config: &HintsConfig) -> Result<Handoff> {
+        let hints = HintStore::open(
+            store.hints(),
+            HintLimits {
+                max_bytes_per_target: config.max_hint_bytes_per_target,
+            },
+        )
+        .map_err(|e| NodeError::Internal(format!("opening the hint store: {e}")))?;
+        let started = Instant::now();
+        Ok(Handoff {
+            hints,
+            window: Mutex::new(HintWindow::new(Duration::from_secs(
+                config.max_hint_window_seconds,
+            ))),
+            scheduler: Mutex::new(ReplayScheduler::new(
+                ReplayConfig {
+                    bytes_per_second: config.hinted_handoff_throttle_kib * 1024,
+                    ..ReplayConfig::default()
+                },
+                Duration::ZERO,
+            )),
+            enabled: AtomicBool::new(config.enabled),
+            paused: AtomicBool::new(false),
+            wake: Notify::new(),
+            started,
+            gc_grace: Duration::from_secs(config.gc_grace_seconds),
+        })
+    }
+
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Stores a hint of `cell` for `target`, if handoff is enabled and the
+    /// target is within the hint window; durable on return. Whether it was stored.
+    pub async fn hint(
+        &self,
+        store: &Store,
+        target: HostId,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        cell: &Cell,
+    ) -> Result<bool> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        if !lock(&self.window).should_hint(target, self.now()) {
+            self.hints.note_outside_window();
+            tracing::warn!(%target, "not storing a hint: the replica has been down longer than max_hint_window; it needs a repair");
+            return Ok(false);
+        }
+        let hint = Hint {
+            target,
+            keyspace,
+            key: key.to_vec(),
+            cell: cell.clone(),
+            created_at: Timestamp::now(),
+        };
+        let outcome = self
+            .hints
+            .store(&hint)
+            .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+        if outcome.dropped_oldest > 0 {
+            tracing::warn!(%target, dropped = outcome.dropped_oldest, "hint cap reached: dropped the oldest hints");
+        }
+        store.sync().await?;
+        self.wake.notify_one();
+        Ok(outcome.stored())
+    }
+
+    /// Pending hints per target.
+    pub fn pending(&self) -> std::collections::BTreeMap<HostId, TargetStats> {
+        self.hints.pending()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> HintCounters {
+        self.hints.counters()
+    }
+
+    /// Whether hints are stored.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Whether delivery is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// The replay rate in KiB/s.
+    pub fn throttle_kib(&self) -> u64 {
+        lock(&self.scheduler).config().bytes_per_second / 1024
+    }
+
+    /// Changes the settings given.
+    pub fn set(&self, enabled: Option<bool>, paused: Option<bool>, throttle_kib: Option<u64>) {
+        if let Some(enabled) = enabled {
+            self.enabled.store(enabled, Ordering::Relaxed);
+        }
+        let mut scheduler = lock(&self.scheduler);
+        if let Some(paused) = paused {
+            self.paused.store(paused, Ordering::Relaxed);
+            if paused {
+                scheduler.pause();
+            } else {
+                scheduler.resume();
+            }
+        }
+        if let Some(kib) = throttle_kib {
+            scheduler.set_rate(kib * 1024, self.now());
+        }
+        drop(scheduler);
+        self.wake.notify_one();
+    }
+
+    /// Deletes the pending hints of `target`, or all.
+    pub fn truncate(&self, target: Option<HostId>) -> Result<u64> {
+        self.hints
+            .truncate(target)
+            .map_err(|e| NodeError::Internal(format!("truncating hints: {e}")))
+    }
+
+    fn on_event(&self, context: &NodeContext, event: &MembershipEvent) {
+        let now = self.now();
+        match event {
+            MembershipEvent::Up(host) => {
+                lock(&self.window).mark_up(*host);
+                lock(&self.scheduler).target_up(*host, now);
+            }
+            MembershipEvent::Down(host) => {
+                lock(&self.window).mark_down(*host, now);
+                lock(&self.scheduler).target_down(*host);
+            }
+            MembershipEvent::MetadataChanged(host) => {
+                let left = context
+                    .view()
+                    .member(*host)
+                    .is_some_and(|m| m.metadata.state == NodeState::Left);
+                if left && self.hints.has_hints(*host) {
+                    match self.truncate(Some(*host)) {
+                        Ok(removed) => {
+                            tracing::info!(%host, removed, "dropped the hints of a node that left")
+                        }
+                        Err(error) => {
+                            tracing::warn!(%host, %error, "dropping the hints of a node that left")
+                        }
+                    }
+                }
+            }
+            MembershipEvent::RingChanged { .. } => {}
+        }
+    }
+
+    /// Replays hints until the node stops.
+    pub async fn run(context: Arc<NodeContext>) {
+        let handoff = &context.handoff;
+        let mut events = context.membership.events();
+        let now = handoff.now();
+        for member in context.view().members.values() {
+            let host = member.metadata.host_id;
+            if host == context.host_id {
+                continue;
+            }
+            match member.liveness {
+                Liveness::Up => lock(&handoff.scheduler).target_up(host, now),
+                Liveness::Down => lock(&handoff.window).mark_down(host, now),
+            }
+        }
+        loop {
+            let action = {
+                let hints = &handoff.hints;
+                lock(&handoff.scheduler).poll(handoff.now(), |h| hints.has_hints(h))
+            };
+            let wait_until = match action {
+                ReplayAction::Deliver { target, max_bytes } => {
+                    handoff.deliver(&context, target, max_bytes).await;
+                    continue;
+                }
+                ReplayAction::WaitUntil(at) => Some(handoff.started + at),
+                ReplayAction::Idle => None,
+            };
+            let sleep = async {
+                match wait_until {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = sleep => {}
+                () = handoff.wake.notified() => {}
+                event = events.recv() => match event {
+                    Ok(event) => handoff.on_event(&context, &event),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    }
+
+    /// Sends one batch of `target`'s hints; deletes them once acknowledged.
+    async fn deliver(&self, context: &NodeContext, target: HostId, max_bytes: u64) {
+        let batch = match self
+            .hints
+            .next_batch(target, max_bytes, Timestamp::now(), self.gc_grace)
+        {
+            Ok(batch) => batch,
+            Err(error) => {
+                tracing::warn!(%target, %error, "reading hints");
+                lock(&self.scheduler).failed(target, self.now());
+                return;
+            }
+        };
+        let bytes: u64 = batch.iter().map(|(_, h)| h.size_bytes()).sum();
+        if batch.is_empty() {
+            lock(&self.scheduler).delivered(target, 0, self.now());
+            return;
+        }
+        let Some(address) = context
+            .view()
+            .member(target)
+            .map(|m| m.metadata.internode_addr)
+        else {
+            lock(&self.scheduler).failed(target, self.now());
+            return;
+        };
+        let request = pb::ApplyRequest {
+            mutations: batch
+                .iter()
+                .map(|(_, hint)| pb::ReplicaMutation {
+                    keyspace_id: hint.keyspace.to_string(),
+                    key: hint.key.clone(),
+                    cell: Some(cell_to_pb(&hint.cell)),
+                })
+                .collect(),
+        };
+        let timeout = Duration::from_millis(context.config.timeouts.write_ms.max(1000) * 5);
+        let sent =
+            tokio::time::timeout(timeout, context.peers.client(address).apply(request)).await;
+        match sent {
+            Ok(Ok(_)) => {
+                let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
+                if let Err(error) = self.hints.delete(&ids) {
+                    tracing::warn!(%target, %error, "deleting delivered hints");
+                }
+                lock(&self.scheduler).delivered(target, bytes, self.now());
+            }
+            Ok(Err(status)) => {
+                tracing::debug!(%target, message = status.message(), "hint delivery failed; will retry");
+                lock(&self.scheduler).failed(target, self.now());
+            }
+            Err(_) => {
+                tracing::debug!(%target, "hint delivery timed out; will retry");
+                lock(&self.scheduler).failed(target, self.now());
+            }
+        }
+    }
+}

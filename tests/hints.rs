@@ -1,0 +1,181 @@
+//! Hinted handoff on a three-node cluster at RF 3: a replica that was down
+//! gets every write it missed, without repair; hints survive a coordinator
+//! restart; ANY is satisfied by a hint.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestCluster, eventually, get, put};
+use ringstore_proto::v1 as pb;
+
+use pb::ConsistencyLevel::{Any, One, Quorum};
+
+/// Pending hints on node `i`.
+async fn pending(cluster: &TestCluster, i: usize) -> u64 {
+    let hints = cluster
+        .admin(i)
+        .await
+        .hints(pb::HintsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    hints.targets.iter().map(|t| t.hints).sum()
+}
+
+/// Writes `count` keys at QUORUM, alternating coordinators among `via`, 64 at a time.
+async fn write_keys(cluster: &TestCluster, via: &[usize], count: usize) {
+    let mut clients = Vec::new();
+    for &i in via {
+        clients.push(cluster.client(i).await);
+    }
+    let mut writes = futures::stream::FuturesUnordered::new();
+    for k in 0..count {
+        let mut client = clients[k % clients.len()].clone();
+        writes.push(async move {
+            let request = pb::PutRequest {
+                timestamp_micros: Some(1_000_000 + k as i64),
+                ..put("ks", &format!("key{k}"), &format!("value{k}"), Quorum)
+            };
+            client
+                .put(request)
+                .await
+                .expect("QUORUM write with one replica down");
+        });
+        if writes.len() >= 64 {
+            futures::StreamExt::next(&mut writes).await;
+        }
+    }
+    while futures::StreamExt::next(&mut writes).await.is_some() {}
+}
+
+/// Reads every key at ONE through node `via` (the only node left running).
+async fn assert_all_keys_on(cluster: &TestCluster, via: usize, count: usize) {
+    let mut client = cluster.client(via).await;
+    for k in 0..count {
+        let found = client
+            .get(get("ks", &format!("key{k}"), One))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(found.found, "key{k} is missing on node {via}");
+        assert_eq!(found.value, format!("value{k}").into_bytes(), "key{k}");
+        assert_eq!(
+            found.timestamp_micros,
+            1_000_000 + k as i64,
+            "key{k}'s timestamp"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_was_down_gets_every_missed_write_from_hints() {
+    const KEYS: usize = 10_000;
+    let mut cluster = TestCluster::start(33, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    write_keys(&cluster, &[0, 1], KEYS).await;
+    let stored = pending(&cluster, 0).await + pending(&cluster, 1).await;
+    assert_eq!(
+        stored, KEYS as u64,
+        "one hint per write for the down replica"
+    );
+
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    let replayed_in = tokio::time::Instant::now();
+    eventually(
+        Duration::from_secs(30),
+        "every hint is delivered",
+        || async { pending(&cluster, 0).await + pending(&cluster, 1).await == 0 },
+    )
+    .await;
+    println!(
+        "{KEYS} hints replayed {:?} after the replica was up",
+        replayed_in.elapsed()
+    );
+
+    // Only the once-down replica is left to answer.
+    cluster.stop(0).await;
+    cluster.stop(1).await;
+    assert_all_keys_on(&cluster, 2, KEYS).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_survive_a_restart_of_their_coordinator() {
+    const KEYS: usize = 500;
+    let mut cluster = TestCluster::start(34, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    write_keys(&cluster, &[0], KEYS).await;
+    assert_eq!(pending(&cluster, 0).await, KEYS as u64);
+    cluster.stop(0).await;
+    cluster.restart(2).await;
+    cluster.restart(0).await;
+    cluster.wait_until_settled().await;
+    eventually(
+        Duration::from_secs(30),
+        "the restarted coordinator delivers its hints",
+        || async { pending(&cluster, 0).await == 0 },
+    )
+    .await;
+    cluster.stop(0).await;
+    cluster.stop(1).await;
+    assert_all_keys_on(&cluster, 2, KEYS).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_is_satisfied_by_a_hint_when_the_only_replica_is_down() {
+    let mut cluster = TestCluster::start(35, 3, 3).await;
+    cluster.create_keyspace(0, "one", 1).await;
+    // Find a key whose only replica is node 2.
+    let node2 = cluster.address(2).to_string();
+    let mut admin = cluster.admin(0).await;
+    let mut key = String::new();
+    for k in 0.. {
+        key = format!("candidate{k}");
+        let endpoints = admin
+            .get_endpoints(pb::GetEndpointsRequest {
+                keyspace: "one".into(),
+                key: key.clone().into_bytes(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .endpoints;
+        if endpoints == [node2.clone()] {
+            break;
+        }
+    }
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    let mut client = cluster.client(0).await;
+    let one = client.put(put("one", &key, "v", One)).await.unwrap_err();
+    assert_eq!(one.code(), tonic::Code::Unavailable);
+    client
+        .put(put("one", &key, "hinted", Any))
+        .await
+        .expect("ANY succeeds with a hint");
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    eventually(
+        Duration::from_secs(30),
+        "the hinted write reaches the replica",
+        || {
+            let mut client = client.clone();
+            let key = key.clone();
+            async move {
+                client
+                    .get(get("one", &key, One))
+                    .await
+                    .is_ok_and(|r| r.into_inner().value == b"hinted")
+            }
+        },
+    )
+    .await;
+    cluster.shutdown().await;
+}
