@@ -179,3 +179,115 @@ async fn any_is_satisfied_by_a_hint_when_the_only_replica_is_down() {
     .await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_down_longer_than_the_hint_window_gets_no_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = (0..3)
+        .map(|i| {
+            let mut config = TestCluster::config(36, i, 3, dir.path());
+            config.hints.max_hint_window_seconds = 1;
+            config
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dir).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    let mut client = cluster.client(0).await;
+    // Within the window the write is hinted; once the window has passed, the
+    // coordinator declines (and counts) each further hint.
+    let mut k = 0;
+    eventually(
+        Duration::from_secs(20),
+        "a write past the window is not hinted",
+        || {
+            k += 1;
+            let mut client = client.clone();
+            let cluster = &cluster;
+            let key = format!("late{k}");
+            async move {
+                client.put(put("ks", &key, "v", Quorum)).await.unwrap();
+                let hints = cluster
+                    .admin(0)
+                    .await
+                    .hints(pb::HintsRequest {})
+                    .await
+                    .unwrap()
+                    .into_inner();
+                hints.counters.unwrap().dropped_outside_window > 0
+            }
+        },
+    )
+    .await;
+    let before = pending(&cluster, 0).await;
+    client.put(put("ks", "after", "v", Quorum)).await.unwrap();
+    assert_eq!(
+        pending(&cluster, 0).await,
+        before,
+        "no new hint past the window"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
+    let mut cluster = TestCluster::start(37, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    let host = cluster.address(0).to_string();
+    let cli = move |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ringstore"))
+            .arg("--host")
+            .arg(&host)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let run = |args: &'static [&'static str]| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || cli(args))
+    };
+    run(&["pausehandoff"]).await.unwrap();
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    write_keys(&cluster, &[0], 20).await;
+    let shown = run(&["hints"]).await.unwrap();
+    assert!(
+        shown.contains("delivery paused") && shown.contains("20"),
+        "{shown}"
+    );
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    assert_eq!(pending(&cluster, 0).await, 20, "paused: nothing delivered");
+    run(&["sethintedhandoffthrottlekb", "2048"]).await.unwrap();
+    assert!(
+        run(&["hints"])
+            .await
+            .unwrap()
+            .contains("throttle 2048 KiB/s")
+    );
+    let truncated = run(&["truncatehints"]).await.unwrap();
+    assert_eq!(truncated.trim(), "removed 20 hints");
+    run(&["resumehandoff"]).await.unwrap();
+    run(&["disablehandoff"]).await.unwrap();
+    assert!(
+        run(&["hints"])
+            .await
+            .unwrap()
+            .contains("Hinted handoff: disabled")
+    );
+    run(&["enablehandoff"]).await.unwrap();
+    assert!(
+        run(&["info"])
+            .await
+            .unwrap()
+            .contains("Hints pending          : 0")
+    );
+    cluster.shutdown().await;
+}

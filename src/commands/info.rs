@@ -29,6 +29,14 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
         ("State", info.state.clone()),
         ("Schema Version", info.schema_version.clone()),
         ("Durability", info.durability.clone()),
+        (
+            "Hints pending",
+            format!(
+                "{} ({})",
+                info.pending_hints,
+                human_bytes(info.pending_hint_bytes)
+            ),
+        ),
         ("Version", info.software_version.clone()),
     ];
     if args.tokens {
