@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ringstore_replication::ConsistencyLevel;
 
 /// ringstore: a Dynamo/Cassandra-style replicated key-value store.
 #[derive(Debug, Parser)]
@@ -111,8 +112,8 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
     /// The consistency level of every request.
-    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
-    pub consistency: Consistency,
+    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    pub consistency: ConsistencyLevel,
     /// The keyspace; created if missing, with `--replication`.
     #[arg(long, default_value = "stress")]
     pub keyspace: String,
@@ -275,28 +276,10 @@ pub struct KeyArgs {
     pub hex: bool,
 }
 
-/// Cassandra's consistency levels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Consistency {
-    /// A hint suffices (writes only).
-    Any,
-    /// One replica.
-    One,
-    /// Two replicas.
-    Two,
-    /// Three replicas.
-    Three,
-    /// A majority of all replicas.
-    Quorum,
-    /// Every replica.
-    All,
-    /// One replica in the coordinator's data center.
-    LocalOne,
-    /// A majority of the coordinator's data center's replicas.
-    LocalQuorum,
-    /// A majority in every data center.
-    EachQuorum,
+/// A consistency level from its name, in any case (`QUORUM`, `local_quorum`).
+fn parse_level(text: &str) -> Result<ConsistencyLevel, String> {
+    text.parse()
+        .map_err(|e: ringstore_replication::ReplicationError| e.to_string())
 }
 
 /// Arguments of `ringstore put`.
@@ -309,8 +292,8 @@ pub struct PutArgs {
     /// The value; `-` reads it from standard input.
     pub value: String,
     /// The consistency level.
-    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
-    pub consistency: Consistency,
+    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    pub consistency: ConsistencyLevel,
     /// Expire the value this many seconds after it is written.
     #[arg(long, value_name = "SECONDS")]
     pub ttl: Option<u32>,
@@ -330,8 +313,8 @@ pub struct ReadArgs {
     /// The key.
     pub key: String,
     /// The consistency level.
-    #[arg(long, value_enum, default_value = "ONE", ignore_case = true)]
-    pub consistency: Consistency,
+    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    pub consistency: ConsistencyLevel,
     /// KEY is hex bytes, and `get` prints the value as hex.
     #[arg(long)]
     pub hex: bool,
@@ -410,7 +393,7 @@ mod tests {
         let Command::Get(args) = cli.command else {
             panic!("a get command")
         };
-        assert_eq!(args.consistency, Consistency::LocalQuorum);
+        assert_eq!(args.consistency, ConsistencyLevel::LocalQuorum);
         assert!(
             Cli::try_parse_from(["ringstore", "get", "ks", "k", "--consistency", "SOME"]).is_err()
         );

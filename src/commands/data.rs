@@ -5,7 +5,9 @@ use std::io::{Read, Write};
 use anyhow::{Context, anyhow};
 use ringstore_proto::v1 as pb;
 
-use crate::cli::{Consistency, PutArgs, ReadArgs};
+use ringstore_replication::ConsistencyLevel;
+
+use crate::cli::{PutArgs, ReadArgs};
 use crate::client::Connection;
 use crate::failure::{Failure, Outcome};
 
@@ -23,20 +25,8 @@ pub fn key_bytes(key: &str, hex: bool) -> Result<Vec<u8>, Failure> {
 }
 
 /// A consistency level's wire form.
-pub fn level(consistency: Consistency) -> i32 {
-    use pb::ConsistencyLevel as P;
-    let level = match consistency {
-        Consistency::Any => P::Any,
-        Consistency::One => P::One,
-        Consistency::Two => P::Two,
-        Consistency::Three => P::Three,
-        Consistency::Quorum => P::Quorum,
-        Consistency::All => P::All,
-        Consistency::LocalOne => P::LocalOne,
-        Consistency::LocalQuorum => P::LocalQuorum,
-        Consistency::EachQuorum => P::EachQuorum,
-    };
-    level as i32
+pub fn level(consistency: ConsistencyLevel) -> i32 {
+    ringstore_node::services::client::level_to_pb(consistency) as i32
 }
 
 /// `put`: writes the value.

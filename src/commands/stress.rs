@@ -32,7 +32,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
@@ -142,7 +141,7 @@ struct Plan {
     /// The fraction of `mixed` operations that are gets, in [0, 1].
     read_ratio: f64,
     keyspace: String,
-    consistency: crate::cli::Consistency,
+    consistency: ringstore_replication::ConsistencyLevel,
 }
 
 impl Plan {
@@ -439,7 +438,7 @@ impl Report<'_> {
         let mut lines = vec![
             ("workload", workload_name(plan.workload).to_string()),
             ("concurrency", plan.concurrency.to_string()),
-            ("consistency", consistency_name(plan.consistency)),
+            ("consistency", plan.consistency.to_string()),
             ("operations", self.tally.operations().to_string()),
             ("errors", errors),
             ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
@@ -481,7 +480,7 @@ impl Report<'_> {
             "ops_per_second": self.ops_per_second(),
             "latency_ms": latency,
             "concurrency": self.plan.concurrency,
-            "consistency": consistency_name(self.plan.consistency),
+            "consistency": self.plan.consistency.to_string(),
             "value_size": self.plan.value_size,
         })
     }
@@ -497,18 +496,10 @@ fn workload_name(workload: Workload) -> &'static str {
     }
 }
 
-/// A consistency level's command-line name, as `LOCAL_QUORUM`.
-fn consistency_name(consistency: crate::cli::Consistency) -> String {
-    consistency
-        .to_possible_value()
-        .map(|value| value.get_name().to_string())
-        .unwrap_or_else(|| format!("{consistency:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Consistency;
+    use ringstore_replication::ConsistencyLevel;
 
     fn args(workload: Workload) -> StressArgs {
         StressArgs {
@@ -518,7 +509,7 @@ mod tests {
             concurrency: 64,
             key_count: 100_000,
             value_size: 100,
-            consistency: Consistency::One,
+            consistency: ConsistencyLevel::One,
             keyspace: "stress".into(),
             replication: "SimpleStrategy:1".into(),
             read_ratio: 0.5,

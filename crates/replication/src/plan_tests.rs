@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::ReplicationError;
 use crate::testkit::{
-    Scenario, dc, host, nts_3_2, nts_replicas, replica, scenarios, simple_3, simple_replicas,
+    SIMPLE_RF3_COUNTS, Scenario, dc, host, nts_3_2, nts_replicas, replica, scenarios, simple_3,
+    simple_replicas,
 };
 use ConsistencyLevel::*;
 
@@ -37,17 +38,7 @@ fn unavailable(
 #[test]
 fn writes_on_simple_rf3_target_every_replica_and_wait_for_the_levels_count() {
     let natural = simple_replicas(&[]);
-    for (level, required) in [
-        (Any, 1),
-        (One, 1),
-        (Two, 2),
-        (Three, 3),
-        (Quorum, 2),
-        (All, 3),
-        (LocalOne, 1),
-        (LocalQuorum, 2),
-        (EachQuorum, 2),
-    ] {
+    for (level, required) in SIMPLE_RF3_COUNTS {
         let plan = plan_write(level, &simple_3(), &dc("dc1"), &natural, &[]).unwrap();
         assert_eq!(plan.required(), required, "{level}");
         assert_eq!(target_hosts(&plan), hosts(&[1, 2, 3]), "{level}");

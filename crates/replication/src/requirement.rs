@@ -202,7 +202,7 @@ impl Requirement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{dc, nts_3_2, simple_3};
+    use crate::testkit::{SIMPLE_RF3_COUNTS, dc, nts_3_2, simple_3};
     use ConsistencyLevel::*;
 
     fn anywhere(count: u32) -> Requirement {
@@ -211,17 +211,7 @@ mod tests {
 
     #[test]
     fn simple_strategy_rf3_counts_every_replica_for_every_level() {
-        let expected = [
-            (Any, 1),
-            (One, 1),
-            (Two, 2),
-            (Three, 3),
-            (Quorum, 2),
-            (All, 3),
-            (LocalOne, 1),
-            (LocalQuorum, 2),
-            (EachQuorum, 2),
-        ];
+        let expected = SIMPLE_RF3_COUNTS;
         for (level, count) in expected {
             assert_eq!(
                 Requirement::for_level(level, &simple_3(), &dc("dc1")),

@@ -5,7 +5,24 @@
 use proptest::prelude::*;
 use ringstore_placement::{Datacenter, HostId, ReplicationStrategy};
 
+use crate::consistency::ConsistencyLevel;
 use crate::plan::ReplicaCandidate;
+
+/// Every level with the acks (or replies) it needs under SimpleStrategy rf 3.
+pub(crate) const SIMPLE_RF3_COUNTS: [(ConsistencyLevel, u32); 9] = {
+    use ConsistencyLevel::*;
+    [
+        (Any, 1),
+        (One, 1),
+        (Two, 2),
+        (Three, 3),
+        (Quorum, 2),
+        (All, 3),
+        (LocalOne, 1),
+        (LocalQuorum, 2),
+        (EachQuorum, 2),
+    ]
+};
 
 pub(crate) fn dc(name: &str) -> Datacenter {
     Datacenter::from(name)

@@ -217,7 +217,8 @@ mod tests {
     use super::*;
     use crate::plan::plan_write;
     use crate::testkit::{
-        dc, host, nts_3_2, nts_replicas, replica, scenarios, simple_3, simple_replicas,
+        SIMPLE_RF3_COUNTS, dc, host, nts_3_2, nts_replicas, replica, scenarios, simple_3,
+        simple_replicas,
     };
     use ConsistencyLevel::*;
     use proptest::prelude::*;
@@ -266,22 +267,16 @@ mod tests {
 
     #[test]
     fn each_level_on_simple_rf3_is_satisfied_after_its_count_of_acks() {
-        for (level, needed) in [
-            (Any, 1),
-            (One, 1),
-            (Two, 2),
-            (Three, 3),
-            (Quorum, 2),
-            (All, 3),
-            (LocalOne, 1),
-            (LocalQuorum, 2),
-            (EachQuorum, 2),
-        ] {
+        for (level, needed) in SIMPLE_RF3_COUNTS {
             let mut t = tracker(level, false);
-            for n in 1..needed {
+            for n in 1..u128::from(needed) {
                 assert_eq!(t.on_ack(host(n)), WriteStatus::Pending, "{level}");
             }
-            assert_eq!(t.on_ack(host(needed)), WriteStatus::Satisfied, "{level}");
+            assert_eq!(
+                t.on_ack(host(needed.into())),
+                WriteStatus::Satisfied,
+                "{level}"
+            );
         }
     }
 
