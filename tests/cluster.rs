@@ -328,22 +328,7 @@ async fn a_dropped_and_recreated_keyspace_is_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_fresh_nodes_started_together_choose_distinct_balanced_tokens() {
     let cluster = TestCluster::start(32, 6, 3).await;
-    cluster
-        .schema(0)
-        .await
-        .create_keyspace(pb::CreateKeyspaceRequest {
-            name: "ks".into(),
-            replication: Some(pb::Replication {
-                strategy: Some(pb::replication::Strategy::NetworkTopology(
-                    pb::NetworkTopologyStrategy {
-                        replication_factors: [("dc1".to_string(), 3)].into_iter().collect(),
-                    },
-                )),
-            }),
-            if_not_exists: false,
-        })
-        .await
-        .unwrap();
+    cluster.create_nts_keyspace(0, "ks", &[("dc1", 3)]).await;
     let status = cluster
         .admin(5)
         .await

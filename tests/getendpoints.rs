@@ -39,22 +39,7 @@ async fn getendpoints_agrees_with_the_placement_crate() {
     }
     let cluster = TestCluster::start_with(configs, dir).await;
     let strategy = ReplicationStrategy::network_topology([("dc1", 3)]).unwrap();
-    cluster
-        .schema(0)
-        .await
-        .create_keyspace(pb::CreateKeyspaceRequest {
-            name: "ks".into(),
-            replication: Some(pb::Replication {
-                strategy: Some(pb::replication::Strategy::NetworkTopology(
-                    pb::NetworkTopologyStrategy {
-                        replication_factors: [("dc1".to_string(), 3)].into_iter().collect(),
-                    },
-                )),
-            }),
-            if_not_exists: false,
-        })
-        .await
-        .unwrap();
+    cluster.create_nts_keyspace(0, "ks", &[("dc1", 3)]).await;
     let expected = ReplicaMap::new(Arc::new(ring), &strategy);
     let address_of = |host: HostId| cluster.address(host.0.as_u128() as usize - 1).to_string();
 

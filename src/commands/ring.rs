@@ -5,7 +5,7 @@ use std::io::Write;
 use ringstore_proto::v1 as pb;
 
 use crate::client::Connection;
-use crate::commands::status::by_datacenter;
+use crate::commands::status::{address_width, by_datacenter};
 use crate::display::human_bytes;
 use crate::failure::Outcome;
 
@@ -17,13 +17,7 @@ pub async fn run(connection: &Connection, out: &mut impl Write) -> Outcome {
         .await?
         .into_inner();
     let mut text = String::new();
-    let width = response
-        .nodes
-        .iter()
-        .map(|n| n.client_address.len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
+    let width = address_width(&response.nodes);
     for (dc, nodes) in by_datacenter(&response.nodes) {
         let mut rows: Vec<(i64, &pb::NodeStatus)> = nodes
             .iter()

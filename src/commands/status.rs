@@ -36,6 +36,16 @@ pub fn letters(node: &pb::NodeStatus) -> String {
     format!("{status}{state}")
 }
 
+/// The width of the address column: the longest address, at least "Address".
+pub fn address_width(nodes: &[pb::NodeStatus]) -> usize {
+    nodes
+        .iter()
+        .map(|n| n.client_address.len())
+        .max()
+        .unwrap_or(0)
+        .max("Address".len())
+}
+
 /// The nodes grouped by data center, in name order.
 pub fn by_datacenter(nodes: &[pb::NodeStatus]) -> BTreeMap<&str, Vec<&pb::NodeStatus>> {
     let mut groups: BTreeMap<&str, Vec<&pb::NodeStatus>> = BTreeMap::new();
@@ -55,13 +65,7 @@ fn render(response: &pb::StatusResponse) -> String {
     } else {
         "Owns"
     };
-    let width = response
-        .nodes
-        .iter()
-        .map(|n| n.client_address.len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
+    let width = address_width(&response.nodes);
     for (dc, nodes) in by_datacenter(&response.nodes) {
         let title = format!("Datacenter: {dc}");
         text += &format!("{title}\n{}\n", "=".repeat(title.len()));

@@ -177,6 +177,37 @@ impl TestCluster {
         }
     }
 
+    /// Creates a NetworkTopologyStrategy keyspace through node `via` and returns its id.
+    pub async fn create_nts_keyspace(
+        &self,
+        via: usize,
+        name: &str,
+        rf_per_dc: &[(&str, u32)],
+    ) -> String {
+        let replication_factors = rf_per_dc
+            .iter()
+            .map(|&(dc, rf)| (dc.to_string(), rf))
+            .collect();
+        let response = self
+            .schema(via)
+            .await
+            .create_keyspace(pb::CreateKeyspaceRequest {
+                name: name.into(),
+                replication: Some(pb::Replication {
+                    strategy: Some(pb::replication::Strategy::NetworkTopology(
+                        pb::NetworkTopologyStrategy {
+                            replication_factors,
+                        },
+                    )),
+                }),
+                if_not_exists: false,
+            })
+            .await
+            .expect("keyspace created")
+            .into_inner();
+        response.keyspace.unwrap().id
+    }
+
     /// Creates a keyspace through node `via` and returns its id.
     pub async fn create_keyspace(&self, via: usize, name: &str, rf: u32) -> String {
         let response = self
