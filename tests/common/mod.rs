@@ -188,37 +188,33 @@ impl TestCluster {
             .iter()
             .map(|&(dc, rf)| (dc.to_string(), rf))
             .collect();
-        let response = self
-            .schema(via)
-            .await
-            .create_keyspace(pb::CreateKeyspaceRequest {
-                name: name.into(),
-                replication: Some(pb::Replication {
-                    strategy: Some(pb::replication::Strategy::NetworkTopology(
-                        pb::NetworkTopologyStrategy {
-                            replication_factors,
-                        },
-                    )),
-                }),
-                if_not_exists: false,
-            })
-            .await
-            .expect("keyspace created")
-            .into_inner();
-        response.keyspace.unwrap().id
+        let strategy = pb::replication::Strategy::NetworkTopology(pb::NetworkTopologyStrategy {
+            replication_factors,
+        });
+        self.create_with(via, name, strategy).await
     }
 
-    /// Creates a keyspace through node `via` and returns its id.
+    /// Creates a SimpleStrategy keyspace through node `via` and returns its id.
     pub async fn create_keyspace(&self, via: usize, name: &str, rf: u32) -> String {
+        let strategy = pb::replication::Strategy::Simple(pb::SimpleStrategy {
+            replication_factor: rf,
+        });
+        self.create_with(via, name, strategy).await
+    }
+
+    async fn create_with(
+        &self,
+        via: usize,
+        name: &str,
+        strategy: pb::replication::Strategy,
+    ) -> String {
         let response = self
             .schema(via)
             .await
             .create_keyspace(pb::CreateKeyspaceRequest {
                 name: name.into(),
                 replication: Some(pb::Replication {
-                    strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
-                        replication_factor: rf,
-                    })),
+                    strategy: Some(strategy),
                 }),
                 if_not_exists: false,
             })
