@@ -283,11 +283,11 @@ async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
             .contains("Hinted handoff: disabled")
     );
     run(&["enablehandoff"]).await.unwrap();
+    let info = run(&["info"]).await.unwrap();
+    assert!(info.contains("Hints pending          : 0"), "{info}");
     assert!(
-        run(&["info"])
-            .await
-            .unwrap()
-            .contains("Hints pending          : 0")
+        info.contains("stored 20,") && info.contains("truncated 20"),
+        "{info}"
     );
     cluster.shutdown().await;
 }

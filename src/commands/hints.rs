@@ -8,6 +8,7 @@ use ringstore_proto::v1 as pb;
 
 use crate::cli::TruncateHintsArgs;
 use crate::client::Connection;
+use crate::commands::info::hint_summary;
 use crate::display::human_bytes;
 use crate::failure::Outcome;
 
@@ -37,17 +38,7 @@ pub async fn show(connection: &Connection, out: &mut impl Write) -> Outcome {
             human_bytes(target.bytes)
         );
     }
-    if let Some(c) = hints.counters {
-        text += &format!(
-            "Stored {}, replayed {}, dropped: over cap {}, expired {}, outside window {}, truncated {}\n",
-            c.stored,
-            c.replayed,
-            c.dropped_over_cap,
-            c.dropped_expired,
-            c.dropped_outside_window,
-            c.truncated
-        );
-    }
+    text += &format!("{}\n", hint_summary(hints.counters.unwrap_or_default()));
     out.write_all(text.as_bytes())
         .map_err(anyhow::Error::from)?;
     Ok(())

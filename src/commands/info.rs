@@ -9,6 +9,19 @@ use crate::client::Connection;
 use crate::display::human_bytes;
 use crate::failure::Outcome;
 
+/// The handoff counters on one line.
+pub fn hint_summary(c: pb::HintCounters) -> String {
+    format!(
+        "stored {}, replayed {}, dropped: over cap {}, expired {}, outside window {}, truncated {}",
+        c.stored,
+        c.replayed,
+        c.dropped_over_cap,
+        c.dropped_expired,
+        c.dropped_outside_window,
+        c.truncated
+    )
+}
+
 /// Prints `name : value` lines.
 pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write) -> Outcome {
     let info = connection
@@ -36,6 +49,10 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
                 info.pending_hints,
                 human_bytes(info.pending_hint_bytes)
             ),
+        ),
+        (
+            "Hints",
+            hint_summary(info.hint_counters.unwrap_or_default()),
         ),
         ("Version", info.software_version.clone()),
     ];

@@ -44,6 +44,18 @@ impl AdminService {
     }
 }
 
+fn hint_counters(handoff: &crate::handoff::Handoff) -> pb::HintCounters {
+    let c = handoff.counters();
+    pb::HintCounters {
+        stored: c.stored,
+        replayed: c.replayed,
+        dropped_over_cap: c.dropped_over_cap,
+        dropped_expired: c.dropped_expired,
+        dropped_outside_window: c.dropped_outside_window,
+        truncated: c.truncated,
+    }
+}
+
 fn state_name(state: NodeState) -> &'static str {
     match state {
         NodeState::Joining => "JOINING",
@@ -133,6 +145,7 @@ impl Admin for AdminService {
             durability: format!("{:?}", context.config.storage.durability).to_lowercase(),
             pending_hints: context.handoff.pending().values().map(|t| t.hints).sum(),
             pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
+            hint_counters: Some(hint_counters(&context.handoff)),
         }))
     }
 
@@ -217,17 +230,9 @@ impl Admin for AdminService {
                 bytes: stats.bytes,
             })
             .collect();
-        let c = handoff.counters();
         Ok(Response::new(pb::HintsResponse {
             targets,
-            counters: Some(pb::HintCounters {
-                stored: c.stored,
-                replayed: c.replayed,
-                dropped_over_cap: c.dropped_over_cap,
-                dropped_expired: c.dropped_expired,
-                dropped_outside_window: c.dropped_outside_window,
-                truncated: c.truncated,
-            }),
+            counters: Some(hint_counters(handoff)),
             enabled: handoff.is_enabled(),
             paused: handoff.is_paused(),
             throttle_kib: handoff.throttle_kib(),
