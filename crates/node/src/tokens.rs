@@ -160,11 +160,19 @@ async fn wait_until_connected(context: &NodeContext) {
 }
 
 /// Waits until the view has not changed for `quiet`: the nodes starting with
-/// this one have had time to show up (and those choosing tokens to publish them).
+/// this one have had time to show up (and those choosing tokens to publish
+/// them). In a big, busy cluster gossip may never be quiet that long, so the
+/// wait ends after ten times `quiet` regardless.
 async fn wait_until_quiet(context: &NodeContext, quiet: Duration) {
     let mut views = context.membership.watch_view();
     views.mark_unchanged();
-    while let Ok(Ok(())) = tokio::time::timeout(quiet, views.changed()).await {}
+    let give_up = tokio::time::Instant::now() + quiet * 10;
+    while tokio::time::Instant::now() < give_up {
+        match tokio::time::timeout(quiet, views.changed()).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) | Err(_) => return,
+        }
+    }
 }
 
 /// Waits until this node is first in the join order among the live,
