@@ -51,6 +51,8 @@ pub enum Command {
     /// Print the Murmur3 token of each key, one per line, in input order
     /// (the same tokens Cassandra's Murmur3Partitioner gives).
     Token(TokenArgs),
+    /// The node's metrics in the Prometheus text format.
+    Metrics,
     /// Pending hints per target, with the handoff counters.
     Hints,
     /// Start storing hints for unreachable replicas.

@@ -68,6 +68,7 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Keyspace(command) => commands::keyspace::run(&connection, command, &mut out).await,
         Command::Stress(args) => commands::stress::run(&connection, args, &mut out).await,
         Command::Hints => commands::hints::show(&connection, &mut out).await,
+        Command::Metrics => commands::info::metrics(&connection, &mut out).await,
         Command::Enablehandoff => commands::hints::set(&connection, Some(true), None, None).await,
         Command::Disablehandoff => commands::hints::set(&connection, Some(false), None, None).await,
         Command::Pausehandoff => commands::hints::set(&connection, None, Some(true), None).await,

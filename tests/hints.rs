@@ -289,5 +289,17 @@ async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
         info.contains("stored 20,") && info.contains("truncated 20"),
         "{info}"
     );
+    let metrics = run(&["metrics"]).await.unwrap();
+    for sample in [
+        "ringstore_hints_stored_total 20",
+        "ringstore_hints_dropped_total{reason=\"truncated\"} 20",
+        "ringstore_hints_replayed_total 0",
+        "# TYPE ringstore_gossip_packets_total counter",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == sample),
+            "{sample:?} missing from:\n{metrics}"
+        );
+    }
     cluster.shutdown().await;
 }

@@ -77,3 +77,15 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
         .map_err(anyhow::Error::from)?;
     Ok(())
 }
+
+/// `ringstore metrics`: prints the node's metrics page.
+pub async fn metrics(connection: &Connection, out: &mut impl Write) -> Outcome {
+    let page = connection
+        .admin()
+        .metrics(pb::MetricsRequest {})
+        .await?
+        .into_inner();
+    out.write_all(page.text.as_bytes())
+        .map_err(anyhow::Error::from)?;
+    Ok(())
+}

@@ -37,6 +37,7 @@ pub mod convert;
 pub mod coordinator;
 pub mod error;
 pub mod handoff;
+pub mod metrics;
 mod node;
 pub mod peers;
 pub mod placements;

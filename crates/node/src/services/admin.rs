@@ -266,4 +266,19 @@ impl Admin for AdminService {
         let removed = self.context.handoff.truncate(target)?;
         Ok(Response::new(pb::TruncateHintsResponse { removed }))
     }
+
+    async fn metrics(
+        &self,
+        _: Request<pb::MetricsRequest>,
+    ) -> Result<Response<pb::MetricsResponse>, Status> {
+        let gossip = self
+            .context
+            .membership
+            .stats()
+            .await
+            .map_err(NodeError::from)?;
+        Ok(Response::new(pb::MetricsResponse {
+            text: crate::metrics::render(&self.context, &gossip),
+        }))
+    }
 }
