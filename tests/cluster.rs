@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestCluster, eventually, get, put};
+use common::{TestCluster, eventually, get, is_found, put};
 use ringstore_proto::v1 as pb;
 use tonic::Code;
 
@@ -158,26 +158,13 @@ async fn tombstones_hide_older_values_and_newer_writes_win() {
         })
         .await
         .unwrap();
-    assert!(
-        !client
-            .get(get("ks", "k", Quorum))
-            .await
-            .unwrap()
-            .into_inner()
-            .found,
-        "deleted"
-    );
+    assert!(!is_found(&mut client, "ks", "k", Quorum).await, "deleted");
     client
         .put(at(1_500, "older than the delete"))
         .await
         .unwrap();
     assert!(
-        !client
-            .get(get("ks", "k", Quorum))
-            .await
-            .unwrap()
-            .into_inner()
-            .found,
+        !is_found(&mut client, "ks", "k", Quorum).await,
         "an older write stays hidden"
     );
     client.put(at(3_000, "newest")).await.unwrap();
@@ -219,14 +206,7 @@ async fn a_value_with_a_ttl_expires() {
     );
     eventually(Duration::from_secs(10), "the TTL expires", || {
         let mut client = client.clone();
-        async move {
-            !client
-                .get(get("ks", "short", Quorum))
-                .await
-                .unwrap()
-                .into_inner()
-                .found
-        }
+        async move { !is_found(&mut client, "ks", "short", Quorum).await }
     })
     .await;
     assert!(

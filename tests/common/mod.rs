@@ -237,6 +237,21 @@ pub fn put(keyspace: &str, key: &str, value: &str, level: pb::ConsistencyLevel) 
     }
 }
 
+/// Whether `key` has a live value in `keyspace`, read at `level`.
+pub async fn is_found(
+    client: &mut ClientClient<Channel>,
+    keyspace: &str,
+    key: &str,
+    level: pb::ConsistencyLevel,
+) -> bool {
+    client
+        .get(get(keyspace, key, level))
+        .await
+        .unwrap()
+        .into_inner()
+        .found
+}
+
 /// A get request.
 pub fn get(keyspace: &str, key: &str, level: pb::ConsistencyLevel) -> pb::GetRequest {
     pb::GetRequest {
