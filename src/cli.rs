@@ -1,9 +1,11 @@
 //! The command line: every subcommand and its arguments (clap derive).
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ringstore_placement::HostId;
 use ringstore_replication::ConsistencyLevel;
 
 /// ringstore: a Dynamo/Cassandra-style replicated key-value store.
@@ -67,6 +69,25 @@ pub enum Command {
     Truncatehints(TruncateHintsArgs),
     /// Set the hint replay rate in KiB/s (0 = unthrottled).
     Sethintedhandoffthrottlekb(ThrottleArgs),
+    /// Stream this node's data to the nodes taking over its ranges, hand off
+    /// its hints, and leave the ring; blocks until done (the node then stops).
+    Decommission,
+    /// Restore a dead node's replicas: the surviving replicas stream its ranges
+    /// to their new owners, then it leaves the ring; blocks until done.
+    Removenode(HostIdArg),
+    /// Delete this node's local data of ranges it no longer replicates (run it
+    /// on the old replicas after a node joins).
+    Cleanup(CleanupArgs),
+    /// This node's mode, its streams and the stream throttle (as `nodetool netstats`).
+    Netstats,
+    /// Set this node's stream throttle in MiB/s (0 = unthrottled).
+    Setstreamthroughput(StreamThroughputArgs),
+    /// Print this node's stream throttle.
+    Getstreamthroughput,
+    /// What a topology change would stream and how ownership would shift,
+    /// changing nothing.
+    #[command(subcommand)]
+    Plan(PlanCommand),
     /// Load a node with reads and writes and report throughput and latency
     /// (as cassandra-stress).
     Stress(StressArgs),
@@ -244,6 +265,60 @@ pub struct ThrottleArgs {
     pub kib_per_second: u64,
 }
 
+/// A node named by its host id, as `status` shows it.
+#[derive(Debug, Args)]
+pub struct HostIdArg {
+    /// The node's host id (a UUID).
+    #[arg(value_parser = parse_host_id)]
+    pub host_id: HostId,
+}
+
+/// A host id from its UUID text; checked here so that a typo fails before any
+/// node is asked.
+fn parse_host_id(text: &str) -> Result<HostId, String> {
+    text.parse().map_err(|error| {
+        format!(
+            "not a UUID ({error}); host ids look like 292a6c7f-2063-484c-b54d-9015216f1750, as `status` shows them"
+        )
+    })
+}
+
+/// Arguments of `ringstore cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Clean only this keyspace; every keyspace when absent.
+    pub keyspace: Option<String>,
+}
+
+/// Arguments of `ringstore setstreamthroughput`.
+#[derive(Debug, Args)]
+pub struct StreamThroughputArgs {
+    /// MiB per second, for all of the node's streams together; 0 = unthrottled.
+    #[arg(value_name = "MIB_PER_SEC")]
+    pub mib_per_second: u64,
+}
+
+/// `ringstore plan ...`: the topology change to plan.
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// A new node joining (bootstrapping) in a data center and rack.
+    Join {
+        /// The new node's data center.
+        #[arg(long)]
+        dc: String,
+        /// The new node's rack.
+        #[arg(long)]
+        rack: String,
+        /// The new node's tokens (vnodes); the asked node's num_tokens when absent.
+        #[arg(long, value_name = "N")]
+        num_tokens: Option<NonZeroU32>,
+    },
+    /// A live node decommissioning: it streams its own ranges away.
+    Decommission(HostIdArg),
+    /// A dead node removed: the surviving replicas stream its ranges.
+    Removenode(HostIdArg),
+}
+
 /// Arguments of `ringstore status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -399,6 +474,141 @@ mod tests {
         assert!(
             Cli::try_parse_from(["ringstore", "get", "ks", "k", "--consistency", "SOME"]).is_err()
         );
+    }
+
+    #[test]
+    fn removenode_takes_a_host_id_and_rejects_anything_else() {
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "removenode",
+            "292A6C7F-2063-484C-B54D-9015216F1750",
+        ])
+        .unwrap();
+        let Command::Removenode(args) = cli.command else {
+            panic!("a removenode command")
+        };
+        assert_eq!(
+            args.host_id.to_string(),
+            "292a6c7f-2063-484c-b54d-9015216f1750"
+        );
+        let error = Cli::try_parse_from(["ringstore", "removenode", "127.0.0.12"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(error.exit_code(), 2);
+        let message = error.to_string();
+        assert!(message.contains("'127.0.0.12'"), "{message}");
+        assert!(message.contains("not a UUID"), "{message}");
+        assert!(Cli::try_parse_from(["ringstore", "removenode"]).is_err());
+    }
+
+    #[test]
+    fn topology_commands_parse_their_arguments() {
+        let cli = Cli::try_parse_from(["ringstore", "decommission", "--host", "127.0.0.12:7100"])
+            .unwrap();
+        assert!(matches!(cli.command, Command::Decommission));
+        let cli = Cli::try_parse_from(["ringstore", "cleanup"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Cleanup(CleanupArgs { keyspace: None })
+        ));
+        let cli = Cli::try_parse_from(["ringstore", "cleanup", "ks1"]).unwrap();
+        let Command::Cleanup(args) = cli.command else {
+            panic!("a cleanup command")
+        };
+        assert_eq!(args.keyspace.as_deref(), Some("ks1"));
+        assert!(matches!(
+            Cli::try_parse_from(["ringstore", "netstats"])
+                .unwrap()
+                .command,
+            Command::Netstats
+        ));
+        assert!(matches!(
+            Cli::try_parse_from(["ringstore", "getstreamthroughput"])
+                .unwrap()
+                .command,
+            Command::Getstreamthroughput
+        ));
+    }
+
+    #[test]
+    fn stream_throughput_is_whole_mib_per_second_and_zero_is_allowed() {
+        for (arg, expected) in [("24", 24), ("0", 0)] {
+            let cli = Cli::try_parse_from(["ringstore", "setstreamthroughput", arg]).unwrap();
+            let Command::Setstreamthroughput(args) = cli.command else {
+                panic!("a setstreamthroughput command")
+            };
+            assert_eq!(args.mib_per_second, expected);
+        }
+        for bad in ["-1", "1.5", "fast"] {
+            assert!(
+                Cli::try_parse_from(["ringstore", "setstreamthroughput", bad]).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn plan_takes_a_join_location_or_a_host_id() {
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "plan",
+            "join",
+            "--dc",
+            "dc1",
+            "--rack",
+            "rack2",
+            "--num-tokens",
+            "16",
+        ])
+        .unwrap();
+        let Command::Plan(PlanCommand::Join {
+            dc,
+            rack,
+            num_tokens,
+        }) = cli.command
+        else {
+            panic!("a plan join command")
+        };
+        assert_eq!((dc.as_str(), rack.as_str()), ("dc1", "rack2"));
+        assert_eq!(num_tokens.map(NonZeroU32::get), Some(16));
+        let cli = Cli::try_parse_from(["ringstore", "plan", "join", "--dc", "dc1", "--rack", "r"])
+            .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Plan(PlanCommand::Join {
+                num_tokens: None,
+                ..
+            })
+        ));
+        assert!(
+            Cli::try_parse_from(["ringstore", "plan", "join", "--dc", "dc1"]).is_err(),
+            "the rack is required"
+        );
+        assert!(
+            Cli::try_parse_from([
+                "ringstore",
+                "plan",
+                "join",
+                "--dc",
+                "d",
+                "--rack",
+                "r",
+                "--num-tokens",
+                "0"
+            ])
+            .is_err(),
+            "a node has at least one token"
+        );
+        let id = "00000000-0000-0000-0000-00000000000a";
+        let cli = Cli::try_parse_from(["ringstore", "plan", "decommission", id]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Plan(PlanCommand::Decommission(ref a)) if a.host_id.to_string() == id)
+        );
+        let cli = Cli::try_parse_from(["ringstore", "plan", "removenode", id]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Plan(PlanCommand::Removenode(ref a)) if a.host_id.to_string() == id)
+        );
+        assert!(Cli::try_parse_from(["ringstore", "plan", "removenode", "nope"]).is_err());
+        assert!(Cli::try_parse_from(["ringstore", "plan"]).is_err());
     }
 
     #[test]

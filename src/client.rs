@@ -7,6 +7,7 @@ use std::time::Duration;
 use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
+use ringstore_proto::v1::topology_client::TopologyClient;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::failure::Failure;
@@ -49,6 +50,12 @@ impl Connection {
     /// The `Admin` service.
     pub fn admin(&self) -> AdminClient<Channel> {
         AdminClient::new(self.channel.clone())
+    }
+
+    /// The `Topology` service. A plan lists every moving range (vnodes times
+    /// keyspaces), which outgrows tonic's default 4 MiB in big clusters.
+    pub fn topology(&self) -> TopologyClient<Channel> {
+        TopologyClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 }
 

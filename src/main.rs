@@ -79,6 +79,19 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Truncatehints(args) => {
             commands::hints::truncate(&connection, args, &mut out).await
         }
+        Command::Decommission => commands::topology::decommission(&connection, &mut out).await,
+        Command::Removenode(args) => {
+            commands::topology::removenode(&connection, args, &mut out).await
+        }
+        Command::Cleanup(args) => commands::topology::cleanup(&connection, args, &mut out).await,
+        Command::Netstats => commands::netstats::show(&connection, &mut out).await,
+        Command::Setstreamthroughput(args) => {
+            commands::netstats::set_throughput(&connection, args).await
+        }
+        Command::Getstreamthroughput => {
+            commands::netstats::get_throughput(&connection, &mut out).await
+        }
+        Command::Plan(command) => commands::plan::run(&connection, command, &mut out).await,
         Command::Server(_) | Command::Token(_) | Command::Demo(_) => unreachable!("handled above"),
     }
 }

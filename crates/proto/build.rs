@@ -3,8 +3,15 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["admin", "client", "common", "internode", "schema"]
-        .map(|name| root.join(format!("ringstore/v1/{name}.proto")));
+    let files = [
+        "admin",
+        "client",
+        "common",
+        "internode",
+        "schema",
+        "topology",
+    ]
+    .map(|name| root.join(format!("ringstore/v1/{name}.proto")));
     let descriptors = protox::compile(&files, [&root])?;
     tonic_prost_build::configure().compile_fds(descriptors)?;
     println!("cargo:rerun-if-changed={}", root.display());

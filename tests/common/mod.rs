@@ -13,6 +13,7 @@ use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::internode_client::InternodeClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
+use ringstore_proto::v1::topology_client::TopologyClient;
 use tonic::transport::Channel;
 
 /// Polls `check` every 100 ms until it returns true, failing after `limit`.
@@ -168,6 +169,51 @@ impl TestCluster {
                 .await
                 .expect("node restarts"),
         );
+    }
+
+    /// Starts one more node with `config` (it joins through its seeds and
+    /// bootstraps); returns its index without waiting for it to be `Normal`.
+    pub async fn add(&mut self, config: NodeConfig) -> usize {
+        self.nodes.push(Some(
+            ringstore_node::start(config.clone())
+                .await
+                .expect("node starts"),
+        ));
+        self.configs.push(config);
+        self.nodes.len() - 1
+    }
+
+    /// Forgets node `i` (stopped, left or removed): later indices shift down.
+    pub fn forget(&mut self, i: usize) -> Option<RunningNode> {
+        self.configs.remove(i);
+        self.nodes.remove(i)
+    }
+
+    /// The directory holding every node's data directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dirs.path()
+    }
+
+    /// A `Topology` client of node `i`.
+    pub async fn topology(&self, i: usize) -> TopologyClient<Channel> {
+        TopologyClient::new(Self::channel(self.address(i)).await)
+    }
+
+    /// The shared state of running node `i`.
+    pub fn context(&self, i: usize) -> &std::sync::Arc<ringstore_node::context::NodeContext> {
+        &self.nodes[i].as_ref().expect("node is running").context
+    }
+
+    /// The value node `i` stores for `key` of `keyspace` (its own replica,
+    /// no coordination), if live.
+    pub fn local_value(&self, i: usize, keyspace: &str, key: &str) -> Option<Vec<u8>> {
+        let context = self.context(i);
+        let id = context.keyspace(keyspace).expect("keyspace exists").id;
+        let cell = context
+            .store
+            .read(id, key.as_bytes())
+            .expect("local read")?;
+        cell.value.clone()
     }
 
     /// Stops every node.

@@ -72,6 +72,6 @@ pub use error::{MembershipError, Result};
 pub use identity::{Generation, NodeIdentity};
 pub use local_node::{NODE_RECORD_FILE, NodeRecord};
 pub use membership::{Membership, MembershipEvent, Output, Timer};
-pub use metadata::{MetadataStamp, NodeMetadata, NodeState};
+pub use metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
 pub use stats::MembershipStats;
 pub use view::{ClusterView, Liveness, MemberInfo};

@@ -20,7 +20,10 @@ use crate::message::{
 };
 use crate::metadata::{MetadataStamp, NodeMetadata};
 use crate::stats::MembershipStats;
-use crate::view::{ClusterView, Liveness, MemberInfo, build_ring, joining_tokens};
+use crate::view::{
+    ClusterView, Liveness, MemberInfo, build_pending_ring, build_ring, joining_tokens,
+    removed_members,
+};
 
 /// Most chunks one host's metadata may take (bounds reassembly memory).
 const MAX_METADATA_CHUNKS: u16 = 64;
@@ -141,6 +144,8 @@ impl Membership {
                 members: BTreeMap::new(),
                 ring,
                 joining: BTreeMap::new(),
+                pending_ring: None,
+                removed: BTreeSet::new(),
             }),
             connected: false,
             leaving: false,
@@ -527,8 +532,17 @@ impl Membership {
             .collect();
         let mut ring = self.view.ring.clone();
         let mut joining = self.view.joining.clone();
+        let mut pending_ring = self.view.pending_ring.clone();
+        let mut removed = self.view.removed.clone();
         if metadata_changed {
-            let candidate = build_ring(ring.epoch() + 1, self.metadata.values().map(|m| &**m));
+            removed = removed_members(self.metadata.values().map(|m| &**m));
+            let present = || {
+                self.metadata
+                    .values()
+                    .map(|m| &**m)
+                    .filter(|m| !removed.contains(&m.host_id))
+            };
+            let candidate = build_ring(ring.epoch() + 1, present());
             if candidate.checksum() != ring.checksum() {
                 tracing::info!(
                     epoch = candidate.epoch(),
@@ -543,13 +557,26 @@ impl Membership {
                 }));
                 ring = Arc::new(candidate);
             }
-            joining = joining_tokens(self.metadata.values().map(|m| &**m));
+            joining = joining_tokens(present());
+            let pending = build_pending_ring(
+                ring.epoch() + 1,
+                self.metadata.values().map(|m| &**m),
+                &removed,
+            );
+            // Keep the same `Arc` while the pending ring is unchanged: users
+            // cache per-ring placements by pointer.
+            pending_ring = match (pending, pending_ring) {
+                (Some(new), Some(old)) if new.checksum() == old.checksum() => Some(old),
+                (new, _) => new.map(Arc::new),
+            };
         }
         self.view = Arc::new(ClusterView {
             local,
             members,
             ring,
             joining,
+            pending_ring,
+            removed,
         });
     }
 

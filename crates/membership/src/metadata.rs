@@ -83,10 +83,27 @@ pub struct NodeMetadata {
     pub schema_version: uuid::Uuid,
     /// The ringstore version it runs.
     pub software_version: String,
+    /// Other nodes this node replaces or removes.
+    pub takeovers: Takeovers,
+}
+
+/// What a node claims about *other* nodes' places in the ring. Only a node
+/// itself changes its metadata, so a node that replaces or removes a dead
+/// node says so in its own metadata, and every view applies it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Takeovers {
+    /// The dead node whose tokens this node takes over: while it is
+    /// `Joining` (streaming), and for good once `Normal`.
+    pub replaces: Option<HostId>,
+    /// The dead node whose ranges this node is having restored elsewhere
+    /// (`removenode` in progress).
+    pub removing: Option<HostId>,
+    /// Nodes this node has removed (or replaced): out of the ring for good.
+    pub removed: Vec<HostId>,
 }
 
 /// The first byte of every encoded metadata blob: its format version.
-const FORMAT_VERSION: u8 = 1;
+const FORMAT_VERSION: u8 = 2;
 
 impl NodeMetadata {
     /// The node's location.
@@ -146,6 +163,7 @@ pub(crate) mod tests {
             load_bytes: 12345,
             schema_version: uuid::Uuid::nil(),
             software_version: "0.1.0".into(),
+            takeovers: Takeovers::default(),
         }
     }
 

@@ -50,6 +50,14 @@ pub struct ClusterView {
     /// The tokens of `Joining` members, kept apart from the ring (they become
     /// pending ranges while the member streams its data).
     pub joining: BTreeMap<HostId, Vec<Token>>,
+    /// The ring once every range movement under way has completed: joining
+    /// members (replacements included) in, leaving and removed members out.
+    /// `None` when nothing moves. Writes also go to the replicas this ring
+    /// adds (the pending replicas).
+    pub pending_ring: Option<Arc<Ring>>,
+    /// Members removed or replaced by another node: out of the ring for good,
+    /// whatever their own metadata says.
+    pub removed: BTreeSet<HostId>,
 }
 
 impl ClusterView {
@@ -68,6 +76,107 @@ impl ClusterView {
     pub fn up_members(&self) -> impl Iterator<Item = &MemberInfo> {
         self.members.values().filter(|m| m.liveness == Liveness::Up)
     }
+
+    /// The range movements under way, one line each ("joining <host>"), for
+    /// the one-movement-at-a-time rule and its error messages. Only live
+    /// members' movements count: a member that died mid-movement must be
+    /// restarted (it resumes) or removed.
+    pub fn movements(&self) -> Vec<String> {
+        let mut movements = Vec::new();
+        for member in self.up_members() {
+            let m = &member.metadata;
+            if self.removed.contains(&m.host_id) {
+                continue;
+            }
+            match (m.state, m.takeovers.replaces) {
+                (NodeState::Joining, Some(dead)) if !m.tokens.is_empty() => {
+                    movements.push(format!("{} is replacing {dead}", m.host_id));
+                }
+                (NodeState::Joining, None) if !m.tokens.is_empty() => {
+                    movements.push(format!("{} is joining", m.host_id));
+                }
+                (NodeState::Leaving, _) => {
+                    movements.push(format!("{} is leaving", m.host_id));
+                }
+                _ => {}
+            }
+            if let Some(dead) = m.takeovers.removing {
+                movements.push(format!("{} is removing {dead}", m.host_id));
+            }
+        }
+        movements
+    }
+
+    /// The node that replaced `host`, if one did (or is doing so).
+    pub fn replacement_of(&self, host: HostId) -> Option<HostId> {
+        self.members
+            .values()
+            .find(|m| m.metadata.takeovers.replaces == Some(host))
+            .map(|m| m.metadata.host_id)
+    }
+}
+
+/// The members removed or replaced by others (see [`ClusterView::removed`]):
+/// every `removed` claim, and the node each `Normal` replacement replaced.
+pub(crate) fn removed_members<'a>(
+    members: impl Iterator<Item = &'a NodeMetadata>,
+) -> BTreeSet<HostId> {
+    let mut removed = BTreeSet::new();
+    for m in members {
+        removed.extend(m.takeovers.removed.iter().copied());
+        if m.state == NodeState::Normal
+            && let Some(dead) = m.takeovers.replaces
+        {
+            removed.insert(dead);
+        }
+    }
+    removed
+}
+
+/// The ring after the movements under way (see [`ClusterView::pending_ring`]),
+/// or `None` when no member is joining with tokens, leaving, or being removed
+/// or replaced.
+pub(crate) fn build_pending_ring<'a>(
+    epoch: u64,
+    members: impl Iterator<Item = &'a NodeMetadata> + Clone,
+    removed: &BTreeSet<HostId>,
+) -> Option<Ring> {
+    let mut going: BTreeSet<HostId> = removed.clone();
+    let mut moving = false;
+    for m in members.clone().filter(|m| !removed.contains(&m.host_id)) {
+        match m.state {
+            NodeState::Joining if !m.tokens.is_empty() => {
+                moving = true;
+                going.extend(m.takeovers.replaces);
+            }
+            NodeState::Leaving => {
+                moving = true;
+                going.insert(m.host_id);
+            }
+            _ => {}
+        }
+        if let Some(dead) = m.takeovers.removing {
+            moving = true;
+            going.insert(dead);
+        }
+    }
+    if !moving {
+        return None;
+    }
+    // Joining members own their tokens in the future ring; `build_ring` keeps
+    // `Normal` and `Leaving` ones, so present joiners as `Normal`.
+    let future: Vec<NodeMetadata> = members
+        .filter(|m| !going.contains(&m.host_id))
+        .filter(|m| m.state != NodeState::Leaving)
+        .map(|m| {
+            let mut m = m.clone();
+            if m.state == NodeState::Joining && !m.tokens.is_empty() {
+                m.state = NodeState::Normal;
+            }
+            m
+        })
+        .collect();
+    Some(build_ring(epoch, future.iter()))
 }
 
 /// Builds the ring from the members that own tokens. When two members claim
@@ -135,6 +244,80 @@ mod tests {
             joining_tokens(members.iter())[&HostId::from_u128(2)],
             vec![Token(10)]
         );
+    }
+
+    fn owners(ring: &Ring) -> Vec<u128> {
+        ring.hosts().iter().map(|h| h.id.0.as_u128()).collect()
+    }
+
+    fn with_tokens(host: u128, state: NodeState, tokens: &[i64]) -> NodeMetadata {
+        let mut m = sample(host, 0);
+        m.tokens = tokens.iter().copied().map(Token).collect();
+        m.state = state;
+        m
+    }
+
+    #[test]
+    fn nothing_pending_without_movements() {
+        let members = [
+            with_tokens(1, NodeState::Normal, &[1]),
+            with_tokens(2, NodeState::Normal, &[2]),
+            with_tokens(3, NodeState::Joining, &[]),
+        ];
+        assert!(build_pending_ring(1, members.iter(), &BTreeSet::new()).is_none());
+    }
+
+    #[test]
+    fn the_pending_ring_adds_joiners_and_drops_leavers() {
+        let members = [
+            with_tokens(1, NodeState::Normal, &[1]),
+            with_tokens(2, NodeState::Leaving, &[2]),
+            with_tokens(3, NodeState::Joining, &[3]),
+            with_tokens(4, NodeState::Left, &[4]),
+        ];
+        let pending = build_pending_ring(1, members.iter(), &BTreeSet::new()).unwrap();
+        assert_eq!(owners(&pending), vec![1, 3]);
+    }
+
+    #[test]
+    fn removal_and_replacement_take_the_dead_node_out() {
+        let mut coordinator = with_tokens(1, NodeState::Normal, &[1]);
+        coordinator.takeovers.removing = Some(HostId::from_u128(2));
+        let members = [
+            coordinator.clone(),
+            with_tokens(2, NodeState::Normal, &[2]),
+            with_tokens(3, NodeState::Normal, &[3]),
+        ];
+        let pending = build_pending_ring(1, members.iter(), &BTreeSet::new()).unwrap();
+        assert_eq!(owners(&pending), vec![1, 3], "removing 2");
+
+        let mut replacement = with_tokens(4, NodeState::Joining, &[3]);
+        replacement.takeovers.replaces = Some(HostId::from_u128(3));
+        let members = [
+            with_tokens(1, NodeState::Normal, &[1]),
+            with_tokens(3, NodeState::Normal, &[3]),
+            replacement.clone(),
+        ];
+        let removed = removed_members(members.iter());
+        assert!(
+            removed.is_empty(),
+            "a joining replacement removes nothing yet"
+        );
+        let pending = build_pending_ring(1, members.iter(), &removed).unwrap();
+        assert_eq!(owners(&pending), vec![1, 4], "4 takes 3's token");
+        assert_eq!(pending.tokens_of(HostId::from_u128(4)), vec![Token(3)]);
+
+        replacement.state = NodeState::Normal;
+        let members = [
+            with_tokens(1, NodeState::Normal, &[1]),
+            with_tokens(3, NodeState::Normal, &[3]),
+            replacement,
+        ];
+        let removed = removed_members(members.iter());
+        assert_eq!(removed, BTreeSet::from([HostId::from_u128(3)]));
+        assert!(build_pending_ring(1, members.iter(), &removed).is_none());
+        let present = members.iter().filter(|m| !removed.contains(&m.host_id));
+        assert_eq!(owners(&build_ring(1, present)), vec![1, 4]);
     }
 
     #[test]

@@ -50,6 +50,7 @@ async fn start_node(
         load_bytes: 0,
         schema_version: uuid::Uuid::nil(),
         software_version: "test".into(),
+        takeovers: Default::default(),
     };
     let identity = NodeIdentity {
         host_id,

@@ -75,13 +75,23 @@ pub struct NodeConfig {
     /// The largest value accepted, in bytes (default 16 MiB).
     pub max_value_bytes: usize,
     /// How long a fresh node watches gossip before choosing its tokens, so it
-    /// sees the other nodes that are joining (milliseconds).
+    /// sees the other nodes that are joining, and how long a node announcing
+    /// a range movement waits before streaming, so every coordinator sends
+    /// writes to the pending replicas (milliseconds).
     pub ring_delay_ms: u64,
     /// The failure-detection preset: `lan` (a dead node is seen down within
     /// about 10 s) or `relaxed` (three times as patient, for slow test machines).
     pub failure_detection: FailureDetection,
     /// Hinted handoff.
     pub hints: HintsConfig,
+    /// The node-wide limit on the data it streams to others, in MiB/s (as
+    /// Cassandra's `stream_throughput_outbound`; 0 = unthrottled; runtime:
+    /// `setstreamthroughput`).
+    pub stream_throughput_mib_per_sec: u64,
+    /// At a fresh node's first start: the dead node it replaces (its host id,
+    /// or an IP address it used), whose tokens it takes over and whose data it
+    /// streams from the surviving replicas.
+    pub replace_address: Option<String>,
 }
 
 /// Hinted handoff settings, as Cassandra's.
@@ -186,6 +196,8 @@ impl Default for NodeConfig {
             ring_delay_ms: 3000,
             failure_detection: FailureDetection::Lan,
             hints: HintsConfig::default(),
+            stream_throughput_mib_per_sec: 24,
+            replace_address: None,
         }
     }
 }

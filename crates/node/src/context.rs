@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use ringstore_membership::{ClusterView, Generation, MembershipHandle};
 use ringstore_placement::{HostId, ReplicaMap};
-use ringstore_storage::Store;
+use ringstore_storage::{KeyspaceId, Store};
 
 use crate::clock::TimestampSource;
 use crate::config::NodeConfig;
@@ -15,6 +15,8 @@ use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::schema::KeyspaceDef;
 use crate::schema_store::SchemaStore;
+use crate::streaming::registry::Streams;
+use crate::streaming::throttle::StreamThrottle;
 
 /// The running node's shared state: configuration, identity, storage,
 /// membership, schema and the placement cache. Services hold it in an `Arc`.
@@ -41,6 +43,14 @@ pub struct NodeContext {
     pub handoff: Handoff,
     /// When it started.
     pub started: Instant,
+    /// The node-wide throttle of the data it streams to others.
+    pub stream_throttle: StreamThrottle,
+    /// Its streams, for `netstats`.
+    pub streams: Streams,
+    /// Held by the topology operation this node runs (one at a time).
+    pub operation: tokio::sync::Mutex<()>,
+    /// Set to ask the node to stop (after a decommission).
+    pub stop_requested: tokio::sync::watch::Sender<bool>,
 }
 
 impl NodeContext {
@@ -56,6 +66,26 @@ impl NodeContext {
             .keyspace(name)
             .cloned()
             .ok_or_else(|| NodeError::KeyspaceNotFound(name.to_string()))
+    }
+
+    /// The name of the keyspace with `id` (its id when the schema does not know it).
+    pub fn keyspace_name(&self, id: KeyspaceId) -> String {
+        self.schema
+            .current()
+            .entries()
+            .find(|e| e.keyspace.id == id)
+            .map(|e| e.keyspace.name.clone())
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// The keyspaces that hold data (not dropped), as the schema says.
+    pub fn keyspaces(&self) -> Vec<KeyspaceDef> {
+        self.schema
+            .current()
+            .entries()
+            .filter(|e| !e.dropped)
+            .map(|e| e.keyspace.clone())
+            .collect()
     }
 
     /// The current view and the replica map of `keyspace` on its ring.

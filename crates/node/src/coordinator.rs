@@ -44,9 +44,15 @@ pub async fn write(
     cell: Cell,
     level: ConsistencyLevel,
 ) -> Result<()> {
-    let natural = candidates(context, keyspace, &key)?;
-    let plan = plan_write(level, &keyspace.strategy, &dc_of(context), &natural, &[])
-        .map_err(|e| NodeError::Unavailable(e.to_string()))?;
+    let (natural, pending) = write_candidates(context, keyspace, &key)?;
+    let plan = plan_write(
+        level,
+        &keyspace.strategy,
+        &dc_of(context),
+        &natural,
+        &pending,
+    )
+    .map_err(|e| NodeError::Unavailable(e.to_string()))?;
     let mut tracker = WriteTracker::new(&plan);
     let (acks, mut replies) = mpsc::channel(plan.targets().len().max(1));
     let key = Arc::new(key);
@@ -239,6 +245,34 @@ fn send_reads(
             let _ = replies.send((host, reply)).await;
         });
     }
+}
+
+/// The key's natural replicas and, during a range movement, its pending
+/// replicas (those the pending ring adds), with their DCs and liveness.
+fn write_candidates(
+    context: &NodeContext,
+    keyspace: &KeyspaceDef,
+    key: &[u8],
+) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
+    let token =
+        Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    let (view, map) = context.placement(keyspace);
+    let candidate = |h: &ringstore_placement::RingHost| {
+        ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id))
+    };
+    let natural: Vec<ReplicaCandidate> = map.replicas(token).hosts().map(candidate).collect();
+    let pending = match &view.pending_ring {
+        None => Vec::new(),
+        Some(ring) => context
+            .placements
+            .replica_map(ring, keyspace.id, &keyspace.strategy)
+            .replicas(token)
+            .hosts()
+            .filter(|h| !natural.iter().any(|n| n.host == h.id))
+            .map(candidate)
+            .collect(),
+    };
+    Ok((natural, pending))
 }
 
 /// The key's natural replicas, with their DCs and liveness.

@@ -31,6 +31,11 @@ pub enum NodeError {
     #[error("{0}")]
     Internal(String),
 
+    /// The cluster is not in a state that allows the operation (another
+    /// range movement under way, a live node to remove...).
+    #[error("{0}")]
+    FailedPrecondition(String),
+
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(#[from] ringstore_storage::StorageError),
@@ -69,6 +74,7 @@ impl NodeError {
             NodeError::AlreadyExists(_) => Code::AlreadyExists,
             NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
             NodeError::Timeout(_) => Code::DeadlineExceeded,
+            NodeError::FailedPrecondition(_) => Code::FailedPrecondition,
             NodeError::Internal(_) | NodeError::Storage(_) | NodeError::Membership(_) => {
                 Code::Internal
             }

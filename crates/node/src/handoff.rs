@@ -16,7 +16,7 @@ use ringstore_hints::{
     Hint, HintCounters, HintLimits, HintStore, HintWindow, ReplayAction, ReplayConfig,
     ReplayScheduler, TargetStats,
 };
-use ringstore_membership::{Liveness, MembershipEvent, NodeState};
+use ringstore_membership::{ClusterView, Liveness, MembershipEvent, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
@@ -118,6 +118,101 @@ impl Handoff {
         Ok(outcome.stored())
     }
 
+    /// Stores hints handed over by a leaving node as this node's own (they
+    /// keep their age; the hint window is the leaving node's business).
+    pub async fn take(&self, store: &Store, hints: &[Hint]) -> Result<u64> {
+        let mut stored = 0;
+        for hint in hints {
+            let outcome = self
+                .hints
+                .store(hint)
+                .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+            stored += u64::from(outcome.stored());
+        }
+        store.sync().await?;
+        self.wake.notify_one();
+        Ok(stored)
+    }
+
+    /// Hands every pending hint to the node at `recipient` (internode
+    /// address), deleting each batch once the recipient has stored it. How
+    /// many hints it handed over.
+    pub async fn hand_off(
+        &self,
+        context: &NodeContext,
+        recipient: std::net::SocketAddr,
+    ) -> Result<u64> {
+        let mut handed = 0;
+        for target in self.pending().into_keys() {
+            loop {
+                let batch = self
+                    .hints
+                    .next_batch(target, 1 << 20, Timestamp::now(), self.gc_grace)
+                    .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
+                if batch.is_empty() {
+                    break;
+                }
+                let request = pb::TakeHintsRequest {
+                    hints: batch
+                        .iter()
+                        .map(|(_, hint)| pb::HandedHint {
+                            target_host_id: hint.target.to_string(),
+                            keyspace_id: hint.keyspace.to_string(),
+                            key: hint.key.clone(),
+                            cell: Some(cell_to_pb(&hint.cell)),
+                            created_at_micros: hint.created_at.0,
+                        })
+                        .collect(),
+                };
+                context
+                    .peers
+                    .client(recipient)
+                    .take_hints(request)
+                    .await
+                    .map_err(|s| {
+                        NodeError::Internal(format!(
+                            "handing hints to {recipient}: {}",
+                            s.message()
+                        ))
+                    })?;
+                let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
+                self.hints
+                    .delete(&ids)
+                    .map_err(|e| NodeError::Internal(format!("deleting handed hints: {e}")))?;
+                handed += ids.len() as u64;
+            }
+        }
+        Ok(handed)
+    }
+
+    /// Moves the hints for `from` to `to` (the node that replaced it).
+    fn retarget(&self, from: HostId, to: HostId) -> Result<u64> {
+        let mut moved = 0;
+        loop {
+            let batch = self
+                .hints
+                .next_batch(from, 1 << 20, Timestamp::now(), self.gc_grace)
+                .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
+            if batch.is_empty() {
+                return Ok(moved);
+            }
+            for (_, hint) in &batch {
+                let hint = Hint {
+                    target: to,
+                    ..hint.clone()
+                };
+                self.hints
+                    .store(&hint)
+                    .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+            }
+            let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
+            self.hints
+                .delete(&ids)
+                .map_err(|e| NodeError::Internal(format!("deleting moved hints: {e}")))?;
+            moved += ids.len() as u64;
+        }
+    }
+
     /// Pending hints per target.
     pub fn pending(&self) -> std::collections::BTreeMap<HostId, TargetStats> {
         self.hints.pending()
@@ -182,23 +277,45 @@ impl Handoff {
                 lock(&self.window).mark_down(*host, now);
                 lock(&self.scheduler).target_down(*host);
             }
-            MembershipEvent::MetadataChanged(host) => {
-                let left = context
-                    .view()
-                    .member(*host)
-                    .is_some_and(|m| m.metadata.state == NodeState::Left);
-                if left && self.hints.has_hints(*host) {
-                    match self.truncate(Some(*host)) {
-                        Ok(removed) => {
-                            tracing::info!(%host, removed, "dropped the hints of a node that left")
-                        }
-                        Err(error) => {
-                            tracing::warn!(%host, %error, "dropping the hints of a node that left")
-                        }
+            MembershipEvent::MetadataChanged(_) => self.on_departures(&context.view()),
+            MembershipEvent::RingChanged { .. } => {}
+        }
+    }
+
+    /// Settles the hints of nodes that are gone: those of a replaced node go
+    /// to its replacement (once it is `Normal`); those of a node that left or
+    /// was removed are dropped.
+    fn on_departures(&self, view: &ClusterView) {
+        for host in self.hints.pending().into_keys() {
+            let Some(member) = view.member(host) else {
+                continue;
+            };
+            let replacement = view.replacement_of(host).filter(|r| {
+                view.member(*r)
+                    .is_some_and(|m| m.metadata.state == NodeState::Normal)
+            });
+            if let Some(replacement) = replacement {
+                match self.retarget(host, replacement) {
+                    Ok(moved) => {
+                        tracing::info!(%host, %replacement, moved, "hints for a replaced node go to its replacement");
+                        self.wake.notify_one();
+                    }
+                    Err(error) => {
+                        tracing::warn!(%host, %error, "moving the hints of a replaced node")
+                    }
+                }
+                continue;
+            }
+            if member.metadata.state == NodeState::Left || view.removed.contains(&host) {
+                match self.truncate(Some(host)) {
+                    Ok(removed) => {
+                        tracing::info!(%host, removed, "dropped the hints of a node that left")
+                    }
+                    Err(error) => {
+                        tracing::warn!(%host, %error, "dropping the hints of a node that left")
                     }
                 }
             }
-            MembershipEvent::RingChanged { .. } => {}
         }
     }
 

@@ -23,10 +23,10 @@
 //!   (down, failed or too slow) is kept as a hint and replayed, throttled,
 //!   when the replica is up again.
 //!
-//! # Caveats
-//! - No streaming or pending ranges yet: a fresh node that joins a cluster
-//!   holding data owns its ranges at once without their data (reads at
-//!   `QUORUM` and read repair make up for it over time).
+//! - **Topology changes** ([`topology`]): joins, replacements, decommissions
+//!   and removals announce a pending ring first; writes go to the pending
+//!   replicas too while the ranges are streamed ([`streaming`]: pulled,
+//!   checksummed, throttled, resumable), and only then does the ring change.
 
 #![deny(missing_docs)]
 
@@ -45,7 +45,9 @@ pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
+pub mod streaming;
 pub mod tokens;
+pub mod topology;
 
 pub use config::NodeConfig;
 pub use error::{NodeError, Result};

@@ -13,6 +13,7 @@ use ringstore_proto::v1::admin_server::AdminServer;
 use ringstore_proto::v1::client_server::ClientServer;
 use ringstore_proto::v1::internode_server::InternodeServer;
 use ringstore_proto::v1::schema_server::SchemaServer;
+use ringstore_proto::v1::topology_server::TopologyServer;
 use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -31,7 +32,12 @@ use crate::services::admin::AdminService;
 use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
 use crate::services::schema::SchemaService;
+use crate::services::topology::TopologyService;
+use crate::streaming::registry::Streams;
+use crate::streaming::throttle::StreamThrottle;
+use crate::topology::{bootstrap, saved};
 use crate::{schema_sync, tokens};
+use std::pin::Pin;
 
 /// The largest gRPC message accepted: a 16 MiB value plus its envelope.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -50,6 +56,14 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
+    /// Resolves when the node asks to be stopped: after it has left the
+    /// ring (decommission), or when it could not join it. The caller then
+    /// calls [`RunningNode::shutdown`].
+    pub async fn stop_requested(&self) {
+        let mut requested = self.context.stop_requested.subscribe();
+        let _ = requested.wait_for(|&stop| stop).await;
+    }
+
     /// Stops the node: announces its departure to the cluster, stops serving,
     /// and flushes storage. Waits for all of it.
     pub async fn shutdown(self) -> Result<()> {
@@ -76,6 +90,8 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
     let handoff = Handoff::open(&store, &config.hints)?;
+    let takeovers = saved::saved_takeovers(&store)?;
+    let unfinished_bootstrap = saved::unfinished_bootstrap(&store)?;
 
     let metadata = NodeMetadata {
         host_id: record.host_id,
@@ -89,7 +105,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         client_addr: config.advertised_client_address(),
         internode_addr: config.advertised_internode_address(),
         gossip_addr: config.advertised_gossip_address(),
-        state: if tokens.is_some() {
+        state: if tokens.is_some() && unfinished_bootstrap.is_none() {
             NodeState::Normal
         } else {
             NodeState::Joining
@@ -98,6 +114,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         load_bytes: store.load_bytes().unwrap_or(0),
         schema_version: schema.current().version(),
         software_version: env!("CARGO_PKG_VERSION").to_string(),
+        takeovers,
     };
     let identity = NodeIdentity {
         host_id: record.host_id,
@@ -136,6 +153,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         gossip = %config.gossip_address,
         "node starting"
     );
+    let config_throughput = config.stream_throughput_mib_per_sec;
     let context = Arc::new(NodeContext {
         config,
         host_id: record.host_id,
@@ -148,6 +166,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         clock: TimestampSource::default(),
         handoff,
         started: Instant::now(),
+        stream_throttle: StreamThrottle::new(config_throughput),
+        streams: Streams::default(),
+        operation: tokio::sync::Mutex::new(()),
+        stop_requested: watch::channel(false).0,
     });
 
     let mut tasks = Vec::new();
@@ -159,6 +181,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         )
         .add_service(SchemaServer::new(SchemaService::new(context.clone())))
         .add_service(AdminServer::new(AdminService::new(context.clone())))
+        .add_service(TopologyServer::new(TopologyService::new(context.clone())))
         .serve_with_incoming_shutdown(incoming(client_listener), wait_for(stopped.clone()));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = client_server.await {
@@ -189,12 +212,25 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         Handoff::run(context.clone()),
         stopped.clone(),
     ));
-    if tokens.is_none() {
-        let joining = context.clone();
+    let joining = context.clone();
+    let replace_address = context.config.replace_address.clone();
+    let join: Option<Pin<Box<dyn Future<Output = Result<()>> + Send>>> =
+        match (tokens, unfinished_bootstrap, replace_address) {
+            (None, _, Some(address)) => Some(Box::pin(bootstrap::replace(joining, address))),
+            (None, _, None) => Some(Box::pin(
+                async move { tokens::join(joining).await.map(drop) },
+            )),
+            (Some(_), Some(operation), _) => Some(Box::pin(bootstrap::resume(joining, operation))),
+            (Some(_), None, _) => None,
+        };
+    if let Some(join) = join {
+        let failed = context.clone();
         tasks.push(spawn_until_stopped(
             async move {
-                if let Err(error) = tokens::join(joining).await {
-                    tracing::error!(%error, "could not join the ring");
+                if let Err(error) = join.await {
+                    // A node that cannot take its place must not linger half-joined.
+                    tracing::error!(%error, "could not join the ring; stopping");
+                    failed.stop_requested.send_replace(true);
                 }
             },
             stopped,

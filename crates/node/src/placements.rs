@@ -1,5 +1,5 @@
-//! Per-keyspace replica maps for the current ring, built on first use and
-//! kept until the ring changes.
+//! Per-keyspace replica maps, built on first use and kept while their ring
+//! is current: the ring itself and, during a range movement, the pending ring.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,16 +7,18 @@ use std::sync::{Arc, Mutex};
 use ringstore_placement::{ReplicaMap, ReplicationStrategy, Ring};
 use ringstore_storage::KeyspaceId;
 
-/// A cache of replica maps, one per (keyspace, strategy), for one ring at a time.
+/// How many rings' maps are kept (the current and the pending one).
+const RINGS_KEPT: usize = 2;
+
+/// A cache of replica maps, one per (ring, keyspace, strategy).
 #[derive(Default)]
 pub struct Placements {
     /// Held only to look up or insert, never across an await.
-    cache: Mutex<Cache>,
+    cache: Mutex<Vec<RingMaps>>,
 }
 
-#[derive(Default)]
-struct Cache {
-    ring: Option<Arc<Ring>>,
+struct RingMaps {
+    ring: Arc<Ring>,
     maps: HashMap<(KeyspaceId, ReplicationStrategy), Arc<ReplicaMap>>,
 }
 
@@ -29,11 +31,20 @@ impl Placements {
         strategy: &ReplicationStrategy,
     ) -> Arc<ReplicaMap> {
         let mut cache = self.cache.lock().expect("placement cache lock");
-        if !cache.ring.as_ref().is_some_and(|r| Arc::ptr_eq(r, ring)) {
-            cache.ring = Some(ring.clone());
-            cache.maps.clear();
-        }
-        cache
+        let index = match cache.iter().position(|r| Arc::ptr_eq(&r.ring, ring)) {
+            Some(index) => index,
+            None => {
+                if cache.len() == RINGS_KEPT {
+                    cache.remove(0);
+                }
+                cache.push(RingMaps {
+                    ring: ring.clone(),
+                    maps: HashMap::new(),
+                });
+                cache.len() - 1
+            }
+        };
+        cache[index]
             .maps
             .entry((id, strategy.clone()))
             .or_insert_with(|| Arc::new(ReplicaMap::new(ring.clone(), strategy)))

@@ -8,9 +8,10 @@
 //! until it has reached the cluster through its seeds (unless it is the only
 //! seed), then until gossip has been quiet (no change to its view) for
 //! `ring_delay`, so it has seen who else is joining, and then takes turns in
-//! [`join_order`]: round-robin over racks, by host id within a rack. Once it
-//! has allocated, it saves its tokens and gossips them with state `Normal`,
-//! which is the next node's turn. A node
+//! [`join_order`]: round-robin over racks, by host id within a rack, and
+//! only while no other range movement is under way. Once it has allocated, it
+//! saves its tokens, gossips them (still `Joining`) and bootstraps; when it
+//! turns `Normal` it is the next node's turn. A node
 //! whose turn does not come within a minute (say, a lower node hung)
 //! allocates anyway, with a warning.
 //!
@@ -29,6 +30,8 @@ use ringstore_storage::Store;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::topology::bootstrap::{self, BOOTSTRAP};
+use crate::topology::saved::set_unfinished_bootstrap;
 
 /// The key of the tokens in the storage's system tree.
 const TOKENS_META_KEY: &str = "tokens";
@@ -97,44 +100,44 @@ pub async fn startup_tokens(
 }
 
 /// Waits for this fresh node's turn, allocates balanced tokens against the
-/// ring it sees, saves them and gossips them with state `Normal`; chooses
-/// again if they collided with another node's.
+/// ring it sees, saves them, gossips them as `Joining`, and — once they are
+/// known not to collide with another node's — bootstraps
+/// ([`bootstrap`](crate::topology::bootstrap)): streams the ranges it gains
+/// and turns `Normal`. Chooses again if its tokens collided.
 pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
     let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
     wait_until_connected(&context).await;
     for attempt in 1..=5 {
         wait_until_quiet(&context, ring_delay).await;
         wait_for_turn(&context).await;
+        wait_for_no_movement(&context).await;
         let tokens = allocate(&context)?;
         save_tokens(&context.store, &tokens).await?;
+        set_unfinished_bootstrap(&context.store, Some(BOOTSTRAP)).await?;
         let gossiped = tokens.clone();
         context
             .membership
-            .update_local(move |m| {
-                m.tokens = gossiped;
-                m.state = NodeState::Normal;
-            })
+            .update_local(move |m| m.tokens = gossiped)
             .await?;
         tokio::time::sleep(ring_delay).await;
-        let owned = context.view().ring.tokens_of(context.host_id);
-        if owned.len() == tokens.len() {
-            tracing::info!(
-                count = tokens.len(),
-                "chose balanced tokens and joined the ring"
-            );
+        let owned = context
+            .view()
+            .pending_ring
+            .as_ref()
+            .map_or(0, |ring| ring.tokens_of(context.host_id).len());
+        if owned == tokens.len() {
+            tracing::info!(count = tokens.len(), "chose balanced tokens; bootstrapping");
+            bootstrap::stream_and_complete(&context, BOOTSTRAP).await?;
             return Ok(tokens);
         }
         tracing::warn!(
             attempt,
-            lost = tokens.len() - owned.len(),
+            lost = tokens.len() - owned,
             "some chosen tokens were already taken by another node; choosing again"
         );
         context
             .membership
-            .update_local(|m| {
-                m.tokens.clear();
-                m.state = NodeState::Joining;
-            })
+            .update_local(|m| m.tokens.clear())
             .await?;
     }
     Err(NodeError::Internal(
@@ -142,9 +145,22 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
     ))
 }
 
+/// Waits until no other range movement is under way (one at a time).
+pub(crate) async fn wait_for_no_movement(context: &NodeContext) {
+    let mut views = context.membership.watch_view();
+    loop {
+        let movements = context.view().movements();
+        if movements.is_empty() {
+            return;
+        }
+        tracing::info!(?movements, "waiting for another range movement to finish");
+        let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
+    }
+}
+
 /// Waits until gossip has reached another node, unless this node is its own
 /// only seed (it starts a new cluster).
-async fn wait_until_connected(context: &NodeContext) {
+pub(crate) async fn wait_until_connected(context: &NodeContext) {
     let own = context.config.advertised_gossip_address();
     if context.config.seeds.iter().all(|&seed| seed == own) {
         return;
@@ -312,6 +328,7 @@ mod tests {
                 load_bytes: 0,
                 schema_version: uuid::Uuid::nil(),
                 software_version: "t".into(),
+                takeovers: Default::default(),
             }),
             liveness: Liveness::Up,
         }
@@ -334,6 +351,8 @@ mod tests {
                 .collect(),
             ring: Arc::new(Ring::empty(0)),
             joining: BTreeMap::new(),
+            pending_ring: None,
+            removed: Default::default(),
         };
         let order: Vec<u128> = join_order(&view)
             .into_iter()

@@ -109,6 +109,27 @@ impl MovementPlan {
             .iter()
             .filter(move |m| m.losing.contains(&host))
     }
+
+    /// What `host` must fetch: every range it gains, with the replicas to
+    /// fetch it from in order of preference — the replicas that lose the
+    /// range first (the one source sure to hold every write acknowledged
+    /// under the old placement), then the range's other current replicas
+    /// (for when the losing one is down), never `host` itself.
+    pub fn fetches_for(&self, host: HostId) -> Vec<(TokenRange, Vec<HostId>)> {
+        self.gained_by(host)
+            .map(|m| {
+                let staying = m.before.iter().filter(|h| !m.losing.contains(h));
+                let sources = m
+                    .losing
+                    .iter()
+                    .chain(staying)
+                    .copied()
+                    .filter(|&h| h != host)
+                    .collect();
+                (m.range, sources)
+            })
+            .collect()
+    }
 }
 
 fn same_set(a: &[HostId], b: &[HostId]) -> bool {
@@ -144,6 +165,38 @@ mod tests {
             Location::new("dc1", "r1"),
             tokens.iter().copied().map(Token).collect(),
         )
+    }
+
+    #[test]
+    fn a_joining_node_fetches_from_the_replica_losing_each_range_first() {
+        let before = map(
+            vec![member(1, &[100]), member(2, &[200]), member(3, &[300])],
+            2,
+        );
+        let after = map(
+            vec![
+                member(1, &[100]),
+                member(2, &[200]),
+                member(3, &[300]),
+                member(4, &[150]),
+            ],
+            2,
+        );
+        let plan = MovementPlan::between(&before, &after);
+        let joiner = HostId::from_u128(4);
+        let fetches = plan.fetches_for(joiner);
+        assert!(!fetches.is_empty());
+        for (range, sources) in &fetches {
+            let movement = plan
+                .movements
+                .iter()
+                .find(|m| m.range == *range)
+                .expect("a planned range");
+            assert_eq!(sources[0], movement.losing[0], "the losing replica first");
+            assert!(!sources.contains(&joiner));
+            assert_eq!(sources.len(), movement.before.len());
+        }
+        assert!(plan.fetches_for(HostId::from_u128(1)).is_empty());
     }
 
     fn map(members: Vec<RingMember>, rf: u32) -> ReplicaMap {

@@ -181,6 +181,23 @@ impl Store {
         Ok(Scan::new(self.data_tree(ks)?, range))
     }
 
+    /// Removes the cells of `keys` from `ks` outright — no tombstone, so
+    /// only for data this node no longer replicates (cleanup). Durable on
+    /// return, whatever the mode. How many cells were there.
+    pub async fn purge(&self, ks: KeyspaceId, keys: &[Vec<u8>]) -> Result<usize> {
+        let (removed, ticket) = self.write(|| {
+            let tree = self.data_tree(ks)?;
+            let mut removed = 0;
+            for key in keys {
+                let data_key = encode_data_key(token_of(key)?, key);
+                removed += usize::from(tree.remove(&data_key)?.is_some());
+            }
+            Ok(removed)
+        })?;
+        self.inner.group.wait(ticket).await?;
+        Ok(removed)
+    }
+
     /// Deletes every cell of `ks` and retires its id: later reads and writes of
     /// `ks` through this store fail with [`StorageError::KeyspaceDropped`].
     /// Durable on return, whatever the mode. Whether there was a tree to drop.

@@ -288,3 +288,18 @@ proptest! {
         prop_assert_eq!(scanned, expected);
     }
 }
+
+#[tokio::test]
+async fn purge_removes_cells_outright_without_tombstones() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"a", live(1, b"x")).await.unwrap();
+    store.apply(ks, b"b", live(1, b"y")).await.unwrap();
+    let removed = store
+        .purge(ks, &[b"a".to_vec(), b"missing".to_vec()])
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(store.read(ks, b"a").unwrap(), None, "no tombstone is left");
+    assert_eq!(store.read(ks, b"b").unwrap(), Some(live(1, b"y")));
+}

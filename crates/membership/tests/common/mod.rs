@@ -40,6 +40,7 @@ pub fn metadata(i: usize, tokens: usize, cluster: &str) -> NodeMetadata {
         load_bytes: 0,
         schema_version: uuid::Uuid::nil(),
         software_version: "test".into(),
+        takeovers: Default::default(),
     }
 }
 

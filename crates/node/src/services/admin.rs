@@ -24,12 +24,13 @@ impl AdminService {
         AdminService { context }
     }
 
-    /// Every member but those that left, with `ownership` per host.
+    /// Every member but those that left or were removed, with `ownership` per host.
     fn nodes(&self, view: &ClusterView, ownership: &BTreeMap<HostId, f64>) -> Vec<pb::NodeStatus> {
         let mut nodes: Vec<pb::NodeStatus> = view
             .members
             .values()
             .filter(|m| m.metadata.state != NodeState::Left)
+            .filter(|m| !view.removed.contains(&m.metadata.host_id))
             .map(|m| {
                 node_status(
                     m,

@@ -1,11 +1,21 @@
-//! The `Internode` service: replica reads and writes, and schema exchange.
+//! The `Internode` service: replica reads and writes, schema exchange,
+//! range streaming, and hints handed over by a leaving node.
 
 use std::sync::Arc;
 
+use ringstore_hints::Hint;
+use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
 use ringstore_replication::Digest;
+use ringstore_storage::Timestamp;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+
+use crate::streaming::checkpoint::Checkpoints;
+use crate::streaming::estimate::estimate_range;
+use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
+use crate::streaming::source::send_range;
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
@@ -108,5 +118,111 @@ impl Internode for InternodeService {
         _: Request<pb::PullSchemaRequest>,
     ) -> Result<Response<pb::SchemaSnapshot>, Status> {
         Ok(Response::new(snapshot_of(&self.context.schema.current())))
+    }
+
+    type StreamRangeStream = ReceiverStream<Result<pb::StreamChunk, Status>>;
+
+    async fn stream_range(
+        &self,
+        request: Request<pb::StreamRangeRequest>,
+    ) -> Result<Response<Self::StreamRangeStream>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let range = range_from_pb(request.range)?;
+        let peer = request.requester_host_id.parse().ok().map(HostId);
+        let operation = match request.operation.split(':').next() {
+            Some(kind) if !kind.is_empty() => kind.to_string(),
+            _ => "stream".to_string(),
+        };
+        let chunks = send_range(self.context.clone(), keyspace, range, peer, operation);
+        Ok(Response::new(ReceiverStream::new(chunks)))
+    }
+
+    async fn fetch_ranges(
+        &self,
+        request: Request<pb::FetchRangesRequest>,
+    ) -> Result<Response<pb::FetchRangesResponse>, Status> {
+        let request = request.into_inner();
+        if request.operation.is_empty() || request.operation.len() > 200 {
+            return Err(NodeError::InvalidArgument(
+                "an operation name of 1 to 200 bytes is required".into(),
+            )
+            .into());
+        }
+        let mut fetches = Vec::with_capacity(request.ranges.len());
+        for fetch in request.ranges {
+            let sources = fetch
+                .sources
+                .iter()
+                .map(|s| {
+                    s.parse().map(HostId).map_err(|_| {
+                        NodeError::InvalidArgument(format!("source {s:?} is not a host id"))
+                    })
+                })
+                .collect::<Result<Vec<HostId>>>()?;
+            fetches.push(RangeFetch {
+                keyspace: self.live_keyspace(&fetch.keyspace_id)?,
+                range: range_from_pb(fetch.range)?,
+                sources,
+            });
+        }
+        let totals = fetch_ranges(&self.context, &request.operation, fetches).await?;
+        Checkpoints::load(&self.context.store, &request.operation)?
+            .clear()
+            .await?;
+        Ok(Response::new(pb::FetchRangesResponse {
+            bytes: totals.bytes,
+            entries: totals.entries,
+        }))
+    }
+
+    async fn range_stats(
+        &self,
+        request: Request<pb::RangeStatsRequest>,
+    ) -> Result<Response<pb::RangeStatsResponse>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let mut ranges = Vec::with_capacity(request.ranges.len());
+        for range in request.ranges {
+            let estimate =
+                estimate_range(&self.context.store, keyspace, range_from_pb(Some(range))?)?;
+            ranges.push(pb::RangeStats {
+                estimated_bytes: estimate.bytes,
+                estimated_keys: estimate.keys,
+            });
+        }
+        Ok(Response::new(pb::RangeStatsResponse { ranges }))
+    }
+
+    async fn take_hints(
+        &self,
+        request: Request<pb::TakeHintsRequest>,
+    ) -> Result<Response<pb::TakeHintsResponse>, Status> {
+        let mut hints = Vec::new();
+        for hint in request.into_inner().hints {
+            let target = hint.target_host_id.parse().map(HostId).map_err(|_| {
+                NodeError::InvalidArgument(format!(
+                    "hint target {:?} is not a host id",
+                    hint.target_host_id
+                ))
+            })?;
+            check_key(&hint.key)?;
+            let cell = hint
+                .cell
+                .ok_or_else(|| NodeError::InvalidArgument("hint without a cell".into()))?;
+            hints.push(Hint {
+                target,
+                keyspace: keyspace_id_from_pb(&hint.keyspace_id)?,
+                key: hint.key,
+                cell: cell_from_pb(cell),
+                created_at: Timestamp(hint.created_at_micros),
+            });
+        }
+        let stored = self
+            .context
+            .handoff
+            .take(&self.context.store, &hints)
+            .await?;
+        Ok(Response::new(pb::TakeHintsResponse { stored }))
     }
 }

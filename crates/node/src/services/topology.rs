@@ -1,0 +1,222 @@
+//! The `Topology` service: decommission, removenode, cleanup, netstats, the
+//! stream throttle, and movement plans.
+
+use std::sync::Arc;
+
+use ringstore_placement::{HostId, Location};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::topology_server::Topology;
+use tonic::{Request, Response, Status};
+
+use crate::context::NodeContext;
+use crate::error::NodeError;
+use crate::streaming::registry::SessionState;
+use crate::topology::preview::{Change, preview};
+use crate::topology::{cleanup, decommission, removenode};
+
+/// Serves `Topology` from a node's context.
+pub struct TopologyService {
+    context: Arc<NodeContext>,
+}
+
+impl TopologyService {
+    /// The service of `context`'s node.
+    pub fn new(context: Arc<NodeContext>) -> TopologyService {
+        TopologyService { context }
+    }
+}
+
+fn host_id(text: &str) -> Result<HostId, NodeError> {
+    text.parse()
+        .map(HostId)
+        .map_err(|_| NodeError::InvalidArgument(format!("{text:?} is not a host id (a UUID)")))
+}
+
+#[tonic::async_trait]
+impl Topology for TopologyService {
+    async fn decommission(
+        &self,
+        _: Request<pb::DecommissionRequest>,
+    ) -> Result<Response<pb::DecommissionResponse>, Status> {
+        let done = decommission::decommission(&self.context).await?;
+        Ok(Response::new(pb::DecommissionResponse {
+            ranges_streamed: done.streamed.ranges,
+            bytes_streamed: done.streamed.bytes,
+            hints_handed_off: done.hints_handed_off,
+        }))
+    }
+
+    async fn remove_node(
+        &self,
+        request: Request<pb::RemoveNodeRequest>,
+    ) -> Result<Response<pb::RemoveNodeResponse>, Status> {
+        let dead = host_id(&request.into_inner().host_id)?;
+        let totals = removenode::removenode(&self.context, dead).await?;
+        Ok(Response::new(pb::RemoveNodeResponse {
+            ranges_streamed: totals.ranges,
+            bytes_streamed: totals.bytes,
+        }))
+    }
+
+    async fn cleanup(
+        &self,
+        request: Request<pb::CleanupRequest>,
+    ) -> Result<Response<pb::CleanupResponse>, Status> {
+        let keyspace = request.into_inner().keyspace;
+        let keyspace = (!keyspace.is_empty()).then_some(keyspace.as_str());
+        let cleaned = cleanup::cleanup(&self.context, keyspace).await?;
+        Ok(Response::new(pb::CleanupResponse {
+            keyspaces: cleaned
+                .into_iter()
+                .map(|c| pb::CleanupKeyspace {
+                    keyspace: c.keyspace,
+                    keys_removed: c.keys_removed,
+                    bytes_removed: c.bytes_removed,
+                    keys_kept: c.keys_kept,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn net_stats(
+        &self,
+        _: Request<pb::NetStatsRequest>,
+    ) -> Result<Response<pb::NetStatsResponse>, Status> {
+        let view = self.context.view();
+        let mode = view
+            .member(self.context.host_id)
+            .map(|m| m.metadata.state.to_string().to_uppercase())
+            .unwrap_or_default();
+        let streams = self
+            .context
+            .streams
+            .snapshot()
+            .into_iter()
+            .map(|s| pb::StreamProgress {
+                eta_seconds: s.eta_seconds(),
+                operation: s.info.operation,
+                direction: s.info.direction.as_str().into(),
+                peer_host_id: s.info.peer.to_string(),
+                peer_address: s
+                    .info
+                    .peer_address
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+                keyspace: s.info.keyspace,
+                ranges_done: s.ranges_done,
+                ranges_total: s.info.ranges_total,
+                bytes_done: s.bytes_done,
+                bytes_total: s.info.bytes_total,
+                bytes_per_second: s.bytes_per_second,
+                state: match s.state {
+                    SessionState::Running => "running".into(),
+                    SessionState::Done => "done".into(),
+                    SessionState::Failed(reason) => format!("failed: {reason}"),
+                },
+            })
+            .collect();
+        Ok(Response::new(pb::NetStatsResponse {
+            mode,
+            streams,
+            stream_throughput_mib_per_sec: self.context.stream_throttle.mib_per_sec(),
+        }))
+    }
+
+    async fn set_stream_throughput(
+        &self,
+        request: Request<pb::SetStreamThroughputRequest>,
+    ) -> Result<Response<pb::SetStreamThroughputResponse>, Status> {
+        let mib = request.into_inner().mib_per_sec;
+        if mib > 1 << 20 {
+            return Err(NodeError::InvalidArgument(format!(
+                "{mib} MiB/s is beyond any network; use 0 for unthrottled"
+            ))
+            .into());
+        }
+        let previous = self.context.stream_throttle.set_mib_per_sec(mib);
+        tracing::info!(previous, now = mib, "stream throughput changed (MiB/s)");
+        Ok(Response::new(pb::SetStreamThroughputResponse {
+            previous_mib_per_sec: previous,
+        }))
+    }
+
+    async fn plan(
+        &self,
+        request: Request<pb::PlanRequest>,
+    ) -> Result<Response<pb::PlanResponse>, Status> {
+        let change = match request.into_inner().change {
+            Some(pb::plan_request::Change::Join(join)) => {
+                if join.datacenter.is_empty() || join.rack.is_empty() {
+                    return Err(NodeError::InvalidArgument(
+                        "a join plan needs a data center and a rack".into(),
+                    )
+                    .into());
+                }
+                let num_tokens = if join.num_tokens == 0 {
+                    self.context.config.num_tokens
+                } else {
+                    join.num_tokens
+                };
+                if num_tokens > 1024 {
+                    return Err(NodeError::InvalidArgument(format!(
+                        "num_tokens {num_tokens} is out of range (1 to 1024)"
+                    ))
+                    .into());
+                }
+                Change::Join {
+                    location: Location::new(join.datacenter.as_str(), join.rack.as_str()),
+                    num_tokens,
+                }
+            }
+            Some(pb::plan_request::Change::Decommission(host)) => {
+                Change::Decommission(host_id(&host)?)
+            }
+            Some(pb::plan_request::Change::Removenode(host)) => Change::Removenode(host_id(&host)?),
+            None => {
+                return Err(NodeError::InvalidArgument(
+                    "say which change to plan: join, decommission or removenode".into(),
+                )
+                .into());
+            }
+        };
+        let plan = preview(&self.context, &change).await?;
+        let throughput = self.context.stream_throttle.mib_per_sec();
+        let view = self.context.view();
+        let address = |host: HostId| {
+            view.member(host)
+                .map(|m| m.metadata.client_addr.to_string())
+                .unwrap_or_else(|| "new".into())
+        };
+        Ok(Response::new(pb::PlanResponse {
+            description: plan.description.clone(),
+            estimated_bytes: plan.estimated_bytes(),
+            estimated_seconds: plan.estimated_seconds(throughput),
+            stream_throughput_mib_per_sec: throughput,
+            replica_fraction_moved: plan.replica_fraction_moved,
+            primary_fraction_moved: plan.primary_fraction_moved,
+            ranges: plan
+                .ranges
+                .iter()
+                .map(|r| pb::PlannedRange {
+                    keyspace: r.keyspace.clone(),
+                    start_token: r.range.start.0,
+                    end_token: r.range.end.0,
+                    source: r.source.to_string(),
+                    target: r.target.to_string(),
+                    estimated_bytes: r.estimated_bytes,
+                })
+                .collect(),
+            ownership: plan
+                .ownership
+                .iter()
+                .map(|o| pb::PlannedOwnership {
+                    host_id: o.host.to_string(),
+                    address: address(o.host),
+                    keyspace: o.keyspace.clone(),
+                    before: o.before,
+                    after: o.after,
+                })
+                .collect(),
+        }))
+    }
+}

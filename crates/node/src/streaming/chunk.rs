@@ -1,0 +1,176 @@
+//! Stream chunks: bounded groups of cells, cut only between tokens, with
+//! their checksums. Pure.
+
+use ringstore_placement::Token;
+use ringstore_storage::Cell;
+
+/// The size of a cell on the wire for streaming purposes: its key and its
+/// encoded cell. `plan` estimates and `netstats` counts in this unit.
+pub fn entry_bytes(key: &[u8], cell: &Cell) -> u64 {
+    (key.len() + cell.encode().len()) as u64
+}
+
+/// A running CRC-32 over stream entries (key length, key, encoded cell).
+#[derive(Clone, Default)]
+pub struct EntryChecksum {
+    hasher: crc32fast::Hasher,
+    entries: u64,
+}
+
+impl EntryChecksum {
+    /// Adds one entry.
+    pub fn add(&mut self, key: &[u8], cell: &Cell) {
+        self.hasher.update(&(key.len() as u32).to_le_bytes());
+        self.hasher.update(key);
+        self.hasher.update(&cell.encode());
+        self.entries += 1;
+    }
+
+    /// The entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// The checksum of the entries added so far.
+    pub fn value(&self) -> u32 {
+        self.hasher.clone().finalize()
+    }
+
+    /// The checksum of `entries`.
+    pub fn of<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a Cell)>) -> u32 {
+        let mut sum = EntryChecksum::default();
+        for (key, cell) in entries {
+            sum.add(key, cell);
+        }
+        sum.value()
+    }
+}
+
+/// A chunk ready to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunk {
+    /// Keys and cells, in token order.
+    pub entries: Vec<(Vec<u8>, Cell)>,
+    /// The token of the last entry: everything up to it has been sent.
+    pub last_token: Token,
+    /// The entries' size ([`entry_bytes`]).
+    pub bytes: u64,
+}
+
+impl Chunk {
+    /// The chunk's checksum.
+    pub fn checksum(&self) -> u32 {
+        EntryChecksum::of(self.entries.iter().map(|(k, c)| (k.as_slice(), c)))
+    }
+}
+
+/// Groups token-ordered entries into chunks of about `max_bytes` (a chunk
+/// ends at the first token boundary at or past the limit; one entry larger
+/// than the limit makes a chunk of its own).
+pub struct Chunker {
+    max_bytes: u64,
+    current: Vec<(Vec<u8>, Cell)>,
+    bytes: u64,
+    last_token: Option<Token>,
+}
+
+impl Chunker {
+    /// A chunker of `max_bytes` chunks.
+    pub fn new(max_bytes: u64) -> Chunker {
+        Chunker {
+            max_bytes,
+            current: Vec::new(),
+            bytes: 0,
+            last_token: None,
+        }
+    }
+
+    /// Adds the next entry; returns a full chunk when this entry starts a new one.
+    pub fn push(&mut self, token: Token, key: Vec<u8>, cell: Cell) -> Option<Chunk> {
+        let full = self.bytes >= self.max_bytes && self.last_token != Some(token);
+        let ready = if full { self.take() } else { None };
+        self.bytes += entry_bytes(&key, &cell);
+        self.current.push((key, cell));
+        self.last_token = Some(token);
+        ready
+    }
+
+    /// The last, partial chunk, if any entries are left.
+    pub fn finish(mut self) -> Option<Chunk> {
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<Chunk> {
+        let last_token = self.last_token?;
+        if self.current.is_empty() {
+            return None;
+        }
+        let chunk = Chunk {
+            entries: std::mem::take(&mut self.current),
+            last_token,
+            bytes: self.bytes,
+        };
+        self.bytes = 0;
+        Some(chunk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringstore_storage::Timestamp;
+
+    fn cell(n: usize) -> Cell {
+        Cell::live(Timestamp(1), vec![7; n], None)
+    }
+
+    #[test]
+    fn chunks_are_bounded_and_never_split_a_token() {
+        let mut chunker = Chunker::new(100);
+        let mut chunks = Vec::new();
+        // Tokens 0..20, two keys per token, 30-byte values.
+        for t in 0..20i64 {
+            for k in 0..2u8 {
+                chunks.extend(chunker.push(Token(t), vec![k, t as u8], cell(30)));
+            }
+        }
+        chunks.extend(chunker.finish());
+        let total: usize = chunks.iter().map(|c| c.entries.len()).sum();
+        assert_eq!(total, 40);
+        for chunk in &chunks {
+            assert!(
+                chunk.bytes < 100 + 2 * entry_bytes(&[0, 0], &cell(30)),
+                "{}",
+                chunk.bytes
+            );
+            // Both keys of the last token are in the chunk.
+            let last = chunk.last_token.0 as u8;
+            let of_last = chunk.entries.iter().filter(|(k, _)| k[1] == last).count();
+            assert_eq!(of_last, 2, "a token's cells stay together");
+        }
+        assert!(chunks.len() > 5);
+    }
+
+    #[test]
+    fn an_oversized_entry_is_a_chunk_of_its_own() {
+        let mut chunker = Chunker::new(10);
+        assert!(chunker.push(Token(1), b"a".to_vec(), cell(100)).is_none());
+        let first = chunker.push(Token(2), b"b".to_vec(), cell(1)).unwrap();
+        assert_eq!(first.entries.len(), 1);
+        assert_eq!(chunker.finish().unwrap().last_token, Token(2));
+    }
+
+    #[test]
+    fn the_checksum_sees_every_byte_and_the_order() {
+        let a = (b"a".to_vec(), cell(3));
+        let b = (b"b".to_vec(), cell(3));
+        let sum = |entries: &[(Vec<u8>, Cell)]| {
+            EntryChecksum::of(entries.iter().map(|(k, c)| (k.as_slice(), c)))
+        };
+        let ab = sum(&[a.clone(), b.clone()]);
+        assert_ne!(ab, sum(&[b.clone(), a.clone()]));
+        let mut changed = b.clone();
+        changed.1 = Cell::live(Timestamp(2), vec![7; 3], None);
+        assert_ne!(ab, sum(&[a, changed]));
+    }
+}

@@ -1,0 +1,115 @@
+//! The sending side: a range's cells in token order, as throttled chunks.
+
+use std::sync::Arc;
+
+use ringstore_placement::{HostId, TokenRange};
+use ringstore_proto::v1 as pb;
+use ringstore_storage::KeyspaceId;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use crate::context::NodeContext;
+use crate::convert::cell_to_pb;
+use crate::error::NodeError;
+use crate::streaming::chunk::{Chunk, Chunker, EntryChecksum};
+use crate::streaming::registry::{Direction, SessionInfo};
+
+/// The most a chunk holds (it may exceed this by the cells of one token).
+pub const CHUNK_BYTES: u64 = 256 * 1024;
+
+/// Starts sending `range` of `keyspace` to `peer` (who asked for it):
+/// returns the receiving end of the chunks, which a task fills, throttled.
+/// The task stops when the receiver goes away.
+pub fn send_range(
+    context: Arc<NodeContext>,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    peer: Option<HostId>,
+    operation: String,
+) -> mpsc::Receiver<Result<pb::StreamChunk, Status>> {
+    let (sender, receiver) = mpsc::channel(2);
+    tokio::spawn(async move {
+        let session = context.streams.open(SessionInfo {
+            operation,
+            direction: Direction::Sending,
+            peer: peer.unwrap_or(HostId::from_u128(0)),
+            peer_address: peer
+                .and_then(|p| context.view().member(p).map(|m| m.metadata.client_addr)),
+            keyspace: context.keyspace_name(keyspace),
+            ranges_total: 1,
+            bytes_total: 0,
+        });
+        let outcome = stream(&context, keyspace, range, &sender, &session).await;
+        if let Err(error) = &outcome {
+            tracing::debug!(%range, %error, "stopped sending a range");
+            let _ = sender
+                .send(Err(Status::from(NodeError::Internal(error.clone()))))
+                .await;
+        } else {
+            session.range_done();
+        }
+        session.finish(outcome);
+    });
+    receiver
+}
+
+async fn stream(
+    context: &NodeContext,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
+    session: &crate::streaming::registry::Session,
+) -> Result<(), String> {
+    let scan = context
+        .store
+        .scan(keyspace, range)
+        .map_err(|e| e.to_string())?;
+    let mut chunker = Chunker::new(CHUNK_BYTES);
+    let mut total = EntryChecksum::default();
+    let send = |chunk: Chunk| async move {
+        context.stream_throttle.acquire(chunk.bytes).await;
+        let message = pb::StreamChunk {
+            checksum: chunk.checksum(),
+            last_token: chunk.last_token.0,
+            entries: chunk
+                .entries
+                .iter()
+                .map(|(key, cell)| pb::StreamEntry {
+                    key: key.clone(),
+                    cell: Some(cell_to_pb(cell)),
+                })
+                .collect(),
+            last: false,
+            total_entries: 0,
+            total_checksum: 0,
+        };
+        sender
+            .send(Ok(message))
+            .await
+            .map_err(|_| "the receiver went away".to_string())?;
+        session.add_bytes(chunk.bytes);
+        Ok::<(), String>(())
+    };
+    for entry in scan {
+        let (token, key, cell) = entry.map_err(|e| e.to_string())?;
+        total.add(&key, &cell);
+        if let Some(chunk) = chunker.push(token, key, cell) {
+            send(chunk).await?;
+        }
+    }
+    if let Some(chunk) = chunker.finish() {
+        send(chunk).await?;
+    }
+    let end = pb::StreamChunk {
+        entries: Vec::new(),
+        checksum: EntryChecksum::default().value(),
+        last_token: range.end.0,
+        last: true,
+        total_entries: total.entries(),
+        total_checksum: total.value(),
+    };
+    sender
+        .send(Ok(end))
+        .await
+        .map_err(|_| "the receiver went away".to_string())
+}

@@ -1,0 +1,181 @@
+//! Bootstrap and replacement: a node announced as `Joining` with its tokens
+//! streams every range it gains, then announces `Normal`.
+//!
+//! A fresh node's tokens come from [`tokens::join`](crate::tokens::join)
+//! (balanced allocation or `initial_token`); a replacement takes the dead
+//! node's tokens ([`replace`]). Either way the tokens and the operation's
+//! name are saved before anything is gossiped, so a node restarted mid-way
+//! comes back `Joining` and resumes from its stream checkpoints
+//! ([`resume`]).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_membership::{Liveness, NodeState, Takeovers};
+use ringstore_placement::HostId;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::streaming::checkpoint::Checkpoints;
+use crate::streaming::fetch::fetch_ranges;
+use crate::tokens::{save_tokens, wait_until_connected};
+use crate::topology::saved::{save_takeovers, set_unfinished_bootstrap};
+use crate::topology::{transfers, wait_ring_delay};
+
+/// The operation name of a fresh node's bootstrap.
+pub const BOOTSTRAP: &str = "bootstrap";
+/// How long a joining node waits for its schema to match the cluster's.
+const SCHEMA_PATIENCE: Duration = Duration::from_secs(30);
+/// How long a replacement looks for the node it replaces in gossip.
+const FIND_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Streams the ranges this `Joining` node gains (its tokens gossiped at least
+/// `ring_delay` ago), then announces `Normal` and forgets the checkpoints.
+pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) -> Result<()> {
+    wait_for_schema(context).await;
+    let view = context.view();
+    let replaced = view
+        .member(context.host_id)
+        .and_then(|m| m.metadata.takeovers.replaces);
+    let pending = view.pending_ring.clone().ok_or_else(|| {
+        NodeError::Internal("joining, but gossip shows no pending ring yet".into())
+    })?;
+    let unavailable: Vec<HostId> = replaced.into_iter().collect();
+    let fetches = transfers(context, &view.ring, &pending, &unavailable)
+        .remove(&context.host_id)
+        .unwrap_or_default();
+    let ranges = fetches.len();
+    let totals = fetch_ranges(context, operation, fetches).await?;
+    tracing::info!(
+        operation,
+        ranges,
+        bytes = totals.bytes,
+        cells = totals.entries,
+        "streamed every gained range; joining the ring"
+    );
+    Checkpoints::load(&context.store, operation)?
+        .clear()
+        .await?;
+    set_unfinished_bootstrap(&context.store, None).await?;
+    context
+        .membership
+        .update_local(|m| m.state = NodeState::Normal)
+        .await?;
+    Ok(())
+}
+
+/// Resumes a bootstrap this node was running when it stopped: it starts
+/// `Joining` with its saved tokens, so it only has to wait for gossip and
+/// stream what its checkpoints do not cover.
+pub async fn resume(context: Arc<NodeContext>, operation: String) -> Result<()> {
+    tracing::info!(operation, "resuming an unfinished bootstrap");
+    wait_until_connected(&context).await;
+    wait_ring_delay(&context).await;
+    stream_and_complete(&context, &operation).await
+}
+
+/// Replaces the dead node that `address` names (a host id, or an IP address
+/// it used): takes over its tokens as `Joining`, streams its ranges from the
+/// surviving replicas, and turns `Normal`; the dead node is then out of the
+/// ring for good.
+pub async fn replace(context: Arc<NodeContext>, address: String) -> Result<()> {
+    wait_until_connected(&context).await;
+    let dead = find_replaced(&context, &address).await?;
+    let view = context.view();
+    let tokens = view.ring.tokens_of(dead);
+    if tokens.is_empty() {
+        return Err(NodeError::FailedPrecondition(format!(
+            "node {dead} ({address}) owns no tokens: there is nothing to replace"
+        )));
+    }
+    crate::tokens::wait_for_no_movement(&context).await;
+    let operation = format!("replace:{dead}");
+    save_tokens(&context.store, &tokens).await?;
+    let takeovers = Takeovers {
+        replaces: Some(dead),
+        ..Takeovers::default()
+    };
+    save_takeovers(&context.store, &takeovers).await?;
+    set_unfinished_bootstrap(&context.store, Some(&operation)).await?;
+    tracing::info!(%dead, tokens = tokens.len(), "replacing a dead node");
+    context
+        .membership
+        .update_local(move |m| {
+            m.tokens = tokens;
+            m.state = NodeState::Joining;
+            m.takeovers = takeovers;
+        })
+        .await?;
+    wait_ring_delay(&context).await;
+    stream_and_complete(&context, &operation).await
+}
+
+/// The member `address` names, once gossip knows it; it must be down.
+async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
+    let by_id = address.parse::<uuid::Uuid>().ok().map(HostId);
+    let by_ip = address
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| address.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()));
+    if by_id.is_none() && by_ip.is_none() {
+        return Err(NodeError::InvalidArgument(format!(
+            "replace_address {address:?} is neither a host id nor an IP address"
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + FIND_PATIENCE;
+    loop {
+        let view = context.view();
+        let found = view.members.values().find(|m| {
+            let md = &m.metadata;
+            md.host_id != context.host_id
+                && (Some(md.host_id) == by_id
+                    || by_ip.is_some_and(|ip| {
+                        [md.client_addr, md.internode_addr, md.gossip_addr]
+                            .iter()
+                            .any(|a| a.ip() == ip)
+                    }))
+        });
+        match found {
+            Some(member) if member.liveness == Liveness::Down => {
+                return Ok(member.metadata.host_id);
+            }
+            Some(member) if tokio::time::Instant::now() >= deadline => {
+                return Err(NodeError::FailedPrecondition(format!(
+                    "node {} ({address}) is up: only a dead node can be replaced",
+                    member.metadata.host_id
+                )));
+            }
+            None if tokio::time::Instant::now() >= deadline => {
+                return Err(NodeError::FailedPrecondition(format!(
+                    "no node {address} is known to the cluster: nothing to replace"
+                )));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Waits (boundedly) until every live member gossips this node's schema
+/// version, so the keyspaces to stream are known.
+async fn wait_for_schema(context: &NodeContext) {
+    let deadline = tokio::time::Instant::now() + SCHEMA_PATIENCE;
+    loop {
+        let mine = context.schema.current().version();
+        let view = context.view();
+        let lagging = view
+            .up_members()
+            .filter(|m| m.metadata.host_id != context.host_id)
+            .any(|m| m.metadata.schema_version != mine);
+        if !lagging {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                "the schema still differs from other nodes'; streaming the keyspaces known here"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

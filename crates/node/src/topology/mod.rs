@@ -1,0 +1,130 @@
+//! Topology changes: bootstrap, replace, decommission, removenode, cleanup,
+//! and the movement plans that preview them.
+//!
+//! # Design
+//! A change is announced in gossip before any data moves: the joining node
+//! gossips `Joining` with its tokens (a replacement also names the node it
+//! replaces), a leaving node `Leaving`, a node running `removenode` the dead
+//! node it is removing. From that metadata every node derives the same
+//! *pending ring* ([`ClusterView::pending_ring`](ringstore_membership::ClusterView)),
+//! and coordinators send each write to the key's pending replicas too,
+//! waiting for one more ack per pending replica (see
+//! [`coordinator`](crate::coordinator)). After `ring_delay`, by which time
+//! every coordinator has seen the announcement, the ranges move
+//! ([`transfers`]): each receiver pulls each range it gains from the replica
+//! that loses it ([`streaming`](crate::streaming)). Only then does the
+//! change complete in gossip (`Normal`, `Left`, removed), and the pending
+//! ring becomes the ring. A write acknowledged at any point is therefore on
+//! the old replicas (and streamed) or on the new ones (written directly).
+//!
+//! One range movement at a time: a node does not start one while gossip
+//! shows another under way ([`ClusterView::movements`](ringstore_membership::ClusterView::movements));
+//! a joining node waits its turn, `decommission` and `removenode` are
+//! refused with the movement that is in the way.
+//!
+//! # Caveats
+//! - Two nodes starting a movement within one gossip round of each other may
+//!   both proceed; the placement stays consistent (both pending sets are
+//!   written), but the estimate of each is off.
+//! - A node that dies while it joins or leaves stays so in gossip; restart
+//!   it (it resumes) or remove it.
+
+pub mod bootstrap;
+pub mod cleanup;
+pub mod decommission;
+pub mod preview;
+pub mod removenode;
+pub mod saved;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_placement::{HostId, MovementPlan, ReplicaMap, ReplicationStrategy, Ring};
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::streaming::fetch::RangeFetch;
+
+/// What each receiving node must fetch for the ring to go from `before` to
+/// `after`, over every keyspace: per receiver, its ranges with their sources
+/// in order of preference (the losing replica first), leaving out sources in
+/// `unavailable` (a dead node being removed or replaced).
+pub fn transfers(
+    context: &NodeContext,
+    before: &Arc<Ring>,
+    after: &Arc<Ring>,
+    unavailable: &[HostId],
+) -> BTreeMap<HostId, Vec<RangeFetch>> {
+    let mut transfers: BTreeMap<HostId, Vec<RangeFetch>> = BTreeMap::new();
+    for keyspace in context.keyspaces() {
+        let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
+        let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
+        let plan = MovementPlan::between(&old, &new);
+        let mut receivers: Vec<HostId> = plan
+            .movements
+            .iter()
+            .flat_map(|m| m.gaining.iter().copied())
+            .collect();
+        receivers.sort_unstable();
+        receivers.dedup();
+        for receiver in receivers {
+            for (range, sources) in plan.fetches_for(receiver) {
+                let sources = sources
+                    .into_iter()
+                    .filter(|s| !unavailable.contains(s))
+                    .collect();
+                transfers.entry(receiver).or_default().push(RangeFetch {
+                    keyspace: keyspace.id,
+                    range,
+                    sources,
+                });
+            }
+        }
+    }
+    transfers
+}
+
+/// Refuses to start a movement while another is under way.
+pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
+    let movements = context.view().movements();
+    if movements.is_empty() {
+        return Ok(());
+    }
+    Err(NodeError::FailedPrecondition(format!(
+        "another range movement is under way ({}); only one at a time: try again once it is done",
+        movements.join(", ")
+    )))
+}
+
+/// Waits `ring_delay`: long enough for every node to have seen what this
+/// node just gossiped.
+pub async fn wait_ring_delay(context: &NodeContext) {
+    tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+}
+
+/// Refuses a change that would leave fewer nodes than a keyspace's
+/// replication factor (in any data center).
+pub fn ensure_enough_replicas(context: &NodeContext, after: &Ring) -> Result<()> {
+    for keyspace in context.keyspaces() {
+        let strategy = &keyspace.strategy;
+        let mut per_dc: BTreeMap<String, u32> = BTreeMap::new();
+        for host in after.hosts() {
+            *per_dc.entry(host.location.dc.to_string()).or_default() += 1;
+        }
+        let short = match strategy {
+            ReplicationStrategy::Simple { rf } => (after.hosts().len() as u32) < rf.get(),
+            ReplicationStrategy::NetworkTopology { rf_per_dc } => rf_per_dc
+                .iter()
+                .any(|(dc, rf)| per_dc.get(dc.as_str()).copied().unwrap_or(0) < *rf),
+        };
+        if short {
+            return Err(NodeError::FailedPrecondition(format!(
+                "keyspace {} replicates to more nodes than would remain ({}): lower its replication first",
+                keyspace.name,
+                after.hosts().len()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! Movement plans: what a join, decommission or removenode would move,
+//! computed without changing anything (`ringstore plan`).
+//!
+//! The hypothetical ring is built as the change would build it (a join
+//! allocates balanced tokens exactly as the joining node would), diffed
+//! against the current ring per keyspace ([`MovementPlan`]), and each moving
+//! range is sized by asking its source replica for a sampled estimate
+//! ([`estimate`](crate::streaming::estimate)). The time is the busiest
+//! source's bytes at the stream throttle (every source has its own).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ringstore_placement::allocation::balanced_tokens;
+use ringstore_placement::{
+    HostId, Location, MovementPlan, ReplicaMap, ReplicationStrategy, Ring, RingMember, TokenRange,
+};
+use ringstore_proto::v1 as pb;
+use ringstore_storage::KeyspaceId;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::streaming::estimate::estimate_range;
+use crate::streaming::fetch::range_to_pb;
+
+/// The change to plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A new node in `location` with `num_tokens` tokens.
+    Join {
+        /// Where it would sit.
+        location: Location,
+        /// How many tokens it would choose.
+        num_tokens: u32,
+    },
+    /// A live node leaving.
+    Decommission(HostId),
+    /// A dead node removed (its ranges come from the survivors).
+    Removenode(HostId),
+}
+
+/// One range that would move.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRange {
+    /// Its keyspace's name.
+    pub keyspace: String,
+    /// The range.
+    pub range: TokenRange,
+    /// Where it would be streamed from.
+    pub source: HostId,
+    /// Where to.
+    pub target: HostId,
+    /// Its estimated size.
+    pub estimated_bytes: u64,
+}
+
+/// A host's effective ownership of a keyspace before and after.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedOwnership {
+    /// The host (the joining one has a made-up id).
+    pub host: HostId,
+    /// Its keyspace.
+    pub keyspace: String,
+    /// Before the change, in [0, 1].
+    pub before: f64,
+    /// After it.
+    pub after: f64,
+}
+
+/// A plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preview {
+    /// What it is a plan of.
+    pub description: String,
+    /// Every range that would move.
+    pub ranges: Vec<PlannedRange>,
+    /// Ownership per host and keyspace.
+    pub ownership: Vec<PlannedOwnership>,
+    /// The fraction of all replica data that moves (mean over keyspaces).
+    pub replica_fraction_moved: f64,
+    /// The fraction of the token space whose primary owner changes.
+    pub primary_fraction_moved: f64,
+}
+
+impl Preview {
+    /// The estimated bytes of the whole change.
+    pub fn estimated_bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.estimated_bytes).sum()
+    }
+
+    /// The seconds the change takes at `mib_per_sec` per source (0 when
+    /// unthrottled): the busiest source's bytes at that rate.
+    pub fn estimated_seconds(&self, mib_per_sec: u64) -> f64 {
+        if mib_per_sec == 0 {
+            return 0.0;
+        }
+        let mut per_source: BTreeMap<HostId, u64> = BTreeMap::new();
+        for range in &self.ranges {
+            *per_source.entry(range.source).or_default() += range.estimated_bytes;
+        }
+        let busiest = per_source.values().copied().max().unwrap_or(0);
+        busiest as f64 / (mib_per_sec << 20) as f64
+    }
+}
+
+/// Plans `change` against the current ring.
+pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Preview> {
+    let view = context.view();
+    let before = view.ring.clone();
+    let (after, description, unavailable) = match change {
+        Change::Join {
+            location,
+            num_tokens,
+        } => {
+            let host = HostId::random();
+            let strategy = ReplicationStrategy::network_topology([(
+                location.dc.as_str(),
+                context.config.allocate_tokens_for_local_replication_factor,
+            )])
+            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+            let tokens = balanced_tokens(&before, host, location, *num_tokens as usize, &strategy)
+                .map_err(|e| NodeError::InvalidArgument(format!("cannot allocate tokens: {e}")))?;
+            let after = before
+                .with_member(
+                    before.epoch() + 1,
+                    RingMember::new(host, location.clone(), tokens),
+                )
+                .map_err(|e| NodeError::Internal(e.to_string()))?;
+            let description = format!(
+                "join of a new node ({host}, shown as 'new') in {}/{} with {num_tokens} tokens",
+                location.dc, location.rack
+            );
+            (after, description, Vec::new())
+        }
+        Change::Decommission(host) | Change::Removenode(host) => {
+            if !before.contains_host(*host) {
+                return Err(NodeError::InvalidArgument(format!(
+                    "node {host} is not in the ring"
+                )));
+            }
+            let removing = matches!(change, Change::Removenode(_));
+            let description = if removing {
+                format!("removenode of {host}: its ranges are streamed from the surviving replicas")
+            } else {
+                format!("decommission of {host}: it streams its ranges to their new owners")
+            };
+            let unavailable = if removing { vec![*host] } else { Vec::new() };
+            (
+                before.without_host(before.epoch() + 1, *host),
+                description,
+                unavailable,
+            )
+        }
+    };
+    super::ensure_enough_replicas(context, &after)?;
+    let after = Arc::new(after);
+    let mut ranges = Vec::new();
+    let mut ownership = Vec::new();
+    let mut replica_fractions = Vec::new();
+    for keyspace in context.keyspaces() {
+        let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
+        let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
+        let plan = MovementPlan::between(&old, &new);
+        let rf = f64::from(keyspace.strategy.total_rf().max(1));
+        replica_fractions.push(plan.gained_fraction() / rf);
+        let mut by_source: BTreeMap<HostId, Vec<(TokenRange, HostId)>> = BTreeMap::new();
+        for movement in &plan.movements {
+            for &target in &movement.gaining {
+                let source = plan
+                    .fetches_for(target)
+                    .into_iter()
+                    .find(|(range, _)| *range == movement.range)
+                    .and_then(|(_, sources)| {
+                        sources
+                            .into_iter()
+                            .find(|s| !unavailable.contains(s) && view.is_up(*s))
+                    });
+                if let Some(source) = source {
+                    by_source
+                        .entry(source)
+                        .or_default()
+                        .push((movement.range, target));
+                }
+            }
+        }
+        for (source, moves) in by_source {
+            let sizes = estimate_on(
+                context,
+                source,
+                keyspace.id,
+                moves.iter().map(|(r, _)| *r).collect(),
+            )
+            .await?;
+            for ((range, target), estimated_bytes) in moves.into_iter().zip(sizes) {
+                ranges.push(PlannedRange {
+                    keyspace: keyspace.name.clone(),
+                    range,
+                    source,
+                    target,
+                    estimated_bytes,
+                });
+            }
+        }
+        let (old_own, new_own) = (old.effective_ownership(), new.effective_ownership());
+        let hosts: std::collections::BTreeSet<HostId> =
+            old_own.keys().chain(new_own.keys()).copied().collect();
+        for host in hosts {
+            ownership.push(PlannedOwnership {
+                host,
+                keyspace: keyspace.name.clone(),
+                before: old_own.get(&host).copied().unwrap_or(0.0),
+                after: new_own.get(&host).copied().unwrap_or(0.0),
+            });
+        }
+    }
+    let primary = |ring: &Arc<Ring>| {
+        ReplicaMap::new(
+            ring.clone(),
+            &ReplicationStrategy::simple(1).expect("rf 1 is valid"),
+        )
+    };
+    let primary_fraction_moved =
+        MovementPlan::between(&primary(&before), &primary(&after)).changed_fraction();
+    let replica_fraction_moved = if replica_fractions.is_empty() {
+        0.0
+    } else {
+        replica_fractions.iter().sum::<f64>() / replica_fractions.len() as f64
+    };
+    Ok(Preview {
+        description,
+        ranges,
+        ownership,
+        replica_fraction_moved,
+        primary_fraction_moved,
+    })
+}
+
+/// Estimated sizes of `ranges` on `source` (this node directly).
+async fn estimate_on(
+    context: &NodeContext,
+    source: HostId,
+    keyspace: KeyspaceId,
+    ranges: Vec<TokenRange>,
+) -> Result<Vec<u64>> {
+    if source == context.host_id {
+        return ranges
+            .into_iter()
+            .map(|r| Ok(estimate_range(&context.store, keyspace, r)?.bytes))
+            .collect();
+    }
+    let address = context
+        .view()
+        .member(source)
+        .map(|m| m.metadata.internode_addr)
+        .ok_or_else(|| NodeError::Internal(format!("no address known for {source}")))?;
+    let response = context
+        .peers
+        .client(address)
+        .range_stats(pb::RangeStatsRequest {
+            keyspace_id: keyspace.to_string(),
+            ranges: ranges.iter().map(|r| range_to_pb(*r)).collect(),
+        })
+        .await
+        .map_err(|s| {
+            NodeError::Internal(format!("estimating ranges on {source}: {}", s.message()))
+        })?
+        .into_inner();
+    Ok(response.ranges.iter().map(|r| r.estimated_bytes).collect())
+}

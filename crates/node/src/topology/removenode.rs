@@ -1,0 +1,84 @@
+//! Removenode: restoring a dead node's replicas from the survivors, then
+//! removing it from the ring for good.
+
+use std::sync::Arc;
+
+use ringstore_membership::Liveness;
+use ringstore_placement::HostId;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::streaming::fetch::FetchTotals;
+use crate::topology::decommission::fetch_everywhere;
+use crate::topology::saved::save_takeovers;
+use crate::topology::{ensure_enough_replicas, ensure_no_movement, transfers, wait_ring_delay};
+
+/// Removes dead node `dead`: announces the removal (its ranges get pending
+/// replicas), waits `ring_delay`, has every new owner fetch its share from the
+/// surviving replicas, then gossips `dead` as removed. Any live node may run it.
+pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
+    let _operation = context.operation.try_lock().map_err(|_| {
+        NodeError::FailedPrecondition("another topology operation is running on this node".into())
+    })?;
+    let view = context.view();
+    if dead == context.host_id {
+        return Err(NodeError::FailedPrecondition(
+            "a node cannot remove itself: use decommission".into(),
+        ));
+    }
+    let member = view.member(dead).ok_or_else(|| {
+        NodeError::InvalidArgument(format!("no node {dead} is known to the cluster"))
+    })?;
+    if member.liveness == Liveness::Up {
+        return Err(NodeError::FailedPrecondition(format!(
+            "node {dead} is up: removenode is for dead nodes; decommission a live one"
+        )));
+    }
+    if view.removed.contains(&dead) || !view.ring.contains_host(dead) {
+        return Err(NodeError::FailedPrecondition(format!(
+            "node {dead} is not in the ring (already removed or never joined)"
+        )));
+    }
+    ensure_no_movement(context)?;
+    let after = view.ring.without_host(view.ring.epoch() + 1, dead);
+    ensure_enough_replicas(context, &after)?;
+
+    tracing::info!(%dead, "removing a dead node: announcing the removal");
+    context
+        .membership
+        .update_local(move |m| m.takeovers.removing = Some(dead))
+        .await?;
+    let outcome = restore(context, dead).await;
+    let mut takeovers = view
+        .member(context.host_id)
+        .map(|m| m.metadata.takeovers.clone())
+        .unwrap_or_default();
+    takeovers.removing = None;
+    if outcome.is_ok() {
+        takeovers.removed.push(dead);
+        save_takeovers(&context.store, &takeovers).await?;
+    }
+    context
+        .membership
+        .update_local(move |m| m.takeovers = takeovers)
+        .await?;
+    outcome
+}
+
+async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
+    wait_ring_delay(context).await;
+    let view = context.view();
+    let pending = view
+        .pending_ring
+        .clone()
+        .ok_or_else(|| NodeError::Internal("removing, but gossip shows no pending ring".into()))?;
+    let operation = format!("removenode:{dead}");
+    let totals = fetch_everywhere(
+        context,
+        &operation,
+        transfers(context, &view.ring, &pending, &[dead]),
+    )
+    .await?;
+    tracing::info!(%dead, ranges = totals.ranges, bytes = totals.bytes, "restored the dead node's replicas");
+    Ok(totals)
+}

@@ -1,0 +1,614 @@
+//! Topology changes on in-process loopback clusters: joins and decommissions
+//! under client load, plans against what actually moves, interrupted streams,
+//! and removenode/replace restoring replicas key by key.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestCluster, eventually, get, put};
+use ringstore_node::NodeConfig;
+use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token, TokenRange};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::client_client::ClientClient;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+const QUORUM: pb::ConsistencyLevel = pb::ConsistencyLevel::Quorum;
+
+/// Writes `count` keys `{prefix}{i}` at QUORUM through node `via`, 32 at a time.
+async fn write_keys(cluster: &TestCluster, via: usize, prefix: &str, count: usize, value: &str) {
+    let client = cluster.client(via).await;
+    let keys: Vec<usize> = (0..count).collect();
+    for batch in keys.chunks(32) {
+        let writes = batch.iter().map(|i| {
+            let mut client = client.clone();
+            let key = format!("{prefix}{i}");
+            async move {
+                client
+                    .put(put("ks", &key, value, QUORUM))
+                    .await
+                    .expect("write at QUORUM");
+            }
+        });
+        futures::future::join_all(writes).await;
+    }
+}
+
+/// The replica map of keyspace `ks` on node `i`'s current ring.
+fn replica_map(cluster: &TestCluster, i: usize) -> Arc<ReplicaMap> {
+    let context = cluster.context(i);
+    let keyspace = context.keyspace("ks").unwrap();
+    context.placement(&keyspace).1
+}
+
+fn token(key: &str) -> Token {
+    Murmur3Partitioner::token(key.as_bytes()).unwrap()
+}
+
+/// Every key node `i` stores locally in `ks`, with its value.
+fn local_keys(cluster: &TestCluster, i: usize) -> HashMap<String, Option<Vec<u8>>> {
+    let context = cluster.context(i);
+    let id = context.keyspace("ks").unwrap().id;
+    context
+        .store
+        .scan(id, TokenRange::new(Token::MIN, Token::MIN))
+        .unwrap()
+        .map(|entry| {
+            let (_, key, cell) = entry.unwrap();
+            (String::from_utf8(key).unwrap(), cell.value)
+        })
+        .collect()
+}
+
+/// What one load client saw.
+#[derive(Default, Debug)]
+struct LoadReport {
+    /// The latest acknowledged version of each key.
+    acked: HashMap<String, u64>,
+    writes_ok: u64,
+    writes_failed: u64,
+    reads_ok: u64,
+    reads_failed: u64,
+    /// Reads that returned less than was acknowledged before they began.
+    stale_reads: Vec<String>,
+}
+
+/// A bounded client load: one client alternating QUORUM writes (each a new
+/// version of one of 300 keys, with increasing timestamps) and QUORUM reads
+/// of keys it has had acknowledged, until `stop` or 40,000 operations.
+async fn run_load(clients: Vec<ClientClient<Channel>>, stop: watch::Receiver<bool>) -> LoadReport {
+    let mut report = LoadReport::default();
+    let base = 1_700_000_000_000_000i64;
+    for n in 0..40_000u64 {
+        if *stop.borrow() {
+            break;
+        }
+        let mut client = clients[n as usize % clients.len()].clone();
+        let key = format!("load-{}", n % 300);
+        let mut request = put("ks", &key, &n.to_string(), QUORUM);
+        request.timestamp_micros = Some(base + n as i64);
+        let write = tokio::time::timeout(Duration::from_secs(5), client.put(request)).await;
+        if let Ok(Ok(_)) = write {
+            report.writes_ok += 1;
+            report.acked.insert(key, n);
+        } else {
+            report.writes_failed += 1;
+        }
+        // Read back an earlier key: never older than what was acknowledged.
+        let read_key = format!("load-{}", (n * 7919) % 300);
+        let Some(&floor) = report.acked.get(&read_key) else {
+            continue;
+        };
+        let read = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.get(get("ks", &read_key, QUORUM)),
+        )
+        .await;
+        match read {
+            Ok(Ok(response)) => {
+                report.reads_ok += 1;
+                let response = response.into_inner();
+                let version = String::from_utf8_lossy(&response.value).parse::<u64>().ok();
+                if !response.found || version.is_none_or(|v| v < floor) {
+                    report.stale_reads.push(format!(
+                        "{read_key}: read {version:?}, acknowledged {floor}"
+                    ));
+                }
+            }
+            _ => report.reads_failed += 1,
+        }
+    }
+    report
+}
+
+/// Checks that each running node holds exactly the keys it replicates.
+fn assert_placement_exact(cluster: &TestCluster, keys: &[String]) {
+    let running: Vec<usize> = (0..cluster.nodes.len())
+        .filter(|&i| cluster.nodes[i].is_some())
+        .collect();
+    let map = replica_map(cluster, running[0]);
+    for &i in &running {
+        let me = cluster.context(i).host_id;
+        let local = local_keys(cluster, i);
+        for key in local.keys() {
+            assert!(
+                map.replicas(token(key)).contains(me),
+                "node {i} still holds {key}, which it does not replicate"
+            );
+        }
+        for key in keys {
+            if map.replicas(token(key)).contains(me) {
+                assert!(
+                    local.contains_key(key),
+                    "node {i} misses {key}, which it replicates"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
+    let mut cluster = TestCluster::start(41, 3, 1).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    write_keys(&cluster, 0, "pre-", 1500, "preloaded").await;
+
+    let (stop, stopped) = watch::channel(false);
+    let clients = vec![cluster.client(0).await, cluster.client(1).await];
+    let load = tokio::spawn(run_load(clients, stopped));
+
+    // Grow: 3 → 4 while the load runs.
+    let config = TestCluster::config(41, 3, 1, cluster.dir());
+    let joiner = cluster.add(config).await;
+    cluster.wait_until_settled().await;
+    let joined_host = cluster.context(joiner).host_id;
+    let netstats = cluster
+        .topology(joiner)
+        .await
+        .net_stats(pb::NetStatsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let received: u64 = netstats
+        .streams
+        .iter()
+        .filter(|s| s.operation == "bootstrap" && s.direction == "receiving")
+        .map(|s| s.bytes_done)
+        .sum();
+    assert!(
+        received > 0,
+        "the joining node streamed its ranges: {netstats:?}"
+    );
+
+    // Shrink: 4 → 3, decommissioning one of the original nodes.
+    let leaving = 2;
+    let done = cluster
+        .topology(leaving)
+        .await
+        .decommission(pb::DecommissionRequest {})
+        .await
+        .expect("decommission succeeds")
+        .into_inner();
+    assert!(
+        done.ranges_streamed > 0 && done.bytes_streamed > 0,
+        "{done:?}"
+    );
+    let node = cluster.nodes[leaving].take().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), node.stop_requested())
+        .await
+        .expect("a decommissioned node asks to stop");
+    node.shutdown().await.unwrap();
+    cluster.forget(leaving);
+    cluster.wait_until_settled().await;
+
+    stop.send_replace(true);
+    let report = load.await.unwrap();
+    eprintln!(
+        "load: {} writes acknowledged ({} failed), {} reads ({} failed)",
+        report.writes_ok, report.writes_failed, report.reads_ok, report.reads_failed
+    );
+    assert!(
+        report.writes_ok > 100,
+        "the load ran through both changes: {report:?}"
+    );
+    assert!(
+        report.stale_reads.is_empty(),
+        "stale reads: {:?}",
+        report.stale_reads
+    );
+
+    // Every acknowledged write is readable at QUORUM afterwards.
+    let mut client = cluster.client(0).await;
+    for (key, &version) in &report.acked {
+        let response = client
+            .get(get("ks", key, QUORUM))
+            .await
+            .unwrap()
+            .into_inner();
+        let read: u64 = String::from_utf8_lossy(&response.value)
+            .parse()
+            .unwrap_or(0);
+        assert!(
+            response.found && read >= version,
+            "{key}: read {read}, acknowledged {version}"
+        );
+    }
+    for i in (0..1500).step_by(7) {
+        let response = client
+            .get(get("ks", &format!("pre-{i}"), QUORUM))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(response.found, "pre-{i} survived both changes");
+    }
+
+    // After cleanup, each node holds exactly the ranges the placement gives it.
+    for i in 0..cluster.nodes.len() {
+        cluster
+            .topology(i)
+            .await
+            .cleanup(pb::CleanupRequest::default())
+            .await
+            .unwrap();
+    }
+    let mut keys: Vec<String> = report.acked.keys().cloned().collect();
+    keys.extend((0..1500).map(|i| format!("pre-{i}")));
+    assert_placement_exact(&cluster, &keys);
+    assert!(replica_map(&cluster, 0).ring().contains_host(joined_host));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_at_rf_3_moves_what_its_plan_estimates() {
+    join_moves_what_its_plan_estimates(42, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_at_rf_1_moves_a_quarter_of_the_primary_ranges() {
+    join_moves_what_its_plan_estimates(46, 1).await;
+}
+
+/// Grows 3 nodes to 4 with a keyspace of replication factor `rf` (and the
+/// allocator balancing for it): the bytes moved match the plan's estimate,
+/// and the new node takes min(1, rf/4) of one copy of the data. At rf 1 that
+/// is a quarter of the primary ranges (at rf 3 the allocator balances
+/// replica ownership, not primary ranges).
+async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
+    let dirs = tempfile::tempdir().unwrap();
+    let config = |i: usize, dir: &std::path::Path| NodeConfig {
+        allocate_tokens_for_local_replication_factor: rf,
+        ..TestCluster::config(block, i, 1, dir)
+    };
+    let configs = (0..3).map(|i| config(i, dirs.path())).collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", rf).await;
+    write_keys(&cluster, 0, "key-", 3000, &"x".repeat(200)).await;
+    // One copy of the data: every node's bytes over the replication factor.
+    let single_copy: u64 = (0..3)
+        .map(|i| {
+            let context = cluster.context(i);
+            let id = context.keyspace("ks").unwrap().id;
+            context
+                .store
+                .scan(id, TokenRange::new(Token::MIN, Token::MIN))
+                .unwrap()
+                .map(|e| {
+                    let (_, key, cell) = e.unwrap();
+                    ringstore_node::streaming::chunk::entry_bytes(&key, &cell)
+                })
+                .sum::<u64>()
+        })
+        .sum::<u64>()
+        / u64::from(rf);
+
+    let plan = cluster
+        .topology(0)
+        .await
+        .plan(pb::PlanRequest {
+            change: Some(pb::plan_request::Change::Join(pb::PlanJoin {
+                datacenter: "dc1".into(),
+                rack: "rack1".into(),
+                num_tokens: 0,
+            })),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let joiner = cluster.add(config(3, cluster.dir())).await;
+    cluster.wait_until_settled().await;
+    let netstats = cluster
+        .topology(joiner)
+        .await
+        .net_stats(pb::NetStatsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let moved: u64 = netstats
+        .streams
+        .iter()
+        .filter(|s| s.operation == "bootstrap")
+        .map(|s| s.bytes_done)
+        .sum();
+    let estimate = plan.estimated_bytes as f64;
+    eprintln!(
+        "plan: {estimate} bytes, moved {moved}; one copy {single_copy}; replica fraction {:.3}, primary {:.3}",
+        plan.replica_fraction_moved, plan.primary_fraction_moved
+    );
+    assert!(
+        (moved as f64 - estimate).abs() / estimate < 0.10,
+        "moved {moved}, planned {estimate}"
+    );
+    // The new node takes min(1, rf/(N+1)) of one copy of the data, which is
+    // a quarter of all replica data.
+    let expected = (f64::from(rf) / 4.0).min(1.0);
+    let fraction = moved as f64 / single_copy as f64;
+    assert!(
+        (fraction - expected).abs() < 0.08,
+        "moved {fraction:.3} of the data"
+    );
+    assert!(
+        (plan.replica_fraction_moved - 0.25).abs() < 0.03,
+        "{}",
+        plan.replica_fraction_moved
+    );
+    if rf == 1 {
+        assert!(
+            (plan.primary_fraction_moved - 0.25).abs() < 0.05,
+            "{}",
+            plan.primary_fraction_moved
+        );
+    }
+    cluster.shutdown().await;
+}
+
+/// Fills every node's store directly with `count` keys of 1 KiB (RF 3 on 3
+/// nodes: each node replicates every key).
+async fn fill_directly(cluster: &TestCluster, count: usize) {
+    for i in 0..cluster.nodes.len() {
+        let context = cluster.context(i);
+        let id = context.keyspace("ks").unwrap().id;
+        let writes: Vec<_> = (0..count)
+            .map(|k| {
+                let cell = ringstore_storage::Cell::live(
+                    ringstore_storage::Timestamp(1),
+                    format!("{k:01024}").into_bytes(),
+                    None,
+                );
+                (id, format!("bulk-{k}").into_bytes(), cell)
+            })
+            .collect();
+        for batch in writes.chunks(1000) {
+            context.store.apply_many(batch).await.unwrap();
+        }
+    }
+}
+
+/// The bytes node `i` has received in its bootstrap sessions so far.
+async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
+    let Ok(stats) = cluster
+        .topology(i)
+        .await
+        .net_stats(pb::NetStatsRequest {})
+        .await
+    else {
+        return (0, 0);
+    };
+    let sessions = stats.into_inner().streams;
+    let receiving = sessions.iter().filter(|s| s.direction == "receiving");
+    let done = receiving.clone().map(|s| s.bytes_done).sum();
+    let total = receiving.map(|s| s.bytes_total).sum();
+    (done, total)
+}
+
+/// Checks that node `i` holds every bulk key it replicates, with its value.
+fn assert_has_its_bulk_keys(cluster: &TestCluster, i: usize, count: usize) {
+    let map = replica_map(cluster, 0);
+    let me = cluster.context(i).host_id;
+    let mut checked = 0;
+    for k in 0..count {
+        let key = format!("bulk-{k}");
+        if map.replicas(token(&key)).contains(me) {
+            let value = cluster.local_value(i, "ks", &key);
+            assert_eq!(
+                value,
+                Some(format!("{k:01024}").into_bytes()),
+                "node {i}: {key}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > count / 2, "node {i} replicates {checked} keys");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
+    const KEYS: usize = 12_000;
+    let dirs = tempfile::tempdir().unwrap();
+    let configs: Vec<NodeConfig> = (0..3)
+        .map(|i| NodeConfig {
+            stream_throughput_mib_per_sec: 1,
+            ..TestCluster::config(43, i, 1, dirs.path())
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    fill_directly(&cluster, KEYS).await;
+
+    let joiner = cluster
+        .add(TestCluster::config(43, 3, 1, cluster.dir()))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the joining node is a quarter through",
+        || async {
+            let (done, total) = bootstrap_bytes(&cluster, joiner).await;
+            total > 0 && done * 4 > total
+        },
+    )
+    .await;
+    cluster.stop(1).await;
+    // Node 1 is down for good here: the joining node must finish from the others.
+    let joined = cluster.context(joiner).clone();
+    eventually(
+        Duration::from_secs(90),
+        "the joining node is NORMAL",
+        || {
+            let joined = joined.clone();
+            async move {
+                joined.view().member(joined.host_id).is_some_and(|m| {
+                    m.metadata.state == ringstore_node::membership::NodeState::Normal
+                })
+            }
+        },
+    )
+    .await;
+    assert_has_its_bulk_keys(&cluster, joiner, KEYS);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_bootstrap_resumes_where_it_stopped() {
+    const KEYS: usize = 12_000;
+    let dirs = tempfile::tempdir().unwrap();
+    let configs: Vec<NodeConfig> = (0..3)
+        .map(|i| NodeConfig {
+            stream_throughput_mib_per_sec: 1,
+            ..TestCluster::config(45, i, 1, dirs.path())
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    fill_directly(&cluster, KEYS).await;
+
+    let joiner = cluster
+        .add(TestCluster::config(45, 3, 1, cluster.dir()))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the joining node is a third through",
+        || async {
+            let (done, total) = bootstrap_bytes(&cluster, joiner).await;
+            total > 0 && done * 3 > total
+        },
+    )
+    .await;
+    let (_, first_total) = bootstrap_bytes(&cluster, joiner).await;
+    cluster.stop(joiner).await;
+    cluster.restart(joiner).await;
+    cluster.wait_until_settled().await;
+    let (resumed, _) = bootstrap_bytes(&cluster, joiner).await;
+    eprintln!("first run planned {first_total} bytes; the resumed run fetched {resumed}");
+    assert!(
+        (resumed as f64) < first_total as f64 * 0.8,
+        "the restarted bootstrap resumed instead of starting over ({resumed} of {first_total})"
+    );
+    assert_has_its_bulk_keys(&cluster, joiner, KEYS);
+    cluster.shutdown().await;
+}
+
+/// Checks key by key that each key has `rf` copies among the running nodes,
+/// on exactly the replicas the placement names.
+fn assert_every_key_has_its_replicas(cluster: &TestCluster, keys: usize) {
+    let running: Vec<usize> = (0..cluster.nodes.len())
+        .filter(|&i| cluster.nodes[i].is_some())
+        .collect();
+    let map = replica_map(cluster, running[0]);
+    let hosts: HashMap<HostId, usize> = running
+        .iter()
+        .map(|&i| (cluster.context(i).host_id, i))
+        .collect();
+    for k in 0..keys {
+        let key = format!("key-{k}");
+        let replicas: Vec<HostId> = map.replicas(token(&key)).ids().collect();
+        assert_eq!(replicas.len(), 3);
+        for host in replicas {
+            let i = *hosts
+                .get(&host)
+                .unwrap_or_else(|| panic!("replica {host} of {key} is not running"));
+            assert_eq!(
+                cluster.local_value(i, "ks", &key).as_deref(),
+                Some(b"value".as_slice()),
+                "{key} on its replica {i}"
+            );
+        }
+    }
+}
+
+async fn wait_until_down(cluster: &TestCluster, observer: usize, host: HostId) {
+    let context = cluster.context(observer).clone();
+    eventually(Duration::from_secs(30), "the node is seen down", || {
+        let context = context.clone();
+        async move { !context.view().is_up(host) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removenode_and_replace_restore_every_key_to_three_copies() {
+    const KEYS: usize = 1500;
+    let mut cluster = TestCluster::start(44, 5, 1).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    write_keys(&cluster, 0, "key-", KEYS, "value").await;
+
+    // removenode: node 4 dies; node 0 restores its replicas from the survivors.
+    let dead = cluster.context(4).host_id;
+    cluster.stop(4).await;
+    wait_until_down(&cluster, 0, dead).await;
+    let refused = cluster
+        .topology(0)
+        .await
+        .remove_node(pb::RemoveNodeRequest {
+            host_id: cluster.context(1).host_id.to_string(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "a live node cannot be removed"
+    );
+    cluster
+        .topology(0)
+        .await
+        .remove_node(pb::RemoveNodeRequest {
+            host_id: dead.to_string(),
+        })
+        .await
+        .expect("removenode succeeds");
+    cluster.forget(4);
+    cluster.wait_until_settled().await;
+    assert_every_key_has_its_replicas(&cluster, KEYS);
+
+    // replace: node 3 dies; a new node takes over its tokens and its data.
+    let dead = cluster.context(3).host_id;
+    let dead_tokens = replica_map(&cluster, 0).ring().tokens_of(dead);
+    cluster.stop(3).await;
+    wait_until_down(&cluster, 0, dead).await;
+    let config = NodeConfig {
+        replace_address: Some("127.44.0.4".into()),
+        ..TestCluster::config(44, 5, 1, cluster.dir())
+    };
+    let replacement = cluster.add(config).await;
+    let new_host = cluster.context(replacement).host_id;
+    let observer = cluster.context(0).clone();
+    eventually(
+        Duration::from_secs(60),
+        "the replacement owns the dead node's tokens",
+        || {
+            let observer = observer.clone();
+            let dead_tokens = dead_tokens.clone();
+            async move {
+                let view = observer.view();
+                view.removed.contains(&dead) && view.ring.tokens_of(new_host) == dead_tokens
+            }
+        },
+    )
+    .await;
+    cluster.forget(3);
+    cluster.wait_until_settled().await;
+    assert_every_key_has_its_replicas(&cluster, KEYS);
+    cluster.shutdown().await;
+}
