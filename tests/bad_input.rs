@@ -201,6 +201,115 @@ async fn every_bad_request_gets_a_clear_status() {
         "without a cell",
     );
 
+    // Streaming and topology requests are checked as strictly.
+    assert_status(
+        internode
+            .stream_range(pb::StreamRangeRequest {
+                keyspace_id: uuid_text(),
+                range: None,
+                requester_host_id: String::new(),
+                operation: String::new(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "token range is required",
+    );
+    assert_status(
+        internode
+            .fetch_ranges(pb::FetchRangesRequest {
+                operation: "x".into(),
+                ranges: vec![pb::FetchRange {
+                    keyspace_id: uuid_text(),
+                    range: Some(pb::TokenRangeMessage { start: 1, end: 2 }),
+                    sources: vec!["not-a-host".into()],
+                }],
+            })
+            .await,
+        Code::InvalidArgument,
+        "is not a host id",
+    );
+    assert_status(
+        internode
+            .fetch_ranges(pb::FetchRangesRequest {
+                operation: String::new(),
+                ranges: Vec::new(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "operation name",
+    );
+    assert_status(
+        internode
+            .take_hints(pb::TakeHintsRequest {
+                hints: vec![pb::HandedHint {
+                    target_host_id: uuid_text(),
+                    keyspace_id: uuid_text(),
+                    key: Vec::new(),
+                    cell: None,
+                    created_at_micros: 0,
+                }],
+            })
+            .await,
+        Code::InvalidArgument,
+        "key must not be empty",
+    );
+    let mut topology = cluster.topology(0).await;
+    assert_status(
+        topology
+            .remove_node(pb::RemoveNodeRequest {
+                host_id: "garbage".into(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "is not a host id",
+    );
+    assert_status(
+        topology
+            .remove_node(pb::RemoveNodeRequest {
+                host_id: uuid_text(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "no node",
+    );
+    assert_status(
+        topology.plan(pb::PlanRequest { change: None }).await,
+        Code::InvalidArgument,
+        "which change",
+    );
+    assert_status(
+        topology
+            .plan(pb::PlanRequest {
+                change: Some(pb::plan_request::Change::Decommission(uuid_text())),
+            })
+            .await,
+        Code::InvalidArgument,
+        "not in the ring",
+    );
+    assert_status(
+        topology
+            .cleanup(pb::CleanupRequest {
+                keyspace: "nope".into(),
+            })
+            .await,
+        Code::NotFound,
+        "does not exist",
+    );
+    assert_status(
+        topology.decommission(pb::DecommissionRequest {}).await,
+        Code::FailedPrecondition,
+        "replicates to more nodes than would remain",
+    );
+    assert_status(
+        topology
+            .set_stream_throughput(pb::SetStreamThroughputRequest {
+                mib_per_sec: u64::MAX,
+            })
+            .await,
+        Code::InvalidArgument,
+        "beyond any network",
+    );
+
     // The node still serves after all that.
     client.put(put("ks", "after", "fine", one)).await.unwrap();
     assert!(

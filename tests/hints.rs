@@ -303,3 +303,93 @@ async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
     }
     cluster.shutdown().await;
 }
+
+/// Hints node `i` holds for `target`.
+fn hints_for(cluster: &TestCluster, i: usize, target: ringstore_placement::HostId) -> u64 {
+    cluster
+        .context(i)
+        .handoff
+        .pending()
+        .get(&target)
+        .map_or(0, |t| t.hints)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decommissioned_node_hands_its_hints_to_another_node() {
+    let mut cluster = TestCluster::start(47, 4, 1).await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    let target = cluster.context(3).host_id;
+    cluster.stop(3).await;
+    eventually(Duration::from_secs(30), "node 3 is seen down", || async {
+        !cluster.context(2).view().is_up(target)
+    })
+    .await;
+    // Node 2 coordinates writes while node 3 is down, and holds on to the hints.
+    cluster
+        .admin(2)
+        .await
+        .set_handoff(pb::SetHandoffRequest {
+            paused: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut client = cluster.client(2).await;
+    for k in 0..200 {
+        client
+            .put(put("ks", &format!("key{k}"), &format!("value{k}"), One))
+            .await
+            .unwrap();
+    }
+    let held = hints_for(&cluster, 2, target);
+    assert!(held > 0, "node 2 holds hints for node 3");
+    cluster.restart(3).await;
+    cluster.wait_until_settled().await;
+    assert_eq!(
+        hints_for(&cluster, 2, target),
+        held,
+        "paused: nothing delivered yet"
+    );
+
+    let done = cluster
+        .topology(2)
+        .await
+        .decommission(pb::DecommissionRequest {})
+        .await
+        .expect("decommission succeeds")
+        .into_inner();
+    assert_eq!(done.hints_handed_off, held);
+    let node = cluster.forget(2).unwrap();
+    node.shutdown().await.unwrap();
+    // Another node now delivers them: node 3 gets every write it missed.
+    eventually(
+        Duration::from_secs(30),
+        "the handed-off hints reach node 3",
+        || async { (0..cluster.nodes.len()).all(|i| hints_for(&cluster, i, target) == 0) },
+    )
+    .await;
+    let index = (0..cluster.nodes.len())
+        .find(|&i| cluster.context(i).host_id == target)
+        .unwrap();
+    let context = cluster.context(index).clone();
+    let keyspace = context.keyspace("ks").unwrap();
+    let map = context.placement(&keyspace).1;
+    let mut checked = 0;
+    for k in 0..200 {
+        let key = format!("key{k}");
+        let token = ringstore_placement::Murmur3Partitioner::token(key.as_bytes()).unwrap();
+        // Node 3's ranges as they were when the writes were made: it still
+        // replicates what it replicated then, or gained it from node 2.
+        if map.replicas(token).contains(target) {
+            let cell = context.store.read(keyspace.id, key.as_bytes()).unwrap();
+            assert_eq!(
+                cell.and_then(|c| c.value),
+                Some(format!("value{k}").into_bytes()),
+                "{key} on node 3"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    cluster.shutdown().await;
+}

@@ -1,6 +1,7 @@
-//! Three real `ringstore server` processes on 127.30.0.0/24, driven through
-//! the CLI as an operator would: status, keyspaces, put/get/delete with exit
-//! statuses, a node stopped with SIGTERM, and the CLI's errors.
+//! Real `ringstore server` processes on 127.30.0.0/24, driven through the
+//! CLI as an operator would: status, keyspaces, put/get/delete with exit
+//! statuses, a join planned and a node added and decommissioned, a node
+//! stopped with SIGTERM, and the CLI's errors.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -137,6 +138,63 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         (gone.status.code(), text(&gone.stderr)),
         (Some(1), "not found\n".to_string())
     );
+
+    // Grow and shrink from the CLI: plan a join, add a fourth node, see its
+    // stream in netstats, then decommission it — the process exits by itself.
+    let plan = cli(0, &["plan", "join", "--dc", "dc1", "--rack", "rack4"]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    assert!(
+        text(&plan.stdout).contains("Estimated data to stream"),
+        "{}",
+        text(&plan.stdout)
+    );
+    for i in 0..40 {
+        let key = format!("grow-{i}");
+        assert!(
+            cli(0, &["put", "ks", &key, "v", "--consistency", "QUORUM"])
+                .status
+                .success()
+        );
+    }
+    servers.0.push(Some(start(3, dir.path())));
+    eventually(Duration::from_secs(60), "four nodes are UN", || {
+        let rows = status_rows(0);
+        rows.len() == 4 && rows.iter().all(|r| r.starts_with("UN  127.30.0."))
+    });
+    let netstats = cli(3, &["netstats"]);
+    assert!(
+        text(&netstats.stdout).starts_with("Mode: NORMAL\n")
+            && text(&netstats.stdout).contains("receiving"),
+        "{}",
+        text(&netstats.stdout)
+    );
+    let decommission = cli(3, &["decommission"]);
+    assert!(
+        decommission.status.success(),
+        "{}",
+        text(&decommission.stderr)
+    );
+    assert!(
+        text(&decommission.stdout).starts_with("decommissioned: "),
+        "{}",
+        text(&decommission.stdout)
+    );
+    let mut fourth = servers.0[3].take().unwrap();
+    let exit = fourth.wait().unwrap();
+    assert!(
+        exit.success(),
+        "a decommissioned node exits cleanly: {exit:?}"
+    );
+    eventually(Duration::from_secs(30), "three nodes remain", || {
+        status_rows(0).len() == 3
+    });
+    for i in 0..40 {
+        let get = cli(
+            1,
+            &["get", "ks", &format!("grow-{i}"), "--consistency", "QUORUM"],
+        );
+        assert_eq!(text(&get.stdout), "v\n");
+    }
 
     // SIGTERM stops a node cleanly; the others see it down.
     let mut third = servers.0[2].take().unwrap();

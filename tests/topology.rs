@@ -449,6 +449,32 @@ async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
         },
     )
     .await;
+    // Meanwhile the joining node shows as UJ, and no other movement may start.
+    let status = cluster
+        .admin(0)
+        .await
+        .status(pb::StatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let joining = status
+        .nodes
+        .iter()
+        .find(|n| n.client_address == cluster.address(joiner).to_string())
+        .unwrap();
+    assert_eq!((joining.up, joining.state.as_str()), (true, "JOINING"));
+    let refused = cluster
+        .topology(0)
+        .await
+        .decommission(pb::DecommissionRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("is joining"),
+        "{}",
+        refused.message()
+    );
     cluster.stop(1).await;
     // Node 1 is down for good here: the joining node must finish from the others.
     let joined = cluster.context(joiner).clone();
@@ -537,6 +563,32 @@ fn assert_every_key_has_its_replicas(cluster: &TestCluster, keys: usize) {
     }
 }
 
+/// Keys written in the late rounds (while a node is down).
+const LATE: usize = 100;
+
+/// Writes round `round` of late keys: `key-{first + n}` for the round's share
+/// of the `LATE` keys, through node 0 at QUORUM.
+async fn write_late_keys(cluster: &TestCluster, first: usize, round: usize) {
+    let mut client = cluster.client(0).await;
+    let share = LATE / 2;
+    for n in round * share..(round + 1) * share {
+        client
+            .put(put("ks", &format!("key-{}", first + n), "value", QUORUM))
+            .await
+            .expect("QUORUM write with one node down");
+    }
+}
+
+/// Hints node `i` holds for `target`.
+fn hints_for(cluster: &TestCluster, i: usize, target: HostId) -> u64 {
+    cluster
+        .context(i)
+        .handoff
+        .pending()
+        .get(&target)
+        .map_or(0, |t| t.hints)
+}
+
 async fn wait_until_down(cluster: &TestCluster, observer: usize, host: HostId) {
     let context = cluster.context(observer).clone();
     eventually(Duration::from_secs(30), "the node is seen down", || {
@@ -557,6 +609,9 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     let dead = cluster.context(4).host_id;
     cluster.stop(4).await;
     wait_until_down(&cluster, 0, dead).await;
+    // Writes while it is down leave hints for it on node 0: removal drops them.
+    write_late_keys(&cluster, KEYS, 0).await;
+    assert!(hints_for(&cluster, 0, dead) > 0);
     let refused = cluster
         .topology(0)
         .await
@@ -580,13 +635,23 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
         .expect("removenode succeeds");
     cluster.forget(4);
     cluster.wait_until_settled().await;
-    assert_every_key_has_its_replicas(&cluster, KEYS);
+    assert_every_key_has_its_replicas(&cluster, KEYS + LATE / 2);
+    eventually(
+        Duration::from_secs(10),
+        "the removed node's hints are dropped",
+        || async { hints_for(&cluster, 0, dead) == 0 },
+    )
+    .await;
 
     // replace: node 3 dies; a new node takes over its tokens and its data.
     let dead = cluster.context(3).host_id;
     let dead_tokens = replica_map(&cluster, 0).ring().tokens_of(dead);
     cluster.stop(3).await;
     wait_until_down(&cluster, 0, dead).await;
+    // Hints for the dead node go to its replacement.
+    write_late_keys(&cluster, KEYS, 1).await;
+    assert!(hints_for(&cluster, 0, dead) > 0);
+    let replayed = cluster.context(0).handoff.counters().replayed;
     let config = NodeConfig {
         replace_address: Some("127.44.0.4".into()),
         ..TestCluster::config(44, 5, 1, cluster.dir())
@@ -609,6 +674,13 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     .await;
     cluster.forget(3);
     cluster.wait_until_settled().await;
-    assert_every_key_has_its_replicas(&cluster, KEYS);
+    assert_every_key_has_its_replicas(&cluster, KEYS + LATE);
+    eventually(
+        Duration::from_secs(30),
+        "the dead node's hints reach its replacement",
+        || async { hints_for(&cluster, 0, dead) == 0 && hints_for(&cluster, 0, new_host) == 0 },
+    )
+    .await;
+    assert!(cluster.context(0).handoff.counters().replayed > replayed);
     cluster.shutdown().await;
 }

@@ -68,9 +68,23 @@ pub async fn run(args: &ServerArgs) -> Outcome {
     let node = ringstore_node::start(config)
         .await
         .context("the node could not start")?;
-    shutdown_signal().await;
+    let asked = tokio::select! {
+        () = shutdown_signal() => false,
+        () = node.stop_requested() => true,
+    };
+    // The node asks to stop once it has left the ring (decommission), or
+    // when it could not take its place in it (a failed replacement).
+    let left = node
+        .context
+        .view()
+        .member(node.context.host_id)
+        .map(|m| m.metadata.state)
+        == Some(ringstore_node::membership::NodeState::Left);
     tracing::info!("shutting down");
     node.shutdown().await.context("shutting down")?;
+    if asked && !left {
+        return Err(anyhow::anyhow!("the node could not join the ring (see the log above)").into());
+    }
     Ok(())
 }
 
