@@ -304,16 +304,6 @@ async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
     cluster.shutdown().await;
 }
 
-/// Hints node `i` holds for `target`.
-fn hints_for(cluster: &TestCluster, i: usize, target: ringstore_placement::HostId) -> u64 {
-    cluster
-        .context(i)
-        .handoff
-        .pending()
-        .get(&target)
-        .map_or(0, |t| t.hints)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decommissioned_node_hands_its_hints_to_another_node() {
     let mut cluster = TestCluster::start(47, 4, 1).await;
@@ -341,12 +331,12 @@ async fn a_decommissioned_node_hands_its_hints_to_another_node() {
             .await
             .unwrap();
     }
-    let held = hints_for(&cluster, 2, target);
+    let held = cluster.hints_for(2, target);
     assert!(held > 0, "node 2 holds hints for node 3");
     cluster.restart(3).await;
     cluster.wait_until_settled().await;
     assert_eq!(
-        hints_for(&cluster, 2, target),
+        cluster.hints_for(2, target),
         held,
         "paused: nothing delivered yet"
     );
@@ -365,7 +355,7 @@ async fn a_decommissioned_node_hands_its_hints_to_another_node() {
     eventually(
         Duration::from_secs(30),
         "the handed-off hints reach node 3",
-        || async { (0..cluster.nodes.len()).all(|i| hints_for(&cluster, i, target) == 0) },
+        || async { (0..cluster.nodes.len()).all(|i| cluster.hints_for(i, target) == 0) },
     )
     .await;
     let index = (0..cluster.nodes.len())

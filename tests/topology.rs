@@ -403,6 +403,38 @@ async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
     (done, total)
 }
 
+/// Bulk keys of 1 KiB for the slow-stream tests: 12 MiB a node.
+const BULK_KEYS: usize = 12_000;
+
+/// Three nodes on `block` that stream at 1 MiB/s, holding [`BULK_KEYS`] at
+/// RF 3, and a fourth node joining, returned once it has received
+/// 1/`fraction` of its bytes.
+async fn slowly_joining_cluster(block: u8, fraction: u64) -> (TestCluster, usize) {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs: Vec<NodeConfig> = (0..3)
+        .map(|i| NodeConfig {
+            stream_throughput_mib_per_sec: 1,
+            ..TestCluster::config(block, i, 1, dirs.path())
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    fill_directly(&cluster, BULK_KEYS).await;
+    let joiner = cluster
+        .add(TestCluster::config(block, 3, 1, cluster.dir()))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the joining node is part of the way through",
+        || async {
+            let (done, total) = bootstrap_bytes(&cluster, joiner).await;
+            total > 0 && done * fraction > total
+        },
+    )
+    .await;
+    (cluster, joiner)
+}
+
 /// Checks that node `i` holds every bulk key it replicates, with its value.
 fn assert_has_its_bulk_keys(cluster: &TestCluster, i: usize, count: usize) {
     let map = replica_map(cluster, 0);
@@ -425,30 +457,7 @@ fn assert_has_its_bulk_keys(cluster: &TestCluster, i: usize, count: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
-    const KEYS: usize = 12_000;
-    let dirs = tempfile::tempdir().unwrap();
-    let configs: Vec<NodeConfig> = (0..3)
-        .map(|i| NodeConfig {
-            stream_throughput_mib_per_sec: 1,
-            ..TestCluster::config(43, i, 1, dirs.path())
-        })
-        .collect();
-    let mut cluster = TestCluster::start_with(configs, dirs).await;
-    cluster.create_keyspace(0, "ks", 3).await;
-    fill_directly(&cluster, KEYS).await;
-
-    let joiner = cluster
-        .add(TestCluster::config(43, 3, 1, cluster.dir()))
-        .await;
-    eventually(
-        Duration::from_secs(60),
-        "the joining node is a quarter through",
-        || async {
-            let (done, total) = bootstrap_bytes(&cluster, joiner).await;
-            total > 0 && done * 4 > total
-        },
-    )
-    .await;
+    let (mut cluster, joiner) = slowly_joining_cluster(43, 4).await;
     // Meanwhile the joining node shows as UJ, and no other movement may start.
     let status = cluster
         .admin(0)
@@ -491,36 +500,13 @@ async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
         },
     )
     .await;
-    assert_has_its_bulk_keys(&cluster, joiner, KEYS);
+    assert_has_its_bulk_keys(&cluster, joiner, BULK_KEYS);
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_mid_bootstrap_resumes_where_it_stopped() {
-    const KEYS: usize = 12_000;
-    let dirs = tempfile::tempdir().unwrap();
-    let configs: Vec<NodeConfig> = (0..3)
-        .map(|i| NodeConfig {
-            stream_throughput_mib_per_sec: 1,
-            ..TestCluster::config(45, i, 1, dirs.path())
-        })
-        .collect();
-    let mut cluster = TestCluster::start_with(configs, dirs).await;
-    cluster.create_keyspace(0, "ks", 3).await;
-    fill_directly(&cluster, KEYS).await;
-
-    let joiner = cluster
-        .add(TestCluster::config(45, 3, 1, cluster.dir()))
-        .await;
-    eventually(
-        Duration::from_secs(60),
-        "the joining node is a third through",
-        || async {
-            let (done, total) = bootstrap_bytes(&cluster, joiner).await;
-            total > 0 && done * 3 > total
-        },
-    )
-    .await;
+    let (mut cluster, joiner) = slowly_joining_cluster(45, 3).await;
     let (_, first_total) = bootstrap_bytes(&cluster, joiner).await;
     cluster.stop(joiner).await;
     cluster.restart(joiner).await;
@@ -531,7 +517,7 @@ async fn a_node_killed_mid_bootstrap_resumes_where_it_stopped() {
         (resumed as f64) < first_total as f64 * 0.8,
         "the restarted bootstrap resumed instead of starting over ({resumed} of {first_total})"
     );
-    assert_has_its_bulk_keys(&cluster, joiner, KEYS);
+    assert_has_its_bulk_keys(&cluster, joiner, BULK_KEYS);
     cluster.shutdown().await;
 }
 
@@ -579,16 +565,6 @@ async fn write_late_keys(cluster: &TestCluster, first: usize, round: usize) {
     }
 }
 
-/// Hints node `i` holds for `target`.
-fn hints_for(cluster: &TestCluster, i: usize, target: HostId) -> u64 {
-    cluster
-        .context(i)
-        .handoff
-        .pending()
-        .get(&target)
-        .map_or(0, |t| t.hints)
-}
-
 async fn wait_until_down(cluster: &TestCluster, observer: usize, host: HostId) {
     let context = cluster.context(observer).clone();
     eventually(Duration::from_secs(30), "the node is seen down", || {
@@ -611,7 +587,7 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     wait_until_down(&cluster, 0, dead).await;
     // Writes while it is down leave hints for it on node 0: removal drops them.
     write_late_keys(&cluster, KEYS, 0).await;
-    assert!(hints_for(&cluster, 0, dead) > 0);
+    assert!(cluster.hints_for(0, dead) > 0);
     let refused = cluster
         .topology(0)
         .await
@@ -639,7 +615,7 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     eventually(
         Duration::from_secs(10),
         "the removed node's hints are dropped",
-        || async { hints_for(&cluster, 0, dead) == 0 },
+        || async { cluster.hints_for(0, dead) == 0 },
     )
     .await;
 
@@ -650,7 +626,7 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     wait_until_down(&cluster, 0, dead).await;
     // Hints for the dead node go to its replacement.
     write_late_keys(&cluster, KEYS, 1).await;
-    assert!(hints_for(&cluster, 0, dead) > 0);
+    assert!(cluster.hints_for(0, dead) > 0);
     let replayed = cluster.context(0).handoff.counters().replayed;
     let config = NodeConfig {
         replace_address: Some("127.44.0.4".into()),
@@ -678,7 +654,7 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     eventually(
         Duration::from_secs(30),
         "the dead node's hints reach its replacement",
-        || async { hints_for(&cluster, 0, dead) == 0 && hints_for(&cluster, 0, new_host) == 0 },
+        || async { cluster.hints_for(0, dead) == 0 && cluster.hints_for(0, new_host) == 0 },
     )
     .await;
     assert!(cluster.context(0).handoff.counters().replayed > replayed);

@@ -216,6 +216,15 @@ impl TestCluster {
         cell.value.clone()
     }
 
+    /// The hints running node `i` holds for `target`.
+    pub fn hints_for(&self, i: usize, target: ringstore_placement::HostId) -> u64 {
+        self.context(i)
+            .handoff
+            .pending()
+            .get(&target)
+            .map_or(0, |t| t.hints)
+    }
+
     /// Stops every node.
     pub async fn shutdown(mut self) {
         for i in 0..self.nodes.len() {

@@ -67,27 +67,26 @@ async fn stream(
     let mut chunker = Chunker::new(CHUNK_BYTES);
     let mut total = EntryChecksum::default();
     let send = |chunk: Chunk| async move {
-        context.stream_throttle.acquire(chunk.bytes).await;
+        let bytes = chunk.bytes;
+        context.stream_throttle.acquire(bytes).await;
         let message = pb::StreamChunk {
             checksum: chunk.checksum(),
             last_token: chunk.last_token.0,
             entries: chunk
                 .entries
-                .iter()
+                .into_iter()
                 .map(|(key, cell)| pb::StreamEntry {
-                    key: key.clone(),
-                    cell: Some(cell_to_pb(cell)),
+                    cell: Some(cell_to_pb(&cell)),
+                    key,
                 })
                 .collect(),
-            last: false,
-            total_entries: 0,
-            total_checksum: 0,
+            ..pb::StreamChunk::default()
         };
         sender
             .send(Ok(message))
             .await
             .map_err(|_| "the receiver went away".to_string())?;
-        session.add_bytes(chunk.bytes);
+        session.add_bytes(bytes);
         Ok::<(), String>(())
     };
     for entry in scan {

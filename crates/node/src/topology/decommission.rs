@@ -10,6 +10,7 @@ use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::fetch::{FetchTotals, RangeFetch, fetch_ranges, range_to_pb};
 use crate::topology::{ensure_enough_replicas, ensure_no_movement, transfers, wait_ring_delay};
 
@@ -134,7 +135,11 @@ async fn fetch_on(
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     if receiver == context.host_id {
-        return fetch_ranges(context, operation, fetches).await;
+        let totals = fetch_ranges(context, operation, fetches).await?;
+        Checkpoints::load(&context.store, operation)?
+            .clear()
+            .await?;
+        return Ok(totals);
     }
     let request = pb::FetchRangesRequest {
         operation: operation.to_string(),
