@@ -86,6 +86,7 @@ async fn main() {
                     })),
                 }),
                 if_not_exists: true,
+                gc_grace_seconds: None,
             })
             .await;
         match created {

@@ -410,6 +410,10 @@ pub enum KeyspaceCommand {
         /// Succeed without change if it already exists (whatever its replication).
         #[arg(long)]
         if_not_exists: bool,
+        /// Hints older than this are never replayed, as they could bring back
+        /// data deleted since (seconds; default 864000, 10 days).
+        #[arg(long, value_name = "SECONDS")]
+        gc_grace_seconds: Option<u32>,
     },
     /// List the keyspaces.
     List,

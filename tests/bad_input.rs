@@ -136,6 +136,7 @@ async fn every_bad_request_gets_a_clear_status() {
         name: name.into(),
         replication,
         if_not_exists: false,
+        gc_grace_seconds: None,
     };
     let simple = |rf| {
         Some(pb::Replication {

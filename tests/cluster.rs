@@ -224,6 +224,21 @@ async fn a_value_with_a_ttl_expires() {
 async fn data_and_keyspaces_survive_a_restart_of_every_node() {
     let mut cluster = TestCluster::start(26, 3, 3).await;
     cluster.create_keyspace(0, "ks", 3).await;
+    cluster
+        .schema(1)
+        .await
+        .create_keyspace(pb::CreateKeyspaceRequest {
+            name: "short_hints".into(),
+            replication: Some(pb::Replication {
+                strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                    replication_factor: 1,
+                })),
+            }),
+            if_not_exists: false,
+            gc_grace_seconds: Some(3600),
+        })
+        .await
+        .unwrap();
     for i in 0..20 {
         cluster
             .client(0)
@@ -247,7 +262,19 @@ async fn data_and_keyspaces_survive_a_restart_of_every_node() {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(keyspaces.keyspaces.len(), 1);
+        let gc_grace: Vec<(String, Option<u32>)> = keyspaces
+            .keyspaces
+            .iter()
+            .map(|k| (k.name.clone(), k.gc_grace_seconds))
+            .collect();
+        assert_eq!(
+            gc_grace,
+            [
+                ("ks".to_string(), Some(864_000)),
+                ("short_hints".to_string(), Some(3600))
+            ],
+            "node {node}: keyspaces with their gc_grace_seconds"
+        );
         let mut client = cluster.client(node).await;
         for i in 0..20 {
             let found = client

@@ -54,6 +54,7 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             name: "demo".into(),
             replication: Some(crate::commands::keyspace::parse_replication(&replication)?),
             if_not_exists: true,
+            gc_grace_seconds: None,
         })
         .await?;
 

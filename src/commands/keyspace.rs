@@ -22,6 +22,7 @@ pub async fn run(
             name,
             replication,
             if_not_exists,
+            gc_grace_seconds,
         } => {
             let replication = parse_replication(replication)?;
             schema
@@ -29,6 +30,7 @@ pub async fn run(
                     name: name.clone(),
                     replication: Some(replication),
                     if_not_exists: *if_not_exists,
+                    gc_grace_seconds: *gc_grace_seconds,
                 })
                 .await?;
         }
@@ -42,9 +44,10 @@ pub async fn run(
                 .iter()
                 .map(|k| {
                     format!(
-                        "{}  {}  {}\n",
+                        "{}  {}  gc_grace_seconds={}  {}\n",
                         k.name,
                         describe(k.replication.as_ref()),
+                        k.gc_grace_seconds.unwrap_or(864_000),
                         k.id
                     )
                 })

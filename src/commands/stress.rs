@@ -68,6 +68,7 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
                 name: plan.keyspace.clone(),
                 replication: Some(replication),
                 if_not_exists: true,
+                gc_grace_seconds: None,
             })
             .await?;
     }

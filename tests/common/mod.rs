@@ -272,6 +272,7 @@ impl TestCluster {
                     strategy: Some(strategy),
                 }),
                 if_not_exists: false,
+                gc_grace_seconds: None,
             })
             .await
             .expect("keyspace created")

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ringstore_placement::HostId;
-use ringstore_storage::{Timestamp, Tree};
+use ringstore_storage::{KeyspaceId, Timestamp, Tree};
 
 use crate::error::Result;
 use crate::hint::Hint;
@@ -246,8 +246,8 @@ impl HintStore {
 
     /// `target`'s oldest hints, oldest first, up to `max_bytes` in total —
     /// but always at least one if any is left. Hints created more than
-    /// `max_age` before `now` (the keyspace's `gc_grace`: replaying them could
-    /// resurrect data deleted since) are deleted instead of returned, and
+    /// `max_age(keyspace)` before `now` (the keyspace's `gc_grace`: replaying
+    /// them could resurrect data deleted since) are deleted instead of returned, and
     /// counted as expired; so are undecodable entries, counted as corrupt.
     ///
     /// Nothing is removed for the returned hints: call [`HintStore::delete`]
@@ -258,10 +258,8 @@ impl HintStore {
         target: HostId,
         max_bytes: u64,
         now: Timestamp,
-        max_age: Duration,
+        max_age: impl Fn(KeyspaceId) -> Duration,
     ) -> Result<Vec<(HintId, Hint)>> {
-        let max_age = i64::try_from(max_age.as_micros()).unwrap_or(i64::MAX);
-        let oldest_allowed = now.0.saturating_sub(max_age);
         let (first, last) = HintId::key_range(target);
         let mut batch = Vec::new();
         let mut bytes = 0;
@@ -270,14 +268,7 @@ impl HintStore {
             .range(Bound::Included(&first), Bound::Included(&last))
         {
             let (key, value) = entry?;
-            let id = HintId::from_key(&key);
-            if let Ok(id) = id
-                && id.created_at().0 < oldest_allowed
-            {
-                self.remove_counted(&key, Some(target), |c| &mut c.dropped_expired)?;
-                continue;
-            }
-            let Ok(id) = id else {
+            let Ok(id) = HintId::from_key(&key) else {
                 // Never written by this store (and so never accounted): a
                 // key of the wrong length that sorts among `target`'s.
                 tracing::warn!(target_host = %target, "deleting a corrupt hint key");
@@ -292,6 +283,11 @@ impl HintStore {
                     continue;
                 }
             };
+            let max_age = i64::try_from(max_age(hint.keyspace).as_micros()).unwrap_or(i64::MAX);
+            if id.created_at().0 < now.0.saturating_sub(max_age) {
+                self.remove_counted(&key, Some(target), |c| &mut c.dropped_expired)?;
+                continue;
+            }
             let size = value.len() as u64;
             if !batch.is_empty() && bytes + size > max_bytes {
                 break;

@@ -41,7 +41,7 @@ fn a_targets_hints_come_back_oldest_first_whatever_the_order_they_were_stored_in
             .store(&hint(host(2), Timestamp(EPOCH.0 - age), n, 10))
             .unwrap();
     }
-    let batch = store.next_batch(host(1), u64::MAX, EPOCH, DAY).unwrap();
+    let batch = store.next_batch(host(1), u64::MAX, EPOCH, |_| DAY).unwrap();
     let keys: Vec<_> = batch
         .iter()
         .map(|(_, h)| String::from_utf8(h.key.clone()).unwrap())
@@ -63,21 +63,32 @@ fn a_batch_stays_within_its_byte_budget_but_always_holds_at_least_one_hint() {
     let size = hint(host(1), EPOCH, 0, 1000).size_bytes();
     assert_eq!(
         store
-            .next_batch(host(1), 3 * size + size / 2, EPOCH, DAY)
+            .next_batch(host(1), 3 * size + size / 2, EPOCH, |_| DAY)
             .unwrap()
             .len(),
         3
     );
     assert_eq!(
         store
-            .next_batch(host(1), 3 * size, EPOCH, DAY)
+            .next_batch(host(1), 3 * size, EPOCH, |_| DAY)
             .unwrap()
             .len(),
         3
     );
-    assert_eq!(store.next_batch(host(1), 1, EPOCH, DAY).unwrap().len(), 1);
-    assert_eq!(store.next_batch(host(1), 0, EPOCH, DAY).unwrap().len(), 1);
-    assert!(store.next_batch(host(9), 1, EPOCH, DAY).unwrap().is_empty());
+    assert_eq!(
+        store.next_batch(host(1), 1, EPOCH, |_| DAY).unwrap().len(),
+        1
+    );
+    assert_eq!(
+        store.next_batch(host(1), 0, EPOCH, |_| DAY).unwrap().len(),
+        1
+    );
+    assert!(
+        store
+            .next_batch(host(9), 1, EPOCH, |_| DAY)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -86,11 +97,11 @@ fn hints_are_deleted_only_once_the_target_acknowledged_them() {
     for n in 0..4 {
         store.store(&hint(host(1), EPOCH, n, 100)).unwrap();
     }
-    let batch = store.next_batch(host(1), u64::MAX, EPOCH, DAY).unwrap();
+    let batch = store.next_batch(host(1), u64::MAX, EPOCH, |_| DAY).unwrap();
     // Delivery failed: nothing is deleted, and the same batch comes back.
     assert_eq!(store.pending()[&host(1)].hints, 4);
     assert_eq!(
-        store.next_batch(host(1), u64::MAX, EPOCH, DAY).unwrap(),
+        store.next_batch(host(1), u64::MAX, EPOCH, |_| DAY).unwrap(),
         batch
     );
     // Acknowledged: now they go, counted as replayed; a repeated ack is a no-op.
@@ -128,7 +139,7 @@ fn the_cap_drops_the_targets_oldest_hints_and_counts_them() {
     let big = hint(host(1), Timestamp(EPOCH.0 + 11), 4, 100 + size as usize);
     assert_eq!(store.store(&big).unwrap().dropped_oldest, 2);
     let left: Vec<_> = store
-        .next_batch(host(1), u64::MAX, EPOCH, DAY)
+        .next_batch(host(1), u64::MAX, EPOCH, |_| DAY)
         .unwrap()
         .into_iter()
         .map(|(_, h)| h.key)
@@ -174,7 +185,9 @@ fn hints_older_than_max_age_are_never_returned_but_deleted_and_counted() {
         .unwrap();
     store.store(&hint(host(1), at, 2, 10)).unwrap();
     store.store(&hint(host(1), now, 3, 10)).unwrap();
-    let batch = store.next_batch(host(1), u64::MAX, now, max_age).unwrap();
+    let batch = store
+        .next_batch(host(1), u64::MAX, now, |_| max_age)
+        .unwrap();
     let keys: Vec<_> = batch.iter().map(|(_, h)| h.key.clone()).collect();
     assert_eq!(keys, [b"key-2".to_vec(), b"key-3".to_vec()]);
     assert!(
@@ -186,7 +199,7 @@ fn hints_older_than_max_age_are_never_returned_but_deleted_and_counted() {
     assert_eq!(store.pending()[&host(1)].hints, 2);
     // Even a one-byte budget skips the expired ones rather than returning one.
     store.store(&hint(host(1), past, 4, 10)).unwrap();
-    let batch = store.next_batch(host(1), 1, now, max_age).unwrap();
+    let batch = store.next_batch(host(1), 1, now, |_| max_age).unwrap();
     assert_eq!(batch[0].1.key, b"key-2");
 }
 
@@ -259,7 +272,7 @@ fn hints_survive_a_restart_on_sled() {
     let store = HintStore::open(Arc::clone(&tree), UNLIMITED).unwrap();
     assert_eq!(store.pending(), pending);
     assert_eq!(scan_stats(&tree), pending);
-    let batch = store.next_batch(host(1), u64::MAX, EPOCH, DAY).unwrap();
+    let batch = store.next_batch(host(1), u64::MAX, EPOCH, |_| DAY).unwrap();
     assert_eq!(batch.len(), 7);
     assert!(batch.windows(2).all(|w| w[0].0 < w[1].0));
 }
@@ -287,7 +300,7 @@ fn corrupt_entries_are_deleted_and_counted_rather_than_stopping_replay() {
     tree.insert(&bad_key, &[1, 2, 3]).unwrap();
     tree.insert(b"junk", b"junk").unwrap();
 
-    let batch = store.next_batch(host(1), u64::MAX, EPOCH, DAY).unwrap();
+    let batch = store.next_batch(host(1), u64::MAX, EPOCH, |_| DAY).unwrap();
     assert_eq!(batch.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [good]);
     assert_eq!(store.counters().dropped_corrupt, 1);
     assert_eq!(store.pending()[&host(1)].hints, 1);
@@ -326,7 +339,7 @@ fn concurrent_stores_and_deletes_leave_the_accounting_equal_to_the_tree() {
                         ))
                         .unwrap();
                     if n % 5 == 0 {
-                        let batch = store.next_batch(target, 1000, EPOCH, DAY).unwrap();
+                        let batch = store.next_batch(target, 1000, EPOCH, |_| DAY).unwrap();
                         let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
                         store.delete(&ids).unwrap();
                     }
@@ -350,4 +363,28 @@ fn declined_hints_are_counted_as_outside_the_window() {
     store.note_outside_window();
     store.note_outside_window();
     assert_eq!(store.counters().dropped_outside_window, 2);
+}
+
+#[test]
+fn each_keyspace_has_its_own_gc_grace() {
+    let store = HintStore::open(memory_tree(), UNLIMITED).unwrap();
+    let now = ts(10 * DAY);
+    let two_hours_ago = Timestamp(now.0 - 7_200_000_000);
+    let short_lived = ringstore_storage::KeyspaceId::random();
+    let mut expired = hint(host(1), two_hours_ago, 0, 10);
+    expired.keyspace = short_lived;
+    store.store(&expired).unwrap();
+    store.store(&hint(host(1), two_hours_ago, 1, 10)).unwrap();
+    // One keyspace keeps hints an hour, the other a day.
+    let gc_grace = |ks| {
+        if ks == short_lived {
+            Duration::from_secs(3600)
+        } else {
+            DAY
+        }
+    };
+    let batch = store.next_batch(host(1), u64::MAX, now, gc_grace).unwrap();
+    let keys: Vec<_> = batch.iter().map(|(_, h)| h.key.clone()).collect();
+    assert_eq!(keys, [b"key-1".to_vec()]);
+    assert_eq!(store.counters().dropped_expired, 1);
 }

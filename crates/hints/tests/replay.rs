@@ -35,7 +35,7 @@ fn replay(
         match scheduler.poll(*now, |target| store.has_hints(target)) {
             ReplayAction::Deliver { target, max_bytes } => {
                 let batch = store
-                    .next_batch(target, max_bytes, ts(*now), GC_GRACE)
+                    .next_batch(target, max_bytes, ts(*now), |_| GC_GRACE)
                     .unwrap();
                 let bytes: u64 = batch.iter().map(|(_, h)| h.size_bytes()).sum();
                 let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
@@ -150,7 +150,7 @@ fn a_failed_delivery_leaves_the_hints_in_the_store_for_the_retry() {
         panic!("expected a delivery");
     };
     let batch = store
-        .next_batch(target, max_bytes, ts(now), GC_GRACE)
+        .next_batch(target, max_bytes, ts(now), |_| GC_GRACE)
         .unwrap();
     assert_eq!(batch.len(), 5);
     scheduler.failed(target, now); // the target never acknowledged

@@ -108,8 +108,9 @@ pub struct HintsConfig {
     pub hinted_handoff_throttle_kib: u64,
     /// The most hint bytes kept per target; past it the oldest are dropped.
     pub max_hint_bytes_per_target: u64,
-    /// A hint older than this (seconds; 10 days) is never replayed: it could
-    /// bring back data deleted since (Cassandra's gc_grace_seconds).
+    /// A hint older than its keyspace's `gc_grace_seconds` is never replayed:
+    /// it could bring back data deleted since. This is the limit for hints of
+    /// a keyspace this node's schema does not know (seconds; 10 days).
     pub gc_grace_seconds: u64,
 }
 

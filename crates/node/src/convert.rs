@@ -8,7 +8,7 @@ use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
 use crate::error::NodeError;
-use crate::schema::{KeyspaceDef, SchemaEntry};
+use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
 
 /// A strategy from its wire form.
 pub fn strategy_from_pb(
@@ -74,6 +74,7 @@ pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
         name: keyspace.name.clone(),
         id: keyspace.id.to_string(),
         replication: Some(strategy_to_pb(&keyspace.strategy)),
+        gc_grace_seconds: Some(keyspace.gc_grace_seconds),
     }
 }
 
@@ -84,6 +85,9 @@ pub fn keyspace_from_pb(keyspace: pb::Keyspace) -> Result<KeyspaceDef, NodeError
         name: keyspace.name,
         id,
         strategy: strategy_from_pb(keyspace.replication)?,
+        gc_grace_seconds: keyspace
+            .gc_grace_seconds
+            .unwrap_or(DEFAULT_GC_GRACE_SECONDS),
     })
 }
 

@@ -81,6 +81,19 @@ impl Handoff {
         self.started.elapsed()
     }
 
+    /// The `gc_grace` of keyspace `id`: the schema's, or the node's
+    /// `hints.gc_grace_seconds` for a keyspace the schema does not know.
+    fn gc_grace_of(&self, context: &NodeContext, id: KeyspaceId) -> Duration {
+        context
+            .schema
+            .current()
+            .entries()
+            .find(|e| e.keyspace.id == id)
+            .map_or(self.gc_grace, |e| {
+                Duration::from_secs(e.keyspace.gc_grace_seconds.into())
+            })
+    }
+
     /// Stores a hint of `cell` for `target`, if handoff is enabled and the
     /// target is within the hint window; durable on return. Whether it was stored.
     pub async fn hint(
@@ -147,7 +160,9 @@ impl Handoff {
             loop {
                 let batch = self
                     .hints
-                    .next_batch(target, 1 << 20, Timestamp::now(), self.gc_grace)
+                    .next_batch(target, 1 << 20, Timestamp::now(), |ks| {
+                        self.gc_grace_of(context, ks)
+                    })
                     .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
                 if batch.is_empty() {
                     break;
@@ -185,13 +200,14 @@ impl Handoff {
         Ok(handed)
     }
 
-    /// Moves the hints for `from` to `to` (the node that replaced it).
+    /// Moves the hints for `from` to `to` (the node that replaced it); their
+    /// age is checked when they are replayed.
     fn retarget(&self, from: HostId, to: HostId) -> Result<u64> {
         let mut moved = 0;
         loop {
             let batch = self
                 .hints
-                .next_batch(from, 1 << 20, Timestamp::now(), self.gc_grace)
+                .next_batch(from, 1 << 20, Timestamp::now(), |_| Duration::MAX)
                 .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
             if batch.is_empty() {
                 return Ok(moved);
@@ -369,8 +385,9 @@ impl Handoff {
     async fn deliver(&self, context: &NodeContext, target: HostId, max_bytes: u64) {
         let batch = match self
             .hints
-            .next_batch(target, max_bytes, Timestamp::now(), self.gc_grace)
-        {
+            .next_batch(target, max_bytes, Timestamp::now(), |ks| {
+                self.gc_grace_of(context, ks)
+            }) {
             Ok(batch) => batch,
             Err(error) => {
                 tracing::warn!(%target, %error, "reading hints");

@@ -22,7 +22,13 @@ pub struct KeyspaceDef {
     pub id: KeyspaceId,
     /// Its replication.
     pub strategy: ReplicationStrategy,
+    /// How old a hint for it may be and still be replayed (seconds).
+    pub gc_grace_seconds: u32,
 }
+
+/// The `gc_grace_seconds` of a keyspace created without one: 10 days, as
+/// Cassandra's default.
+pub const DEFAULT_GC_GRACE_SECONDS: u32 = 864_000;
 
 /// One name's latest schema change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +113,7 @@ impl Schema {
             bytes.extend_from_slice(entry.keyspace.id.0.as_bytes());
             bytes.extend_from_slice(entry.keyspace.strategy.to_string().as_bytes());
             bytes.push(0);
+            bytes.extend_from_slice(&entry.keyspace.gc_grace_seconds.to_le_bytes());
             bytes.extend_from_slice(&entry.timestamp.0.to_le_bytes());
             bytes.push(entry.dropped as u8);
         }
@@ -141,6 +148,7 @@ mod tests {
                 name: name.into(),
                 id: KeyspaceId(uuid::Uuid::from_u128(id)),
                 strategy: ReplicationStrategy::simple(3).unwrap(),
+                gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
             },
             timestamp: Timestamp(ts),
             dropped,

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::convert::{keyspace_to_pb, strategy_from_pb};
 use crate::error::NodeError;
-use crate::schema::{KeyspaceDef, SchemaEntry, validate_keyspace_name};
+use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
 use crate::schema_sync::{merge_and_publish, push_to_live_nodes};
 
 /// Serves `Schema` from a node's context.
@@ -51,6 +51,7 @@ impl SchemaApi for SchemaService {
             name: request.name,
             id: KeyspaceId::random(),
             strategy,
+            gc_grace_seconds: request.gc_grace_seconds.unwrap_or(DEFAULT_GC_GRACE_SECONDS),
         };
         let entry = SchemaEntry {
             keyspace: keyspace.clone(),
