@@ -201,6 +201,14 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
         .await
         .expect("a decommissioned node asks to stop");
     node.shutdown().await.unwrap();
+    let refused = ringstore_node::start(cluster.configs[leaving].clone())
+        .await
+        .err()
+        .expect("a decommissioned node does not start again on its old data");
+    assert!(
+        refused.to_string().contains("was decommissioned"),
+        "{refused}"
+    );
     cluster.forget(leaving);
     cluster.wait_until_settled().await;
 
@@ -332,6 +340,20 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
         .filter(|s| s.operation == "bootstrap")
         .map(|s| s.bytes_done)
         .sum();
+    let metrics = cluster
+        .admin(joiner)
+        .await
+        .metrics(pb::MetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .text;
+    assert!(
+        metrics.contains(&format!(
+            "ringstore_stream_bytes_total{{direction=\"received\"}} {moved}\n"
+        )),
+        "{metrics}"
+    );
     let estimate = plan.estimated_bytes as f64;
     eprintln!(
         "plan: {estimate} bytes, moved {moved}; one copy {single_copy}; replica fraction {:.3}, primary {:.3}",
@@ -609,6 +631,15 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
         })
         .await
         .expect("removenode succeeds");
+    // Brought back on its old data, the removed node stops itself.
+    cluster.restart(4).await;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        cluster.nodes[4].as_ref().unwrap().stop_requested(),
+    )
+    .await
+    .expect("a removed node stops itself");
+    cluster.stop(4).await;
     cluster.forget(4);
     cluster.wait_until_settled().await;
     assert_every_key_has_its_replicas(&cluster, KEYS + LATE / 2);

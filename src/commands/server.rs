@@ -72,16 +72,20 @@ pub async fn run(args: &ServerArgs) -> Outcome {
         () = shutdown_signal() => false,
         () = node.stop_requested() => true,
     };
-    // The node asks to stop once it has left the ring (decommission), or
-    // when it could not take its place in it (a failed replacement).
-    let left = node
-        .context
-        .view()
-        .member(node.context.host_id)
-        .map(|m| m.metadata.state)
+    // The node asks to stop once it has left the ring (decommission), when
+    // it could not take its place in it (a failed join or replacement), or
+    // when another node removed or replaced it.
+    let view = node.context.view();
+    let left = view.member(node.context.host_id).map(|m| m.metadata.state)
         == Some(ringstore_node::membership::NodeState::Left);
+    let removed = view.removed.contains(&node.context.host_id);
     tracing::info!("shutting down");
     node.shutdown().await.context("shutting down")?;
+    if removed {
+        return Err(
+            anyhow::anyhow!("this node was removed from the cluster by another node").into(),
+        );
+    }
     if asked && !left {
         return Err(anyhow::anyhow!("the node could not join the ring (see the log above)").into());
     }

@@ -131,20 +131,28 @@ impl Handoff {
         Ok(outcome.stored())
     }
 
-    /// Stores hints handed over by a leaving node as this node's own (they
-    /// keep their age; the hint window is the leaving node's business).
-    pub async fn take(&self, store: &Store, hints: &[Hint]) -> Result<u64> {
+    /// Takes hints handed over by a leaving node: those for this node are
+    /// applied at once, the others stored as this node's own (they keep
+    /// their age; the hint window was the leaving node's business).
+    pub async fn take(&self, context: &NodeContext, hints: &[Hint]) -> Result<u64> {
+        let (mine, others): (Vec<&Hint>, Vec<&Hint>) =
+            hints.iter().partition(|h| h.target == context.host_id);
+        let writes: Vec<_> = mine
+            .iter()
+            .map(|h| (h.keyspace, h.key.clone(), h.cell.clone()))
+            .collect();
+        context.store.apply_many(&writes).await?;
         let mut stored = 0;
-        for hint in hints {
+        for hint in others {
             let outcome = self
                 .hints
                 .store(hint)
                 .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
             stored += u64::from(outcome.stored());
         }
-        store.sync().await?;
+        context.store.sync().await?;
         self.wake.notify_one();
-        Ok(stored)
+        Ok(stored + writes.len() as u64)
     }
 
     /// Hands every pending hint to the node at `recipient` (internode

@@ -1,5 +1,5 @@
 //! The node's metrics as Prometheus text: gossip traffic and drops, hinted
-//! handoff, storage and uptime. Counters restart at zero with the process.
+//! handoff, range streaming, storage and uptime. Counters restart at zero with the process.
 
 use std::fmt::Write;
 
@@ -154,5 +154,41 @@ pub fn render(context: &NodeContext, gossip: &MembershipStats) -> String {
             count,
         );
     }
+    let (received, sent) = context.streams.bytes_moved();
+    page.family(
+        "ringstore_stream_bytes_total",
+        "counter",
+        "Bytes of range streams, by direction.",
+    );
+    page.sample(
+        "ringstore_stream_bytes_total",
+        &[("direction", "received")],
+        received,
+    );
+    page.sample(
+        "ringstore_stream_bytes_total",
+        &[("direction", "sent")],
+        sent,
+    );
+    page.family(
+        "ringstore_streams_running",
+        "gauge",
+        "Range stream sessions in progress.",
+    );
+    page.sample(
+        "ringstore_streams_running",
+        &[],
+        context.streams.running() as u64,
+    );
+    page.family(
+        "ringstore_stream_throughput_mib_per_sec",
+        "gauge",
+        "The node's stream throttle (0: unthrottled).",
+    );
+    page.sample(
+        "ringstore_stream_throughput_mib_per_sec",
+        &[],
+        context.stream_throttle.mib_per_sec(),
+    );
     page.0
 }

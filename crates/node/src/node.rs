@@ -87,6 +87,13 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         .unwrap_or(1);
     let record = NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now)?;
     let store = open_store(&config)?;
+    if saved::was_decommissioned(&store)? {
+        return Err(NodeError::FailedPrecondition(format!(
+            "this node was decommissioned: its ranges were streamed away and its data in {} is stale; \
+             to join the cluster again, start it with an empty data directory",
+            config.data_dir.display()
+        )));
+    }
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
     let handoff = Handoff::open(&store, &config.hints)?;
@@ -212,6 +219,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         Handoff::run(context.clone()),
         stopped.clone(),
     ));
+    tasks.push(spawn_until_stopped(
+        stop_if_removed(context.clone()),
+        stopped.clone(),
+    ));
     let joining = context.clone();
     let replace_address = context.config.replace_address.clone();
     let join: Option<Pin<Box<dyn Future<Output = Result<()>> + Send>>> =
@@ -293,6 +304,25 @@ fn spawn_until_stopped(
             () = wait_for(stop) => {}
         }
     })
+}
+
+/// Asks the node to stop once the cluster says another node removed or
+/// replaced it: it no longer owns anything, and must not serve as if it did.
+async fn stop_if_removed(context: Arc<NodeContext>) {
+    let mut views = context.membership.watch_view();
+    loop {
+        if views.borrow_and_update().removed.contains(&context.host_id) {
+            tracing::error!(
+                "this node was removed from the cluster (removenode or replace); stopping. \
+                 To join again, start it with an empty data directory"
+            );
+            context.stop_requested.send_replace(true);
+            return;
+        }
+        if views.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Gossips the node's load when it changed by more than 1% (checked every 10 s).

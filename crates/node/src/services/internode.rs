@@ -218,11 +218,7 @@ impl Internode for InternodeService {
                 created_at: Timestamp(hint.created_at_micros),
             });
         }
-        let stored = self
-            .context
-            .handoff
-            .take(&self.context.store, &hints)
-            .await?;
+        let stored = self.context.handoff.take(&self.context, &hints).await?;
         Ok(Response::new(pb::TakeHintsResponse { stored }))
     }
 }

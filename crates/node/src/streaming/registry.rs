@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -94,6 +95,14 @@ impl SessionSnapshot {
 pub struct Session {
     info: SessionInfo,
     progress: Mutex<Progress>,
+    totals: Arc<Totals>,
+}
+
+/// Bytes moved by every session since the node started (for metrics).
+#[derive(Default)]
+struct Totals {
+    received: AtomicU64,
+    sent: AtomicU64,
 }
 
 struct Progress {
@@ -111,6 +120,11 @@ impl Session {
     /// Counts `bytes` moved.
     pub fn add_bytes(&self, bytes: u64) {
         let now = Instant::now();
+        let total = match self.info.direction {
+            Direction::Receiving => &self.totals.received,
+            Direction::Sending => &self.totals.sent,
+        };
+        total.fetch_add(bytes, Ordering::Relaxed);
         let mut progress = self.lock();
         progress.bytes_done += bytes;
         let done = progress.bytes_done;
@@ -178,6 +192,7 @@ impl Session {
 #[derive(Default)]
 pub struct Streams {
     sessions: Mutex<VecDeque<Arc<Session>>>,
+    totals: Arc<Totals>,
 }
 
 impl Streams {
@@ -191,11 +206,29 @@ impl Streams {
                 samples: VecDeque::new(),
                 state: SessionState::Running,
             }),
+            totals: self.totals.clone(),
         });
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.push_back(session.clone());
         prune(&mut sessions);
         session
+    }
+
+    /// Bytes received and sent by every session since the node started.
+    pub fn bytes_moved(&self) -> (u64, u64) {
+        (
+            self.totals.received.load(Ordering::Relaxed),
+            self.totals.sent.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The sessions still running.
+    pub fn running(&self) -> usize {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .iter()
+            .filter(|s| s.lock().state == SessionState::Running)
+            .count()
     }
 
     /// Every recorded session, oldest first.
@@ -260,6 +293,8 @@ mod tests {
             "the final count replaces the estimate"
         );
         assert_eq!(done.eta_seconds(), None);
+        assert_eq!(streams.bytes_moved(), (100, 0));
+        assert_eq!(streams.running(), 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::fetch::{FetchTotals, RangeFetch, fetch_ranges, range_to_pb};
+use crate::topology::saved::mark_decommissioned;
 use crate::topology::{ensure_enough_replicas, ensure_no_movement, transfers, wait_ring_delay};
 
 /// What a decommission moved.
@@ -96,6 +97,7 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
         hints_handed_off,
         "decommission streamed everything; announcing LEFT"
     );
+    mark_decommissioned(&context.store).await?;
     context
         .membership
         .update_local(|m| m.state = NodeState::Left)

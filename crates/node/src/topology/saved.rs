@@ -1,6 +1,7 @@
 //! What a node must remember across restarts about the topology changes it
-//! makes: an unfinished bootstrap (or replacement), and the nodes it has
-//! replaced or removed (gossiped in its metadata for good).
+//! makes: an unfinished bootstrap (or replacement), the nodes it has
+//! replaced or removed (gossiped in its metadata for good), and whether it
+//! was decommissioned.
 
 use ringstore_membership::Takeovers;
 use ringstore_placement::HostId;
@@ -10,6 +11,8 @@ use crate::error::{NodeError, Result};
 
 /// The key of the unfinished bootstrap's operation name.
 const BOOTSTRAP_KEY: &str = "bootstrap";
+/// The key of the decommissioned mark.
+const DECOMMISSIONED_KEY: &str = "decommissioned";
 /// The key of the saved takeovers.
 const TAKEOVERS_KEY: &str = "takeovers";
 /// The first byte of the saved takeovers: their format.
@@ -28,6 +31,18 @@ pub fn unfinished_bootstrap(store: &Store) -> Result<Option<String>> {
 pub async fn set_unfinished_bootstrap(store: &Store, operation: Option<&str>) -> Result<()> {
     let value = operation.unwrap_or_default().as_bytes();
     store.meta_put(BOOTSTRAP_KEY, value).await?;
+    Ok(())
+}
+
+/// Whether this node was decommissioned (it must not rejoin with its old
+/// tokens and stale data).
+pub fn was_decommissioned(store: &Store) -> Result<bool> {
+    Ok(store.meta_get(DECOMMISSIONED_KEY)?.is_some())
+}
+
+/// Marks this node decommissioned, durably.
+pub async fn mark_decommissioned(store: &Store) -> Result<()> {
+    store.meta_put(DECOMMISSIONED_KEY, &[1]).await?;
     Ok(())
 }
 
@@ -98,5 +113,9 @@ mod tests {
         );
         set_unfinished_bootstrap(&store, None).await.unwrap();
         assert_eq!(unfinished_bootstrap(&store).unwrap(), None);
+
+        assert!(!was_decommissioned(&store).unwrap());
+        mark_decommissioned(&store).await.unwrap();
+        assert!(was_decommissioned(&store).unwrap());
     }
 }
