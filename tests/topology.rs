@@ -48,8 +48,9 @@ fn token(key: &str) -> Token {
     Murmur3Partitioner::token(key.as_bytes()).unwrap()
 }
 
-/// Every key node `i` stores locally in `ks`, with its value.
-fn local_keys(cluster: &TestCluster, i: usize) -> HashMap<String, Option<Vec<u8>>> {
+/// Every cell node `i` stores locally in `ks`: key, value and its size as
+/// streaming counts it.
+fn local_cells(cluster: &TestCluster, i: usize) -> Vec<(String, Option<Vec<u8>>, u64)> {
     let context = cluster.context(i);
     let id = context.keyspace("ks").unwrap().id;
     context
@@ -58,8 +59,17 @@ fn local_keys(cluster: &TestCluster, i: usize) -> HashMap<String, Option<Vec<u8>
         .unwrap()
         .map(|entry| {
             let (_, key, cell) = entry.unwrap();
-            (String::from_utf8(key).unwrap(), cell.value)
+            let bytes = ringstore_node::streaming::chunk::entry_bytes(&key, &cell);
+            (String::from_utf8(key).unwrap(), cell.value, bytes)
         })
+        .collect()
+}
+
+/// Every key node `i` stores locally in `ks`, with its value.
+fn local_keys(cluster: &TestCluster, i: usize) -> HashMap<String, Option<Vec<u8>>> {
+    local_cells(cluster, i)
+        .into_iter()
+        .map(|(key, value, _)| (key, value))
         .collect()
 }
 
@@ -165,23 +175,8 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
     let joiner = cluster.add(config).await;
     cluster.wait_until_settled().await;
     let joined_host = cluster.context(joiner).host_id;
-    let netstats = cluster
-        .topology(joiner)
-        .await
-        .net_stats(pb::NetStatsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let received: u64 = netstats
-        .streams
-        .iter()
-        .filter(|s| s.operation == "bootstrap" && s.direction == "receiving")
-        .map(|s| s.bytes_done)
-        .sum();
-    assert!(
-        received > 0,
-        "the joining node streamed its ranges: {netstats:?}"
-    );
+    let (received, _) = bootstrap_bytes(&cluster, joiner).await;
+    assert!(received > 0, "the joining node streamed its ranges");
 
     // Shrink: 4 → 3, decommissioning one of the original nodes.
     let leaving = 2;
@@ -296,19 +291,8 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
     write_keys(&cluster, 0, "key-", 3000, &"x".repeat(200)).await;
     // One copy of the data: every node's bytes over the replication factor.
     let single_copy: u64 = (0..3)
-        .map(|i| {
-            let context = cluster.context(i);
-            let id = context.keyspace("ks").unwrap().id;
-            context
-                .store
-                .scan(id, TokenRange::new(Token::MIN, Token::MIN))
-                .unwrap()
-                .map(|e| {
-                    let (_, key, cell) = e.unwrap();
-                    ringstore_node::streaming::chunk::entry_bytes(&key, &cell)
-                })
-                .sum::<u64>()
-        })
+        .flat_map(|i| local_cells(&cluster, i))
+        .map(|(_, _, bytes)| bytes)
         .sum::<u64>()
         / u64::from(rf);
 
@@ -327,19 +311,7 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
         .into_inner();
     let joiner = cluster.add(config(3, cluster.dir())).await;
     cluster.wait_until_settled().await;
-    let netstats = cluster
-        .topology(joiner)
-        .await
-        .net_stats(pb::NetStatsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let moved: u64 = netstats
-        .streams
-        .iter()
-        .filter(|s| s.operation == "bootstrap")
-        .map(|s| s.bytes_done)
-        .sum();
+    let (moved, _) = bootstrap_bytes(&cluster, joiner).await;
     let metrics = cluster
         .admin(joiner)
         .await
@@ -408,7 +380,9 @@ async fn fill_directly(cluster: &TestCluster, count: usize) {
     }
 }
 
-/// The bytes node `i` has received in its bootstrap sessions so far.
+/// The bytes node `i` has received in its bootstrap sessions so far, and
+/// the total expected (estimated while running, exact once done); zeros
+/// when the node does not answer.
 async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
     let Ok(stats) = cluster
         .topology(i)
@@ -419,7 +393,9 @@ async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
         return (0, 0);
     };
     let sessions = stats.into_inner().streams;
-    let receiving = sessions.iter().filter(|s| s.direction == "receiving");
+    let receiving = sessions
+        .iter()
+        .filter(|s| s.operation == "bootstrap" && s.direction == "receiving");
     let done = receiving.clone().map(|s| s.bytes_done).sum();
     let total = receiving.map(|s| s.bytes_total).sum();
     (done, total)
