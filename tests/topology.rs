@@ -667,3 +667,36 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     assert!(cluster.context(0).handoff.counters().replayed > replayed);
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_initial_tokens_bootstraps_too() {
+    let mut cluster = TestCluster::start(48, 3, 1).await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    write_keys(&cluster, 0, "key-", 600, "value").await;
+    let tokens: Vec<Token> = (0..16i64)
+        .map(|i| Token((i64::MIN + 12_345).wrapping_add(i.wrapping_mul(1 << 60))))
+        .collect();
+    let config = NodeConfig {
+        initial_token: Some(tokens.clone()),
+        ..TestCluster::config(48, 3, 1, cluster.dir())
+    };
+    let joiner = cluster.add(config).await;
+    cluster.wait_until_settled().await;
+    let (received, _) = bootstrap_bytes(&cluster, joiner).await;
+    assert!(received > 0, "it streamed its ranges");
+    let map = replica_map(&cluster, 0);
+    let me = cluster.context(joiner).host_id;
+    let mut sorted = tokens;
+    sorted.sort();
+    assert_eq!(map.ring().tokens_of(me), sorted);
+    let local = local_keys(&cluster, joiner);
+    let mine: Vec<String> = (0..600)
+        .map(|k| format!("key-{k}"))
+        .filter(|key| map.replicas(token(key)).contains(me))
+        .collect();
+    assert!(!mine.is_empty());
+    for key in mine {
+        assert_eq!(local.get(&key), Some(&Some(b"value".to_vec())), "{key}");
+    }
+    cluster.shutdown().await;
+}

@@ -77,13 +77,16 @@ impl ClusterView {
         self.members.values().filter(|m| m.liveness == Liveness::Up)
     }
 
-    /// The range movements under way, one line each ("joining <host>"), for
-    /// the one-movement-at-a-time rule and its error messages. Only live
-    /// members' movements count: a member that died mid-movement must be
-    /// restarted (it resumes) or removed.
+    /// The range movements of other members under way, one line each
+    /// ("<host> is joining"), for the one-movement-at-a-time rule and its
+    /// error messages. Only live members' movements count: a member that died
+    /// mid-movement must be restarted (it resumes) or removed.
     pub fn movements(&self) -> Vec<String> {
         let mut movements = Vec::new();
-        for member in self.up_members() {
+        for member in self
+            .up_members()
+            .filter(|m| m.metadata.host_id != self.local)
+        {
             let m = &member.metadata;
             if self.removed.contains(&m.host_id) {
                 continue;

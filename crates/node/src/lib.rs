@@ -14,8 +14,9 @@
 //!   merged identically everywhere. A change is pushed to every live node and
 //!   returns once all applied it; nodes also pull from any live node that
 //!   gossips another schema version, so a node that was down catches up.
-//! - **Tokens** ([`tokens`]): saved at first start; a fresh node without
-//!   `initial_token` takes its turn to choose balanced tokens.
+//! - **Tokens** ([`tokens`]): saved at first start; a fresh node takes its
+//!   turn to choose balanced tokens (or take its `initial_token`) and
+//!   bootstraps ([`topology`]).
 //! - **Durability**: `batch` (acknowledged after fsync, group-committed; the
 //!   default) or `periodic` (acknowledged at once, synced every period).
 //!

@@ -94,6 +94,17 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
             config.data_dir.display()
         )));
     }
+    if config.replace_address.is_some() && config.initial_token.is_some() {
+        return Err(NodeError::InvalidArgument(
+            "replace_address and initial_token exclude each other: a replacement takes the dead node's tokens"
+                .into(),
+        ));
+    }
+    let fresh = tokens::saved_tokens(&store)?.is_none();
+    if fresh {
+        // Before any token is saved: a restart after it must still bootstrap.
+        saved::set_unfinished_bootstrap(&store, Some(bootstrap::BOOTSTRAP)).await?;
+    }
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
     let handoff = Handoff::open(&store, &config.hints)?;
@@ -112,12 +123,17 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         client_addr: config.advertised_client_address(),
         internode_addr: config.advertised_internode_address(),
         gossip_addr: config.advertised_gossip_address(),
-        state: if tokens.is_some() && unfinished_bootstrap.is_none() {
+        // A fresh node gossips its tokens only when its turn to join comes.
+        state: if !fresh && unfinished_bootstrap.is_none() {
             NodeState::Normal
         } else {
             NodeState::Joining
         },
-        tokens: tokens.clone().unwrap_or_default(),
+        tokens: if fresh {
+            Vec::new()
+        } else {
+            tokens.clone().unwrap_or_default()
+        },
         load_bytes: store.load_bytes().unwrap_or(0),
         schema_version: schema.current().version(),
         software_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -226,13 +242,13 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let joining = context.clone();
     let replace_address = context.config.replace_address.clone();
     let join: Option<Pin<Box<dyn Future<Output = Result<()>> + Send>>> =
-        match (tokens, unfinished_bootstrap, replace_address) {
-            (None, _, Some(address)) => Some(Box::pin(bootstrap::replace(joining, address))),
-            (None, _, None) => Some(Box::pin(
-                async move { tokens::join(joining).await.map(drop) },
-            )),
-            (Some(_), Some(operation), _) => Some(Box::pin(bootstrap::resume(joining, operation))),
-            (Some(_), None, _) => None,
+        match (fresh, unfinished_bootstrap, replace_address) {
+            (true, _, Some(address)) => Some(Box::pin(bootstrap::replace(joining, address))),
+            (true, _, None) => Some(Box::pin(async move {
+                tokens::join(joining, tokens).await.map(drop)
+            })),
+            (false, Some(operation), _) => Some(Box::pin(bootstrap::resume(joining, operation))),
+            (false, None, _) => None,
         };
     if let Some(join) = join {
         let failed = context.clone();

@@ -99,19 +99,23 @@ pub async fn startup_tokens(
     }
 }
 
-/// Waits for this fresh node's turn, allocates balanced tokens against the
-/// ring it sees, saves them, gossips them as `Joining`, and — once they are
-/// known not to collide with another node's — bootstraps
-/// ([`bootstrap`](crate::topology::bootstrap)): streams the ranges it gains
-/// and turns `Normal`. Chooses again if its tokens collided.
-pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
+/// Waits for this fresh node's turn, takes `fixed` tokens (`initial_token`)
+/// or allocates balanced ones against the ring it sees, saves them, gossips
+/// them as `Joining`, and — once they are known not to collide with another
+/// node's — bootstraps ([`bootstrap`](crate::topology::bootstrap)): streams
+/// the ranges it gains and turns `Normal`. Chooses again if balanced tokens
+/// collided; fixed ones that collide are an error.
+pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Result<Vec<Token>> {
     let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
     wait_until_connected(&context).await;
     for attempt in 1..=5 {
         wait_until_quiet(&context, ring_delay).await;
         wait_for_turn(&context).await;
         wait_for_no_movement(&context).await;
-        let tokens = allocate(&context)?;
+        let tokens = match &fixed {
+            Some(tokens) => tokens.clone(),
+            None => allocate(&context)?,
+        };
         save_tokens(&context.store, &tokens).await?;
         set_unfinished_bootstrap(&context.store, Some(BOOTSTRAP)).await?;
         let gossiped = tokens.clone();
@@ -126,9 +130,15 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
             .as_ref()
             .map_or(0, |ring| ring.tokens_of(context.host_id).len());
         if owned == tokens.len() {
-            tracing::info!(count = tokens.len(), "chose balanced tokens; bootstrapping");
+            tracing::info!(count = tokens.len(), "took tokens; bootstrapping");
             bootstrap::stream_and_complete(&context, BOOTSTRAP).await?;
             return Ok(tokens);
+        }
+        if fixed.is_some() {
+            return Err(NodeError::InvalidArgument(format!(
+                "{} of the initial_token tokens are already owned by other nodes",
+                tokens.len() - owned
+            )));
         }
         tracing::warn!(
             attempt,
@@ -145,7 +155,7 @@ pub async fn join(context: Arc<NodeContext>) -> Result<Vec<Token>> {
     ))
 }
 
-/// Waits until no other range movement is under way (one at a time).
+/// Waits until no other node's range movement is under way (one at a time).
 pub(crate) async fn wait_for_no_movement(context: &NodeContext) {
     let mut views = context.membership.watch_view();
     loop {

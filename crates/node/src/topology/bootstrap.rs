@@ -72,6 +72,7 @@ pub async fn resume(context: Arc<NodeContext>, operation: String) -> Result<()> 
     tracing::info!(operation, "resuming an unfinished bootstrap");
     wait_until_connected(&context).await;
     wait_ring_delay(&context).await;
+    crate::tokens::wait_for_no_movement(&context).await;
     stream_and_complete(&context, &operation).await
 }
 

@@ -57,6 +57,10 @@ pub fn transfers(
     unavailable: &[HostId],
 ) -> BTreeMap<HostId, Vec<RangeFetch>> {
     let mut transfers: BTreeMap<HostId, Vec<RangeFetch>> = BTreeMap::new();
+    if before.is_empty() {
+        // A new cluster: no node holds data yet.
+        return transfers;
+    }
     for keyspace in context.keyspaces() {
         let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
         let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
