@@ -78,7 +78,7 @@ impl ClusterView {
     }
 
     /// The range movements of other members under way, one line each
-    /// ("<host> is joining"), for the one-movement-at-a-time rule and its
+    /// (`<host> is joining`), for the one-movement-at-a-time rule and its
     /// error messages. Only live members' movements count: a member that died
     /// mid-movement must be restarted (it resumes) or removed.
     pub fn movements(&self) -> Vec<String> {

@@ -4,8 +4,8 @@
 //! A node is a [`NodeContext`](context::NodeContext) — configuration,
 //! identity, the sled-backed [`Store`](ringstore_storage::Store), the
 //! membership handle, the replicated schema and a cache of per-keyspace replica
-//! maps — shared by four gRPC services: `Client`, `Schema` and `Admin` on the
-//! client port, `Internode` on the internode port. Any node coordinates any
+//! maps — shared by five gRPC services: `Client`, `Schema`, `Admin` and
+//! `Topology` on the client port, `Internode` on the internode port. Any node coordinates any
 //! request ([`coordinator`]): it finds the key's replicas on the current ring,
 //! plans the request with `ringstore_replication`, and talks to the replicas
 //! (itself included, directly) in parallel.
@@ -28,6 +28,13 @@
 //!   and removals announce a pending ring first; writes go to the pending
 //!   replicas too while the ranges are streamed ([`streaming`]: pulled,
 //!   checksummed, throttled, resumable), and only then does the ring change.
+//!
+//! # Caveats
+//! - Gossiped metadata is in format 2 (with `takeovers`): nodes of format 1
+//!   cannot decode it, so a cluster is upgraded to it all at once.
+//! - Data is repaired by hints, read repair and streaming only: there is no
+//!   anti-entropy (Merkle-tree) repair yet, so a replica down longer than the
+//!   hint window stays stale on the keys nobody reads.
 
 #![deny(missing_docs)]
 

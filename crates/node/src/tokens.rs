@@ -102,7 +102,7 @@ pub async fn startup_tokens(
 /// Waits for this fresh node's turn, takes `fixed` tokens (`initial_token`)
 /// or allocates balanced ones against the ring it sees, saves them, gossips
 /// them as `Joining`, and — once they are known not to collide with another
-/// node's — bootstraps ([`bootstrap`](crate::topology::bootstrap)): streams
+/// node's — bootstraps ([`bootstrap`]): streams
 /// the ranges it gains and turns `Normal`. Chooses again if balanced tokens
 /// collided; fixed ones that collide are an error.
 pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Result<Vec<Token>> {

@@ -18,7 +18,7 @@ const TAKEOVERS_KEY: &str = "takeovers";
 /// The first byte of the saved takeovers: their format.
 const TAKEOVERS_FORMAT: u8 = 1;
 
-/// The operation of an unfinished bootstrap ("bootstrap" or "replace:<id>"),
+/// The operation of an unfinished bootstrap (`bootstrap` or `replace:<host id>`),
 /// if this node was streaming its ranges when it stopped.
 pub fn unfinished_bootstrap(store: &Store) -> Result<Option<String>> {
     Ok(store

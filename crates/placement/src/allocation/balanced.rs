@@ -23,7 +23,7 @@
 //! in that amount, so the best split point is found in closed form. The best
 //! candidate is inserted and the state recomputed. The new host's weight grows
 //! with each token placed, so every token aims at one token's share. Finally
-//! each new token is taken out and placed again ([`REFINE_ROUNDS`] times), as
+//! each new token is taken out and placed again (`REFINE_ROUNDS` times), as
 //! the first ones were chosen before the others existed. Ties go to the
 //! earliest candidate: the result is deterministic.
 //!
