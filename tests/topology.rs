@@ -482,6 +482,34 @@ async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
         "{}",
         refused.message()
     );
+    // Writes already reach it as a pending replica: at ALL, every natural and
+    // pending replica has acknowledged.
+    let joining_host = cluster.context(joiner).host_id;
+    let view = cluster.context(0).view();
+    let pending = ReplicaMap::new(
+        view.pending_ring
+            .clone()
+            .expect("a pending ring while joining"),
+        &cluster.context(0).keyspace("ks").unwrap().strategy,
+    );
+    let mut client = cluster.client(0).await;
+    let mut probed = 0;
+    for k in 0..40 {
+        let key = format!("probe-{k}");
+        client
+            .put(put("ks", &key, "pending", pb::ConsistencyLevel::All))
+            .await
+            .expect("a write at ALL while a node joins");
+        if pending.replicas(token(&key)).contains(joining_host) {
+            assert_eq!(
+                cluster.local_value(joiner, "ks", &key).as_deref(),
+                Some(b"pending".as_slice()),
+                "{key} reached the joining node"
+            );
+            probed += 1;
+        }
+    }
+    assert!(probed > 0);
     cluster.stop(1).await;
     // Node 1 is down for good here: the joining node must finish from the others.
     let joined = cluster.context(joiner).clone();
