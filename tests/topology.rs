@@ -728,3 +728,39 @@ async fn a_node_with_initial_tokens_bootstraps_too() {
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_join_waits_for_the_first() {
+    let (mut cluster, first) = slowly_joining_cluster(49, 10).await;
+    let second = cluster
+        .add(TestCluster::config(49, 4, 1, cluster.dir()))
+        .await;
+    let second_host = cluster.context(second).host_id;
+    let observer = cluster.context(0).clone();
+    let seen = tokio::time::Instant::now();
+    // Give the second node time to take its turn, were it allowed to: it
+    // reaches the cluster and waits out two ring delays of quiet gossip.
+    eventually(
+        Duration::from_secs(30),
+        "the second node has had its chance",
+        || {
+            let observer = observer.clone();
+            async move {
+                observer.view().is_up(second_host) && seen.elapsed() > Duration::from_secs(2)
+            }
+        },
+    )
+    .await;
+    let view = observer.view();
+    let (done, total) = bootstrap_bytes(&cluster, first).await;
+    assert!(done < total, "the first node is still streaming");
+    let waiting = view.member(second_host).unwrap();
+    assert!(
+        waiting.metadata.tokens.is_empty(),
+        "the second node has not announced tokens while the first joins"
+    );
+    cluster.wait_until_settled().await;
+    let (received, _) = bootstrap_bytes(&cluster, second).await;
+    assert!(received > 0, "the second node bootstrapped after the first");
+    cluster.shutdown().await;
+}
