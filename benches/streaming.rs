@@ -5,7 +5,8 @@
 //! 1. at 16 MiB/s: the measured rate over the whole stream (≥ 64 MiB);
 //! 2. at 8 MiB/s, switched to 32 MiB/s mid-stream with
 //!    `SetStreamThroughput`: how long until the rate over a sliding 500 ms
-//!    window is within 10% of the new setting.
+//!    window is within 10% of the new setting;
+//! 3. unthrottled: the rate of one stream (the receiver only counts).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -166,6 +167,19 @@ async fn main() {
          32 MiB/s (±10%) over the 500 ms window ending {} after the change",
         before.iter().sum::<f64>() / before.len().max(1) as f64,
         effective.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64()))
+    );
+
+    // 3. Unthrottled: what one stream does on this machine.
+    topology
+        .set_stream_throughput(pb::SetStreamThroughputRequest { mib_per_sec: 0 })
+        .await
+        .unwrap();
+    let (elapsed, bytes) = stream_all(&mut internode, &keyspace.id, |_, _| {}).await;
+    println!(
+        "unthrottled: {:.1} MiB in {:.2} s = {:.1} MiB/s (one stream)",
+        bytes as f64 / MIB,
+        elapsed.as_secs_f64(),
+        bytes as f64 / MIB / elapsed.as_secs_f64()
     );
     node.shutdown().await.unwrap();
 }
