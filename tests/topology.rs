@@ -605,6 +605,8 @@ async fn removenode_and_replace_restore_every_key_to_three_copies() {
     const KEYS: usize = 1500;
     let mut cluster = TestCluster::start(44, 5, 1).await;
     cluster.create_keyspace(0, "ks", 3).await;
+    // A keyspace whose ranges only the dead nodes hold must not block them.
+    cluster.create_keyspace(0, "single", 1).await;
     write_keys(&cluster, 0, "key-", KEYS, "value").await;
 
     // removenode: node 4 dies; node 0 restores its replicas from the survivors.

@@ -49,7 +49,8 @@ use crate::streaming::fetch::RangeFetch;
 /// What each receiving node must fetch for the ring to go from `before` to
 /// `after`, over every keyspace: per receiver, its ranges with their sources
 /// in order of preference (the losing replica first), leaving out sources in
-/// `unavailable` (a dead node being removed or replaced).
+/// `unavailable` (a dead node being removed or replaced). A range only an
+/// unavailable node held is skipped, with a warning: its data is lost.
 pub fn transfers(
     context: &NodeContext,
     before: &Arc<Ring>,
@@ -74,10 +75,19 @@ pub fn transfers(
         receivers.dedup();
         for receiver in receivers {
             for (range, sources) in plan.fetches_for(receiver) {
-                let sources = sources
+                let sources: Vec<HostId> = sources
                     .into_iter()
                     .filter(|s| !unavailable.contains(s))
                     .collect();
+                if sources.is_empty() {
+                    // Only the dead node held it (replication factor 1).
+                    tracing::warn!(
+                        keyspace = %keyspace.name,
+                        %range,
+                        "no surviving replica holds this range: its data is lost"
+                    );
+                    continue;
+                }
                 transfers.entry(receiver).or_default().push(RangeFetch {
                     keyspace: keyspace.id,
                     range,
