@@ -1,7 +1,8 @@
-//! Real `ringstore server` processes on 127.30.0.0/24, driven through the
-//! CLI as an operator would: status, keyspaces, put/get/delete with exit
-//! statuses, a join planned and a node added and decommissioned, a node
-//! stopped with SIGTERM, and the CLI's errors.
+//! Real `ringstore server` processes on loopback (each test its own
+//! 127.X.0.0/24 block), driven through the CLI as an operator would: status,
+//! keyspaces, put/get/delete with exit statuses, a join planned and a node
+//! added and decommissioned, a node stopped with SIGTERM, a joining node
+//! killed with SIGKILL that resumes, and the CLI's errors.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -9,56 +10,115 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
 
-/// Server processes, killed when dropped (so a failing test leaves none behind).
-struct Servers(Vec<Option<Child>>);
+/// Server processes on one address block, killed when dropped (so a failing
+/// test leaves none behind).
+struct Processes {
+    block: u8,
+    dir: tempfile::TempDir,
+    servers: Vec<Option<Child>>,
+}
 
-impl Drop for Servers {
+impl Drop for Processes {
     fn drop(&mut self) {
-        for child in self.0.iter_mut().flatten() {
+        for child in self.servers.iter_mut().flatten() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 }
 
-fn address(i: usize, port: u16) -> String {
-    format!("127.30.0.{}:{port}", i + 1)
-}
+impl Processes {
+    fn new(block: u8) -> Processes {
+        Processes {
+            block,
+            dir: tempfile::tempdir().unwrap(),
+            servers: Vec::new(),
+        }
+    }
 
-fn start(i: usize, dir: &Path) -> Child {
-    Command::new(BIN)
-        .args([
-            "server",
-            "--cluster-name",
-            "processes",
-            "--data-dir",
-            dir.join(format!("node{i}")).to_str().unwrap(),
-            "--listen-address",
-            &address(i, 7100),
-            "--internode-address",
-            &address(i, 7101),
-            "--gossip-address",
-            &address(i, 7000),
-            "--seeds",
-            &address(0, 7000),
-            "--rack",
-            &format!("rack{}", i + 1),
-        ])
-        .env("RINGSTORE_RING_DELAY_MS", "300")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("node{i}.log"))).unwrap())
-        .spawn()
-        .expect("the server starts")
-}
+    /// Node `i`'s address on `port`.
+    fn address(&self, i: usize, port: u16) -> String {
+        format!("127.{}.0.{}:{port}", self.block, i + 1)
+    }
 
-fn cli(host: usize, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--host")
-        .arg(address(host, 7100))
-        .args(args)
-        .output()
-        .unwrap()
+    /// Starts server `i` (again, on its data directory) with extra
+    /// environment settings.
+    fn start(&mut self, i: usize, env: &[(&str, &str)]) {
+        let dir: &Path = self.dir.path();
+        let child = Command::new(BIN)
+            .args([
+                "server",
+                "--cluster-name",
+                "processes",
+                "--data-dir",
+                dir.join(format!("node{i}")).to_str().unwrap(),
+                "--listen-address",
+                &self.address(i, 7100),
+                "--internode-address",
+                &self.address(i, 7101),
+                "--gossip-address",
+                &self.address(i, 7000),
+                "--seeds",
+                &self.address(0, 7000),
+                "--rack",
+                &format!("rack{}", i + 1),
+            ])
+            .env("RINGSTORE_RING_DELAY_MS", "300")
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(format!("node{i}.log")))
+                    .unwrap(),
+            )
+            .spawn()
+            .expect("the server starts");
+        if self.servers.len() <= i {
+            self.servers.resize_with(i + 1, || None);
+        }
+        assert!(self.servers[i].is_none(), "server {i} is running");
+        self.servers[i] = Some(child);
+    }
+
+    /// Takes server `i`'s process out of the set (to signal it and wait).
+    fn take(&mut self, i: usize) -> Child {
+        self.servers[i].take().expect("server is running")
+    }
+
+    /// Runs the CLI against node `host`.
+    fn cli(&self, host: usize, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--host")
+            .arg(self.address(host, 7100))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// The node rows of `status` on node `host`.
+    fn status_rows(&self, host: usize) -> Vec<String> {
+        let output = self.cli(host, &["status"]);
+        text(&output.stdout)
+            .lines()
+            .filter(|l| {
+                let b = l.as_bytes();
+                b.len() > 4 && b"UD".contains(&b[0]) && b"NJL".contains(&b[1]) && &b[2..4] == b"  "
+            })
+            .map(String::from)
+            .collect()
+    }
+
+    /// Waits until node `host` shows `count` nodes, all `UN`.
+    fn wait_until_all_un(&self, host: usize, count: usize) {
+        let prefix = format!("UN  127.{}.0.", self.block);
+        eventually(Duration::from_secs(60), "every node is UN", || {
+            let rows = self.status_rows(host);
+            rows.len() == count && rows.iter().all(|r| r.starts_with(&prefix))
+        });
+    }
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -74,28 +134,15 @@ fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn status_rows(host: usize) -> Vec<String> {
-    let output = cli(host, &["status"]);
-    text(&output.stdout)
-        .lines()
-        .filter(|l| {
-            let b = l.as_bytes();
-            b.len() > 4 && b"UD".contains(&b[0]) && b"NJL".contains(&b[1]) && &b[2..4] == b"  "
-        })
-        .map(String::from)
-        .collect()
-}
-
 #[test]
 fn an_operator_runs_a_three_process_cluster_from_the_cli() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut servers = Servers((0..3).map(|i| Some(start(i, dir.path()))).collect());
-    eventually(Duration::from_secs(60), "all three nodes are UN", || {
-        let rows = status_rows(0);
-        rows.len() == 3 && rows.iter().all(|r| r.starts_with("UN  127.30.0."))
-    });
+    let mut servers = Processes::new(30);
+    for i in 0..3 {
+        servers.start(i, &[]);
+    }
+    servers.wait_until_all_un(0, 3);
 
-    let create = cli(
+    let create = servers.cli(
         0,
         &[
             "keyspace",
@@ -106,17 +153,17 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         ],
     );
     assert!(create.status.success(), "{}", text(&create.stderr));
-    let put = cli(
+    let put = servers.cli(
         0,
         &["put", "ks", "greeting", "hello", "--consistency", "QUORUM"],
     );
     assert!(put.status.success(), "{}", text(&put.stderr));
-    let get = cli(2, &["get", "ks", "greeting", "--consistency", "quorum"]);
+    let get = servers.cli(2, &["get", "ks", "greeting", "--consistency", "quorum"]);
     assert_eq!(
         (get.status.code(), text(&get.stdout)),
         (Some(0), "hello\n".to_string())
     );
-    let hex = cli(
+    let hex = servers.cli(
         1,
         &[
             "get",
@@ -129,11 +176,12 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     );
     assert_eq!(text(&hex.stdout), "68656c6c6f\n");
     assert!(
-        cli(1, &["delete", "ks", "greeting", "--consistency", "QUORUM"])
+        servers
+            .cli(1, &["delete", "ks", "greeting", "--consistency", "QUORUM"])
             .status
             .success()
     );
-    let gone = cli(2, &["get", "ks", "greeting", "--consistency", "QUORUM"]);
+    let gone = servers.cli(2, &["get", "ks", "greeting", "--consistency", "QUORUM"]);
     assert_eq!(
         (gone.status.code(), text(&gone.stderr)),
         (Some(1), "not found\n".to_string())
@@ -141,7 +189,7 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
 
     // Grow and shrink from the CLI: plan a join, add a fourth node, see its
     // stream in netstats, then decommission it — the process exits by itself.
-    let plan = cli(0, &["plan", "join", "--dc", "dc1", "--rack", "rack4"]);
+    let plan = servers.cli(0, &["plan", "join", "--dc", "dc1", "--rack", "rack4"]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
     assert!(
         text(&plan.stdout).contains("Estimated data to stream"),
@@ -151,24 +199,22 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     for i in 0..40 {
         let key = format!("grow-{i}");
         assert!(
-            cli(0, &["put", "ks", &key, "v", "--consistency", "QUORUM"])
+            servers
+                .cli(0, &["put", "ks", &key, "v", "--consistency", "QUORUM"])
                 .status
                 .success()
         );
     }
-    servers.0.push(Some(start(3, dir.path())));
-    eventually(Duration::from_secs(60), "four nodes are UN", || {
-        let rows = status_rows(0);
-        rows.len() == 4 && rows.iter().all(|r| r.starts_with("UN  127.30.0."))
-    });
-    let netstats = cli(3, &["netstats"]);
+    servers.start(3, &[]);
+    servers.wait_until_all_un(0, 4);
+    let netstats = servers.cli(3, &["netstats"]);
     assert!(
         text(&netstats.stdout).starts_with("Mode: NORMAL\n")
             && text(&netstats.stdout).contains("receiving"),
         "{}",
         text(&netstats.stdout)
     );
-    let decommission = cli(3, &["decommission"]);
+    let decommission = servers.cli(3, &["decommission"]);
     assert!(
         decommission.status.success(),
         "{}",
@@ -179,17 +225,17 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         "{}",
         text(&decommission.stdout)
     );
-    let mut fourth = servers.0[3].take().unwrap();
+    let mut fourth = servers.take(3);
     let exit = fourth.wait().unwrap();
     assert!(
         exit.success(),
         "a decommissioned node exits cleanly: {exit:?}"
     );
     eventually(Duration::from_secs(30), "three nodes remain", || {
-        status_rows(0).len() == 3
+        servers.status_rows(0).len() == 3
     });
     for i in 0..40 {
-        let get = cli(
+        let get = servers.cli(
             1,
             &["get", "ks", &format!("grow-{i}"), "--consistency", "QUORUM"],
         );
@@ -197,7 +243,7 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     }
 
     // SIGTERM stops a node cleanly; the others see it down.
-    let mut third = servers.0[2].take().unwrap();
+    let mut third = servers.take(2);
     Command::new("kill")
         .args(["-TERM", &third.id().to_string()])
         .status()
@@ -205,24 +251,128 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     let exit = third.wait().unwrap();
     assert!(exit.success(), "a SIGTERM'd node exits cleanly: {exit:?}");
     eventually(Duration::from_secs(30), "node 3 is DN", || {
-        status_rows(0)
+        servers
+            .status_rows(0)
             .iter()
             .any(|r| r.starts_with("DN  127.30.0.3:7100"))
     });
-    let all = cli(0, &["put", "ks", "k", "v", "--consistency", "ALL"]);
+    let all = servers.cli(0, &["put", "ks", "k", "v", "--consistency", "ALL"]);
     assert_eq!(all.status.code(), Some(2));
     assert!(
         text(&all.stderr).starts_with("UNAVAILABLE: cannot achieve consistency level ALL"),
         "{}",
         text(&all.stderr)
     );
-    let refused = cli(2, &["status"]);
+    let refused = servers.cli(2, &["status"]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         text(&refused.stderr).contains("cannot connect to a node at 127.30.0.3:7100"),
         "{}",
         text(&refused.stderr)
     );
-    let quorum = cli(1, &["put", "ks", "k", "v", "--consistency", "QUORUM"]);
+    let quorum = servers.cli(1, &["put", "ks", "k", "v", "--consistency", "QUORUM"]);
     assert!(quorum.status.success(), "{}", text(&quorum.stderr));
+}
+
+/// The bytes node `host` has received in range streams since it started.
+fn stream_bytes_received(servers: &Processes, host: usize) -> u64 {
+    let metrics = text(&servers.cli(host, &["metrics"]).stdout);
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ringstore_stream_bytes_total{direction=\"received\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The mean completion of node `host`'s streams, from `netstats` ("(37.5%)").
+fn stream_percent(servers: &Processes, host: usize) -> f64 {
+    let shown = text(&servers.cli(host, &["netstats"]).stdout);
+    let percents: Vec<f64> = shown
+        .split('(')
+        .filter_map(|part| part.split_once("%)"))
+        .filter_map(|(number, _)| number.parse().ok())
+        .collect();
+    if percents.is_empty() {
+        return 0.0;
+    }
+    percents.iter().sum::<f64>() / percents.len() as f64
+}
+
+#[test]
+fn a_joining_process_killed_with_sigkill_resumes_its_bootstrap() {
+    let mut servers = Processes::new(51);
+    let slow = [("RINGSTORE_STREAM_THROUGHPUT_MIB_PER_SEC", "1")];
+    for i in 0..3 {
+        servers.start(i, &slow);
+    }
+    servers.wait_until_all_un(0, 3);
+    // About 12 MiB on every node: some 3,000 keys of 4 KiB at RF 3.
+    let stress = servers.cli(
+        0,
+        &[
+            "stress",
+            "write",
+            "-n",
+            "6000",
+            "--key-count",
+            "4000",
+            "--value-size",
+            "4096",
+            "--keyspace",
+            "ks",
+            "--replication",
+            "SimpleStrategy:3",
+            "--consistency",
+            "ALL",
+        ],
+    );
+    assert!(stress.status.success(), "{}", text(&stress.stderr));
+    let sample: Vec<(String, Vec<u8>)> = (0..100)
+        .map(|k| format!("key{k}"))
+        .filter_map(|key| {
+            let read = servers.cli(0, &["get", "ks", &key, "--consistency", "ALL"]);
+            read.status.success().then_some((key, read.stdout))
+        })
+        .collect();
+    assert!(sample.len() > 40, "{} sampled keys", sample.len());
+
+    // A fourth node joins; kill -9 it once its streams are 60% done.
+    servers.start(3, &[]);
+    eventually(
+        Duration::from_secs(60),
+        "the joining node is 60% through",
+        || stream_percent(&servers, 3) >= 60.0,
+    );
+    let before_kill = stream_bytes_received(&servers, 3);
+    let mut joining = servers.take(3);
+    joining.kill().unwrap();
+    joining.wait().unwrap();
+    servers.start(3, &[]);
+    servers.wait_until_all_un(0, 4);
+    let after_restart = stream_bytes_received(&servers, 3);
+    eprintln!("before the kill: {before_kill} bytes; after the restart: {after_restart} bytes");
+    assert!(
+        after_restart < before_kill,
+        "the restarted node resumed: it fetched {after_restart} bytes after {before_kill} before the kill"
+    );
+
+    // Node 4 holds every sampled key it replicates: with the others killed,
+    // it answers them alone.
+    let fourth = servers.address(3, 7100);
+    let mine: Vec<&(String, Vec<u8>)> = sample
+        .iter()
+        .filter(|(key, _)| {
+            text(&servers.cli(0, &["getendpoints", "ks", key]).stdout).contains(&fourth)
+        })
+        .collect();
+    assert!(!mine.is_empty());
+    for i in 0..3 {
+        let mut server = servers.take(i);
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+    for (key, value) in mine {
+        let read = servers.cli(3, &["get", "ks", key, "--consistency", "ONE"]);
+        assert_eq!(&read.stdout, value, "{key}: {}", text(&read.stderr));
+    }
 }
