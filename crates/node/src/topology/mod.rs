@@ -35,69 +35,17 @@ pub mod decommission;
 pub mod preview;
 pub mod removenode;
 pub mod saved;
+pub mod transfers;
+
+pub use transfers::{fetch_everywhere, transfers};
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_placement::{HostId, MovementPlan, ReplicaMap, ReplicationStrategy, Ring};
+use ringstore_placement::{ReplicationStrategy, Ring};
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::RangeFetch;
-
-/// What each receiving node must fetch for the ring to go from `before` to
-/// `after`, over every keyspace: per receiver, its ranges with their sources
-/// in order of preference (the losing replica first), leaving out sources in
-/// `unavailable` (a dead node being removed or replaced). A range only an
-/// unavailable node held is skipped, with a warning: its data is lost.
-pub fn transfers(
-    context: &NodeContext,
-    before: &Arc<Ring>,
-    after: &Arc<Ring>,
-    unavailable: &[HostId],
-) -> BTreeMap<HostId, Vec<RangeFetch>> {
-    let mut transfers: BTreeMap<HostId, Vec<RangeFetch>> = BTreeMap::new();
-    if before.is_empty() {
-        // A new cluster: no node holds data yet.
-        return transfers;
-    }
-    for keyspace in context.keyspaces() {
-        let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
-        let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
-        let plan = MovementPlan::between(&old, &new);
-        let mut receivers: Vec<HostId> = plan
-            .movements
-            .iter()
-            .flat_map(|m| m.gaining.iter().copied())
-            .collect();
-        receivers.sort_unstable();
-        receivers.dedup();
-        for receiver in receivers {
-            for (range, sources) in plan.fetches_for(receiver) {
-                let sources: Vec<HostId> = sources
-                    .into_iter()
-                    .filter(|s| !unavailable.contains(s))
-                    .collect();
-                if sources.is_empty() {
-                    // Only the dead node held it (replication factor 1).
-                    tracing::warn!(
-                        keyspace = %keyspace.name,
-                        %range,
-                        "no surviving replica holds this range: its data is lost"
-                    );
-                    continue;
-                }
-                transfers.entry(receiver).or_default().push(RangeFetch {
-                    keyspace: keyspace.id,
-                    range,
-                    sources,
-                });
-            }
-        }
-    }
-    transfers
-}
 
 /// Refuses to start a movement while another is under way.
 pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {

@@ -9,9 +9,10 @@ use ringstore_placement::HostId;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::streaming::fetch::FetchTotals;
-use crate::topology::decommission::fetch_everywhere;
 use crate::topology::saved::save_takeovers;
-use crate::topology::{ensure_enough_replicas, ensure_no_movement, transfers, wait_ring_delay};
+use crate::topology::{
+    ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers, wait_ring_delay,
+};
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the
