@@ -137,6 +137,42 @@ proptest! {
     }
 
     #[test]
+    fn every_gained_token_is_fetched_from_a_replica_that_held_it(
+        seed in any::<u64>(),
+        hosts in 2usize..12,
+        tokens in 1usize..8,
+        strategy in any_strategy(),
+        change in prop_oneof![
+            Just(Change::Join), Just(Change::Leave), Just(Change::Replace), Just(Change::Reweight)
+        ],
+    ) {
+        let before_ring = random_ring(seed, hosts, tokens, 2, 3);
+        let after_ring = apply(&before_ring, &change, seed);
+        let (before, after) = (map(&before_ring, &strategy), map(&after_ring, &strategy));
+        let plan = MovementPlan::between(&before, &after);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let probes: Vec<Token> = (0..300).map(|_| Token(rng.random())).collect();
+        for host in after_ring.hosts().iter().map(|h| h.id) {
+            let fetches = plan.fetches_for(host);
+            for &token in &probes {
+                let (old, new) = (replica_set(&before, token), replica_set(&after, token));
+                let gains = new.contains(&host) && !old.contains(&host);
+                let covering: Vec<_> = fetches.iter().filter(|(r, _)| r.contains(token)).collect();
+                // Exactly the tokens the host gains are fetched, once.
+                prop_assert_eq!(covering.len(), usize::from(gains), "{} at {}", host, token);
+                if let Some((_, sources)) = covering.first() {
+                    // From every replica that held the token, a loser first.
+                    prop_assert_eq!(sources.iter().copied().collect::<BTreeSet<_>>(), old.clone());
+                    let losers: BTreeSet<_> = old.difference(&new).copied().collect();
+                    if !losers.is_empty() {
+                        prop_assert!(losers.contains(&sources[0]), "a losing replica first");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn with_rf_one_a_join_moves_only_the_ranges_just_below_its_tokens(
         seed in any::<u64>(),
         hosts in 1usize..12,
