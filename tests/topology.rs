@@ -358,20 +358,24 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
     cluster.shutdown().await;
 }
 
-/// Fills every node's store directly with `count` keys of 1 KiB (RF 3 on 3
-/// nodes: each node replicates every key).
+/// Fills the nodes' stores directly (fast, no coordination) with `count`
+/// keys of 1 KiB, each on exactly the replicas the placement names.
 async fn fill_directly(cluster: &TestCluster, count: usize) {
+    let map = replica_map(cluster, 0);
     for i in 0..cluster.nodes.len() {
         let context = cluster.context(i);
         let id = context.keyspace("ks").unwrap().id;
         let writes: Vec<_> = (0..count)
-            .map(|k| {
+            .map(|k| format!("bulk-{k}"))
+            .filter(|key| map.replicas(token(key)).contains(context.host_id))
+            .map(|key| {
+                let k: usize = key["bulk-".len()..].parse().unwrap();
                 let cell = ringstore_storage::Cell::live(
                     ringstore_storage::Timestamp(1),
                     format!("{k:01024}").into_bytes(),
                     None,
                 );
-                (id, format!("bulk-{k}").into_bytes(), cell)
+                (id, key.into_bytes(), cell)
             })
             .collect();
         for batch in writes.chunks(1000) {
@@ -764,5 +768,80 @@ async fn a_second_join_waits_for_the_first() {
     cluster.wait_until_settled().await;
     let (received, _) = bootstrap_bytes(&cluster, second).await;
     assert!(received > 0, "the second node bootstrapped after the first");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_decommission_shows_as_leaving_and_blocks_other_movements() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs: Vec<NodeConfig> = (0..4)
+        .map(|i| NodeConfig {
+            stream_throughput_mib_per_sec: 1,
+            ..TestCluster::config(52, i, 1, dirs.path())
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    fill_directly(&cluster, BULK_KEYS / 2).await;
+
+    let mut topology = cluster.topology(3).await;
+    let decommission =
+        tokio::spawn(async move { topology.decommission(pb::DecommissionRequest {}).await });
+    eventually(
+        Duration::from_secs(30),
+        "the leaving node sends its ranges",
+        || async {
+            let stats = cluster
+                .topology(3)
+                .await
+                .net_stats(pb::NetStatsRequest {})
+                .await;
+            stats.is_ok_and(|s| {
+                let s = s.into_inner();
+                s.mode == "LEAVING"
+                    && s.streams
+                        .iter()
+                        .any(|s| s.direction == "sending" && s.bytes_done > 0)
+            })
+        },
+    )
+    .await;
+    let status = cluster
+        .admin(0)
+        .await
+        .status(pb::StatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let leaving = status
+        .nodes
+        .iter()
+        .find(|n| n.client_address == cluster.address(3).to_string())
+        .unwrap();
+    assert_eq!((leaving.up, leaving.state.as_str()), (true, "LEAVING"));
+    let refused = cluster
+        .topology(1)
+        .await
+        .decommission(pb::DecommissionRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("is leaving"),
+        "{}",
+        refused.message()
+    );
+
+    decommission
+        .await
+        .unwrap()
+        .expect("the slow decommission completes");
+    let node = cluster.forget(3).unwrap();
+    node.shutdown().await.unwrap();
+    cluster.wait_until_settled().await;
+    // The leaving node's ranges now live on the three others, in full.
+    for i in 0..3 {
+        assert_has_its_bulk_keys(&cluster, i, BULK_KEYS / 2);
+    }
     cluster.shutdown().await;
 }
