@@ -19,7 +19,7 @@ fn assert_status(result: Result<impl std::fmt::Debug, tonic::Status>, code: Code
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_request_gets_a_clear_status() {
-    let cluster = TestCluster::start(28, 1, 1).await;
+    let mut cluster = TestCluster::start(28, 1, 1).await;
     cluster.create_keyspace(0, "ks", 1).await;
     let mut client = cluster.client(0).await;
     let one = pb::ConsistencyLevel::One;
@@ -310,6 +310,24 @@ async fn every_bad_request_gets_a_clear_status() {
         Code::InvalidArgument,
         "beyond any network",
     );
+
+    // A node told to replace something that is not a node gives up and stops.
+    let config = ringstore_node::NodeConfig {
+        replace_address: Some("not-an-address".into()),
+        ..TestCluster::config(28, 1, 1, cluster.dir())
+    };
+    let replacement = cluster.add(config).await;
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        cluster.nodes[replacement]
+            .as_ref()
+            .unwrap()
+            .stop_requested(),
+    )
+    .await
+    .expect("a replacement with a bad replace_address stops");
+    cluster.stop(replacement).await;
+    cluster.forget(replacement);
 
     // The node still serves after all that.
     client.put(put("ks", "after", "fine", one)).await.unwrap();

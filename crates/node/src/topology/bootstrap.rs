@@ -127,27 +127,32 @@ async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
     let deadline = tokio::time::Instant::now() + FIND_PATIENCE;
     loop {
         let view = context.view();
-        let found = view.members.values().find(|m| {
-            let md = &m.metadata;
-            md.host_id != context.host_id
-                && (Some(md.host_id) == by_id
-                    || by_ip.is_some_and(|ip| {
-                        [md.client_addr, md.internode_addr, md.gossip_addr]
-                            .iter()
-                            .any(|a| a.ip() == ip)
-                    }))
-        });
-        match found {
-            Some(member) if member.liveness == Liveness::Down => {
-                return Ok(member.metadata.host_id);
-            }
-            Some(member) if tokio::time::Instant::now() >= deadline => {
+        let matching: Vec<_> = view
+            .members
+            .values()
+            .filter(|m| {
+                let md = &m.metadata;
+                md.host_id != context.host_id
+                    && !view.removed.contains(&md.host_id)
+                    && (Some(md.host_id) == by_id
+                        || by_ip.is_some_and(|ip| {
+                            [md.client_addr, md.internode_addr, md.gossip_addr]
+                                .iter()
+                                .any(|a| a.ip() == ip)
+                        }))
+            })
+            .collect();
+        // Several nodes may share an IP (ports differ): the dead one is meant.
+        let dead = matching.iter().find(|m| m.liveness == Liveness::Down);
+        match (dead, matching.first()) {
+            (Some(member), _) => return Ok(member.metadata.host_id),
+            (None, Some(member)) if tokio::time::Instant::now() >= deadline => {
                 return Err(NodeError::FailedPrecondition(format!(
                     "node {} ({address}) is up: only a dead node can be replaced",
                     member.metadata.host_id
                 )));
             }
-            None if tokio::time::Instant::now() >= deadline => {
+            (None, None) if tokio::time::Instant::now() >= deadline => {
                 return Err(NodeError::FailedPrecondition(format!(
                     "no node {address} is known to the cluster: nothing to replace"
                 )));

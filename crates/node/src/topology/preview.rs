@@ -107,6 +107,11 @@ impl Preview {
 pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Preview> {
     let view = context.view();
     let before = view.ring.clone();
+    if before.is_empty() {
+        return Err(NodeError::FailedPrecondition(
+            "the ring is empty: there is nothing to plan yet".into(),
+        ));
+    }
     let (after, description, unavailable) = match change {
         Change::Join {
             location,
@@ -164,22 +169,19 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
         let rf = f64::from(keyspace.strategy.total_rf().max(1));
         replica_fractions.push(plan.gained_fraction() / rf);
         let mut by_source: BTreeMap<HostId, Vec<(TokenRange, HostId)>> = BTreeMap::new();
-        for movement in &plan.movements {
-            for &target in &movement.gaining {
-                let source = plan
-                    .fetches_for(target)
+        let targets: std::collections::BTreeSet<HostId> = plan
+            .movements
+            .iter()
+            .flat_map(|m| m.gaining.iter().copied())
+            .collect();
+        for target in targets {
+            for (range, sources) in plan.fetches_for(target) {
+                // The source the fetch would use: the first live, available one.
+                let source = sources
                     .into_iter()
-                    .find(|(range, _)| *range == movement.range)
-                    .and_then(|(_, sources)| {
-                        sources
-                            .into_iter()
-                            .find(|s| !unavailable.contains(s) && view.is_up(*s))
-                    });
+                    .find(|s| !unavailable.contains(s) && view.is_up(*s));
                 if let Some(source) = source {
-                    by_source
-                        .entry(source)
-                        .or_default()
-                        .push((movement.range, target));
+                    by_source.entry(source).or_default().push((range, target));
                 }
             }
         }
