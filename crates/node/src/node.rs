@@ -2,6 +2,7 @@
 //! schema, and the gRPC servers, in that order.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -37,7 +38,6 @@ use crate::streaming::registry::Streams;
 use crate::streaming::throttle::StreamThrottle;
 use crate::topology::{bootstrap, saved};
 use crate::{schema_sync, tokens};
-use std::pin::Pin;
 
 /// The largest gRPC message accepted: a 16 MiB value plus its envelope.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

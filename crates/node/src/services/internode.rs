@@ -12,17 +12,16 @@ use ringstore_storage::Timestamp;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::streaming::checkpoint::Checkpoints;
-use crate::streaming::estimate::estimate_range;
-use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
-use crate::streaming::source::send_range;
-
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
 use crate::error::{NodeError, Result};
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
+use crate::streaming::checkpoint::Checkpoints;
+use crate::streaming::estimate::estimate_range;
+use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
+use crate::streaming::source::send_range;
 
 /// Serves `Internode` from a node's context.
 pub struct InternodeService {
