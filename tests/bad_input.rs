@@ -254,6 +254,23 @@ async fn every_bad_request_gets_a_clear_status() {
         Code::InvalidArgument,
         "key must not be empty",
     );
+    assert_status(
+        internode
+            .metadata_seen(pb::MetadataSeenRequest {
+                host_id: "nobody".into(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "is not a host id",
+    );
+    let unknown = internode
+        .metadata_seen(pb::MetadataSeenRequest {
+            host_id: uuid_text(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!unknown.known);
     let mut topology = cluster.topology(0).await;
     assert_status(
         topology

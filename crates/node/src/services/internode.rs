@@ -193,6 +193,27 @@ impl Internode for InternodeService {
         Ok(Response::new(pb::RangeStatsResponse { ranges }))
     }
 
+    async fn metadata_seen(
+        &self,
+        request: Request<pb::MetadataSeenRequest>,
+    ) -> Result<Response<pb::MetadataSeenResponse>, Status> {
+        let host_id = request.into_inner().host_id;
+        let host = host_id
+            .parse()
+            .map(HostId)
+            .map_err(|_| NodeError::InvalidArgument(format!("{host_id:?} is not a host id")))?;
+        let view = self.context.view();
+        let response = match view.member(host) {
+            Some(member) => pb::MetadataSeenResponse {
+                known: true,
+                generation: member.metadata.stamp.generation.0,
+                version: member.metadata.stamp.version,
+            },
+            None => pb::MetadataSeenResponse::default(),
+        };
+        Ok(Response::new(response))
+    }
+
     async fn take_hints(
         &self,
         request: Request<pb::TakeHintsRequest>,

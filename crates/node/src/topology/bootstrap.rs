@@ -21,7 +21,7 @@ use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::fetch::fetch_ranges;
 use crate::tokens::{save_tokens, wait_until_connected};
 use crate::topology::saved::{save_takeovers, set_unfinished_bootstrap};
-use crate::topology::{transfers, wait_ring_delay};
+use crate::topology::{transfers, wait_ring_delay, wait_until_announced};
 
 /// The operation name of a fresh node's bootstrap.
 pub const BOOTSTRAP: &str = "bootstrap";
@@ -33,6 +33,7 @@ const FIND_PATIENCE: Duration = Duration::from_secs(30);
 /// Streams the ranges this `Joining` node gains (its tokens gossiped at least
 /// `ring_delay` ago), then announces `Normal` and forgets the checkpoints.
 pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) -> Result<()> {
+    wait_until_announced(context).await;
     wait_for_schema(context).await;
     let view = context.view();
     let replaced = view

@@ -11,6 +11,7 @@ use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::mark_decommissioned;
 use crate::topology::{
     ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers, wait_ring_delay,
+    wait_until_announced,
 };
 
 /// What a decommission moved.
@@ -64,6 +65,7 @@ pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> 
 
 async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
     wait_ring_delay(context).await;
+    wait_until_announced(context).await;
     let view = context.view();
     let pending = view
         .pending_ring

@@ -9,10 +9,11 @@
 //! *pending ring* ([`ClusterView::pending_ring`](ringstore_membership::ClusterView)),
 //! and coordinators send each write to the key's pending replicas too,
 //! waiting for one more ack per pending replica (see
-//! [`coordinator`](crate::coordinator)). After `ring_delay`, by which time
-//! every coordinator has seen the announcement, the ranges move
-//! ([`transfers`]): each receiver pulls each range it gains from the replica
-//! that loses it ([`streaming`](crate::streaming)). Only then does the
+//! [`coordinator`](crate::coordinator)). After `ring_delay`, and once every
+//! live node has confirmed that it holds the announcement
+//! ([`wait_until_announced`]), the ranges move ([`transfers()`]): each receiver
+//! pulls each range it gains from the replica that loses it
+//! ([`streaming`](crate::streaming)). Only then does the
 //! change complete in gossip (`Normal`, `Left`, removed), and the pending
 //! ring becomes the ring. A write acknowledged at any point is therefore on
 //! the old replicas (and streamed) or on the new ones (written directly).
@@ -42,7 +43,8 @@ pub use transfers::{fetch_everywhere, transfers};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ringstore_placement::{ReplicationStrategy, Ring};
+use ringstore_placement::{HostId, ReplicationStrategy, Ring};
+use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
@@ -63,6 +65,65 @@ pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
 /// node just gossiped.
 pub async fn wait_ring_delay(context: &NodeContext) {
     tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+}
+
+/// How long a node announcing a movement waits for every live node to have
+/// seen it, before it proceeds anyway (with a warning).
+const ANNOUNCE_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits until every live node holds this node's current metadata (asked
+/// over the internode port): from then on every coordinator sends writes to
+/// the pending replicas, so data may move. `ring_delay` alone only makes this
+/// likely; this makes it checked. Gives up after `ANNOUNCE_PATIENCE`, with
+/// a warning (a node that cannot be asked is about to be seen down).
+pub async fn wait_until_announced(context: &NodeContext) {
+    let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
+    loop {
+        let view = context.view();
+        let Some(mine) = view.member(context.host_id).map(|m| m.metadata.stamp) else {
+            return;
+        };
+        let peers: Vec<_> = view
+            .up_members()
+            .filter(|m| m.metadata.host_id != context.host_id)
+            .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
+            .collect();
+        let asks = peers.iter().map(|&(host, address)| async move {
+            let request = pb::MetadataSeenRequest {
+                host_id: context.host_id.to_string(),
+            };
+            let answer = tokio::time::timeout(
+                Duration::from_secs(2),
+                context.peers.client(address).metadata_seen(request),
+            )
+            .await;
+            let seen = match answer {
+                Ok(Ok(response)) => {
+                    let r = response.into_inner();
+                    r.known && (r.generation, r.version) >= (mine.generation.0, mine.version)
+                }
+                _ => false,
+            };
+            (host, seen)
+        });
+        let behind: Vec<HostId> = futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .filter(|(_, seen)| !seen)
+            .map(|(host, _)| host)
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                ?behind,
+                "some live nodes have not seen this node's announcement; proceeding"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Refuses a change that would leave fewer nodes than a keyspace's

@@ -12,6 +12,7 @@ use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::save_takeovers;
 use crate::topology::{
     ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers, wait_ring_delay,
+    wait_until_announced,
 };
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
@@ -68,6 +69,7 @@ pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<Fetc
 
 async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
     wait_ring_delay(context).await;
+    wait_until_announced(context).await;
     let view = context.view();
     let pending = view
         .pending_ring
