@@ -405,6 +405,39 @@ async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
     (done, total)
 }
 
+/// Checks that node 0's `status` shows node `moving` up and in `state`, and
+/// that node `refuser` refuses to decommission meanwhile, naming the
+/// movement (`what`).
+async fn assert_moving_and_blocking(
+    cluster: &TestCluster,
+    moving: usize,
+    state: &str,
+    refuser: usize,
+    what: &str,
+) {
+    let status = cluster
+        .admin(0)
+        .await
+        .status(pb::StatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let node = status
+        .nodes
+        .iter()
+        .find(|n| n.client_address == cluster.address(moving).to_string())
+        .unwrap();
+    assert_eq!((node.up, node.state.as_str()), (true, state));
+    let refused = cluster
+        .topology(refuser)
+        .await
+        .decommission(pb::DecommissionRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(refused.message().contains(what), "{}", refused.message());
+}
+
 /// Bulk keys of 1 KiB for the slow-stream tests: 12 MiB a node.
 const BULK_KEYS: usize = 12_000;
 
@@ -461,31 +494,7 @@ fn assert_has_its_bulk_keys(cluster: &TestCluster, i: usize, count: usize) {
 async fn a_stream_whose_source_is_killed_fails_over_and_completes() {
     let (mut cluster, joiner) = slowly_joining_cluster(43, 4).await;
     // Meanwhile the joining node shows as UJ, and no other movement may start.
-    let status = cluster
-        .admin(0)
-        .await
-        .status(pb::StatusRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let joining = status
-        .nodes
-        .iter()
-        .find(|n| n.client_address == cluster.address(joiner).to_string())
-        .unwrap();
-    assert_eq!((joining.up, joining.state.as_str()), (true, "JOINING"));
-    let refused = cluster
-        .topology(0)
-        .await
-        .decommission(pb::DecommissionRequest {})
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(
-        refused.message().contains("is joining"),
-        "{}",
-        refused.message()
-    );
+    assert_moving_and_blocking(&cluster, joiner, "JOINING", 0, "is joining").await;
     // Writes already reach it as a pending replica: at ALL, every natural and
     // pending replica has acknowledged.
     let joining_host = cluster.context(joiner).host_id;
@@ -806,31 +815,7 @@ async fn a_slow_decommission_shows_as_leaving_and_blocks_other_movements() {
         },
     )
     .await;
-    let status = cluster
-        .admin(0)
-        .await
-        .status(pb::StatusRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let leaving = status
-        .nodes
-        .iter()
-        .find(|n| n.client_address == cluster.address(3).to_string())
-        .unwrap();
-    assert_eq!((leaving.up, leaving.state.as_str()), (true, "LEAVING"));
-    let refused = cluster
-        .topology(1)
-        .await
-        .decommission(pb::DecommissionRequest {})
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(
-        refused.message().contains("is leaving"),
-        "{}",
-        refused.message()
-    );
+    assert_moving_and_blocking(&cluster, 3, "LEAVING", 1, "is leaving").await;
 
     decommission
         .await

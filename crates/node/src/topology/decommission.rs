@@ -10,8 +10,8 @@ use crate::error::{NodeError, Result};
 use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::mark_decommissioned;
 use crate::topology::{
-    ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers, wait_ring_delay,
-    wait_until_announced,
+    announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
+    wait_ring_delay,
 };
 
 /// What a decommission moved.
@@ -64,13 +64,7 @@ pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> 
 }
 
 async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
-    wait_ring_delay(context).await;
-    wait_until_announced(context).await;
-    let view = context.view();
-    let pending = view
-        .pending_ring
-        .clone()
-        .ok_or_else(|| NodeError::Internal("leaving, but gossip shows no pending ring".into()))?;
+    let (view, pending) = announced_movement(context, "leaving").await?;
     let operation = format!("decommission:{}", context.host_id);
     let streamed = fetch_everywhere(
         context,

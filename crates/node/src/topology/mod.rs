@@ -41,8 +41,10 @@ pub mod transfers;
 pub use transfers::{fetch_everywhere, transfers};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use ringstore_membership::ClusterView;
 use ringstore_placement::{HostId, ReplicationStrategy, Ring};
 use ringstore_proto::v1 as pb;
 
@@ -124,6 +126,23 @@ pub async fn wait_until_announced(context: &NodeContext) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Once the movement this node announced is known everywhere (`ring_delay`,
+/// then [`wait_until_announced`]): the view to move data by, and its
+/// pending ring. `doing` names the movement for the error when there is none.
+pub async fn announced_movement(
+    context: &NodeContext,
+    doing: &str,
+) -> Result<(Arc<ClusterView>, Arc<Ring>)> {
+    wait_ring_delay(context).await;
+    wait_until_announced(context).await;
+    let view = context.view();
+    let pending = view
+        .pending_ring
+        .clone()
+        .ok_or_else(|| NodeError::Internal(format!("{doing}, but gossip shows no pending ring")))?;
+    Ok((view, pending))
 }
 
 /// Refuses a change that would leave fewer nodes than a keyspace's

@@ -11,8 +11,7 @@ use crate::error::{NodeError, Result};
 use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::save_takeovers;
 use crate::topology::{
-    ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers, wait_ring_delay,
-    wait_until_announced,
+    announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
 };
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
@@ -68,13 +67,7 @@ pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<Fetc
 }
 
 async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
-    wait_ring_delay(context).await;
-    wait_until_announced(context).await;
-    let view = context.view();
-    let pending = view
-        .pending_ring
-        .clone()
-        .ok_or_else(|| NodeError::Internal("removing, but gossip shows no pending ring".into()))?;
+    let (view, pending) = announced_movement(context, "removing").await?;
     let operation = format!("removenode:{dead}");
     let totals = fetch_everywhere(
         context,
