@@ -93,11 +93,30 @@ fn apply(ring: &Ring, change: &Change, seed: u64) -> Ring {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+/// A random ring, a change applied to it, both placements and the plan
+/// between them.
+struct Scenario {
+    seed: u64,
+    before_ring: Ring,
+    after_ring: Ring,
+    before: ReplicaMap,
+    after: ReplicaMap,
+    plan: MovementPlan,
+}
 
-    #[test]
-    fn movement_plan_is_the_diff_of_the_replica_maps(
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("seed", &self.seed)
+            .field("before_ring", &self.before_ring)
+            .field("after_ring", &self.after_ring)
+            .field("strategy", self.before.strategy())
+            .finish_non_exhaustive()
+    }
+}
+
+prop_compose! {
+    fn any_scenario()(
         seed in any::<u64>(),
         hosts in 2usize..12,
         tokens in 1usize..8,
@@ -105,11 +124,21 @@ proptest! {
         change in prop_oneof![
             Just(Change::Join), Just(Change::Leave), Just(Change::Replace), Just(Change::Reweight)
         ],
-    ) {
+    ) -> Scenario {
         let before_ring = random_ring(seed, hosts, tokens, 2, 3);
         let after_ring = apply(&before_ring, &change, seed);
         let (before, after) = (map(&before_ring, &strategy), map(&after_ring, &strategy));
         let plan = MovementPlan::between(&before, &after);
+        Scenario { seed, before_ring, after_ring, before, after, plan }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn movement_plan_is_the_diff_of_the_replica_maps(scenario in any_scenario()) {
+        let Scenario { seed, before_ring, after_ring, before, after, plan } = scenario;
 
         // Probe every boundary, its neighbours, and random tokens.
         let mut rng = StdRng::seed_from_u64(seed);
@@ -137,19 +166,8 @@ proptest! {
     }
 
     #[test]
-    fn every_gained_token_is_fetched_from_a_replica_that_held_it(
-        seed in any::<u64>(),
-        hosts in 2usize..12,
-        tokens in 1usize..8,
-        strategy in any_strategy(),
-        change in prop_oneof![
-            Just(Change::Join), Just(Change::Leave), Just(Change::Replace), Just(Change::Reweight)
-        ],
-    ) {
-        let before_ring = random_ring(seed, hosts, tokens, 2, 3);
-        let after_ring = apply(&before_ring, &change, seed);
-        let (before, after) = (map(&before_ring, &strategy), map(&after_ring, &strategy));
-        let plan = MovementPlan::between(&before, &after);
+    fn every_gained_token_is_fetched_from_a_replica_that_held_it(scenario in any_scenario()) {
+        let Scenario { seed, after_ring, before, after, plan, .. } = scenario;
         let mut rng = StdRng::seed_from_u64(seed);
         let probes: Vec<Token> = (0..300).map(|_| Token(rng.random())).collect();
         for host in after_ring.hosts().iter().map(|h| h.id) {
