@@ -10,20 +10,24 @@ pub fn entry_bytes(key: &[u8], cell: &Cell) -> u64 {
     (key.len() + cell.encode().len()) as u64
 }
 
-/// A running CRC-32 over stream entries (key length, key, encoded cell).
+/// A running CRC-32 over stream entries (key length, key, encoded cell),
+/// and their count and size.
 #[derive(Clone, Default)]
 pub struct EntryChecksum {
     hasher: crc32fast::Hasher,
     entries: u64,
+    bytes: u64,
 }
 
 impl EntryChecksum {
-    /// Adds one entry.
-    pub fn add(&mut self, key: &[u8], cell: &Cell) {
+    /// Adds one entry, given its cell already encoded ([`Cell::encode`]):
+    /// the encoding is the costly part, so each side does it once per cell.
+    pub fn add(&mut self, key: &[u8], encoded_cell: &[u8]) {
         self.hasher.update(&(key.len() as u32).to_le_bytes());
         self.hasher.update(key);
-        self.hasher.update(&cell.encode());
+        self.hasher.update(encoded_cell);
         self.entries += 1;
+        self.bytes += (key.len() + encoded_cell.len()) as u64;
     }
 
     /// The entries added so far.
@@ -31,18 +35,14 @@ impl EntryChecksum {
         self.entries
     }
 
+    /// Their size ([`entry_bytes`]).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// The checksum of the entries added so far.
     pub fn value(&self) -> u32 {
         self.hasher.clone().finalize()
-    }
-
-    /// The checksum of `entries`.
-    pub fn of<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a Cell)>) -> u32 {
-        let mut sum = EntryChecksum::default();
-        for (key, cell) in entries {
-            sum.add(key, cell);
-        }
-        sum.value()
     }
 }
 
@@ -55,22 +55,19 @@ pub struct Chunk {
     pub last_token: Token,
     /// The entries' size ([`entry_bytes`]).
     pub bytes: u64,
-}
-
-impl Chunk {
-    /// The chunk's checksum.
-    pub fn checksum(&self) -> u32 {
-        EntryChecksum::of(self.entries.iter().map(|(k, c)| (k.as_slice(), c)))
-    }
+    /// The entries' CRC-32 ([`EntryChecksum`]).
+    pub checksum: u32,
 }
 
 /// Groups token-ordered entries into chunks of about `max_bytes` (a chunk
 /// ends at the first token boundary at or past the limit; one entry larger
-/// than the limit makes a chunk of its own).
+/// than the limit makes a chunk of its own), checksumming each chunk and the
+/// whole stream as it goes.
 pub struct Chunker {
     max_bytes: u64,
     current: Vec<(Vec<u8>, Cell)>,
-    bytes: u64,
+    chunk_sum: EntryChecksum,
+    total: EntryChecksum,
     last_token: Option<Token>,
 }
 
@@ -80,23 +77,31 @@ impl Chunker {
         Chunker {
             max_bytes,
             current: Vec::new(),
-            bytes: 0,
+            chunk_sum: EntryChecksum::default(),
+            total: EntryChecksum::default(),
             last_token: None,
         }
     }
 
     /// Adds the next entry; returns a full chunk when this entry starts a new one.
     pub fn push(&mut self, token: Token, key: Vec<u8>, cell: Cell) -> Option<Chunk> {
-        let full = self.bytes >= self.max_bytes && self.last_token != Some(token);
+        let full = self.chunk_sum.bytes() >= self.max_bytes && self.last_token != Some(token);
         let ready = if full { self.take() } else { None };
-        self.bytes += entry_bytes(&key, &cell);
+        let encoded = cell.encode();
+        self.chunk_sum.add(&key, &encoded);
+        self.total.add(&key, &encoded);
         self.current.push((key, cell));
         self.last_token = Some(token);
         ready
     }
 
+    /// The checksum, count and size of every entry pushed so far.
+    pub fn total(&self) -> &EntryChecksum {
+        &self.total
+    }
+
     /// The last, partial chunk, if any entries are left.
-    pub fn finish(mut self) -> Option<Chunk> {
+    pub fn finish(&mut self) -> Option<Chunk> {
         self.take()
     }
 
@@ -105,13 +110,13 @@ impl Chunker {
         if self.current.is_empty() {
             return None;
         }
-        let chunk = Chunk {
+        let sum = std::mem::take(&mut self.chunk_sum);
+        Some(Chunk {
             entries: std::mem::take(&mut self.current),
             last_token,
-            bytes: self.bytes,
-        };
-        self.bytes = 0;
-        Some(chunk)
+            bytes: sum.bytes(),
+            checksum: sum.value(),
+        })
     }
 }
 
@@ -135,6 +140,7 @@ mod tests {
             }
         }
         chunks.extend(chunker.finish());
+        assert_eq!(chunker.total().entries(), 40);
         let total: usize = chunks.iter().map(|c| c.entries.len()).sum();
         assert_eq!(total, 40);
         for chunk in &chunks {
@@ -157,7 +163,10 @@ mod tests {
         assert!(chunker.push(Token(1), b"a".to_vec(), cell(100)).is_none());
         let first = chunker.push(Token(2), b"b".to_vec(), cell(1)).unwrap();
         assert_eq!(first.entries.len(), 1);
-        assert_eq!(chunker.finish().unwrap().last_token, Token(2));
+        let last = chunker.finish().unwrap();
+        assert_eq!(last.last_token, Token(2));
+        assert_eq!(chunker.total().entries(), 2);
+        assert_eq!(chunker.total().bytes(), first.bytes + last.bytes);
     }
 
     #[test]
@@ -165,12 +174,21 @@ mod tests {
         let a = (b"a".to_vec(), cell(3));
         let b = (b"b".to_vec(), cell(3));
         let sum = |entries: &[(Vec<u8>, Cell)]| {
-            EntryChecksum::of(entries.iter().map(|(k, c)| (k.as_slice(), c)))
+            let mut sum = EntryChecksum::default();
+            for (key, cell) in entries {
+                sum.add(key, &cell.encode());
+            }
+            sum.value()
         };
         let ab = sum(&[a.clone(), b.clone()]);
         assert_ne!(ab, sum(&[b.clone(), a.clone()]));
         let mut changed = b.clone();
         changed.1 = Cell::live(Timestamp(2), vec![7; 3], None);
-        assert_ne!(ab, sum(&[a, changed]));
+        assert_ne!(ab, sum(&[a.clone(), changed]));
+        // A chunk's checksum is the same sum over its entries.
+        let mut chunker = Chunker::new(1 << 20);
+        chunker.push(Token(1), a.0.clone(), a.1.clone());
+        chunker.push(Token(2), b.0.clone(), b.1.clone());
+        assert_eq!(chunker.finish().unwrap().checksum, ab);
     }
 }

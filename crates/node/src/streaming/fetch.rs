@@ -14,7 +14,7 @@ use crate::context::NodeContext;
 use crate::convert::cell_from_pb;
 use crate::error::{NodeError, Result};
 use crate::streaming::checkpoint::{Checkpoints, Position};
-use crate::streaming::chunk::{EntryChecksum, entry_bytes};
+use crate::streaming::chunk::EntryChecksum;
 use crate::streaming::registry::{Direction, Session, SessionInfo};
 
 /// Attempts per range before the fetch fails.
@@ -42,7 +42,7 @@ pub struct RangeFetch {
 pub struct FetchTotals {
     /// Ranges fetched (including ones an earlier run finished).
     pub ranges: u64,
-    /// Bytes received by this run ([`entry_bytes`]).
+    /// Bytes received by this run ([`entry_bytes`](crate::streaming::chunk::entry_bytes)).
     pub bytes: u64,
     /// Cells received by this run.
     pub entries: u64,
@@ -346,28 +346,28 @@ async fn stream_once(
             }
             return Ok(received);
         }
-        let entries: Vec<(Vec<u8>, Cell)> = message
-            .entries
-            .into_iter()
-            .filter_map(|e| Some((e.key, cell_from_pb(e.cell?))))
-            .collect();
-        let checksum = EntryChecksum::of(entries.iter().map(|(k, c)| (k.as_slice(), c)));
-        if checksum != message.checksum {
+        // Each cell is encoded once, for the chunk's and the stream's checksums.
+        let mut chunk = EntryChecksum::default();
+        let mut writes: Vec<(KeyspaceId, Vec<u8>, Cell)> =
+            Vec::with_capacity(message.entries.len());
+        for entry in message.entries {
+            let Some(cell) = entry.cell.map(cell_from_pb) else {
+                continue; // counted by neither sum: the checksums catch it
+            };
+            let encoded = cell.encode();
+            chunk.add(&entry.key, &encoded);
+            total.add(&entry.key, &encoded);
+            writes.push((fetch.keyspace, entry.key, cell));
+        }
+        if chunk.value() != message.checksum {
             let error = StreamError::Corrupt(format!(
-                "a chunk's CRC is {:08x}, its entries' {checksum:08x}",
-                message.checksum
+                "a chunk's CRC is {:08x}, its entries' {:08x}",
+                message.checksum,
+                chunk.value()
             ));
             return Err((received, error));
         }
-        let mut bytes = 0;
-        let writes: Vec<(KeyspaceId, Vec<u8>, Cell)> = entries
-            .into_iter()
-            .map(|(key, cell)| {
-                total.add(&key, &cell);
-                bytes += entry_bytes(&key, &cell);
-                (fetch.keyspace, key, cell)
-            })
-            .collect();
+        let bytes = chunk.bytes();
         if let Err(error) = context.store.apply_many(&writes).await {
             return Err((received, StreamError::Local(error.into())));
         }

@@ -65,12 +65,11 @@ async fn stream(
         .scan(keyspace, range)
         .map_err(|e| e.to_string())?;
     let mut chunker = Chunker::new(CHUNK_BYTES);
-    let mut total = EntryChecksum::default();
     let send = |chunk: Chunk| async move {
         let bytes = chunk.bytes;
         context.stream_throttle.acquire(bytes).await;
         let message = pb::StreamChunk {
-            checksum: chunk.checksum(),
+            checksum: chunk.checksum,
             last_token: chunk.last_token.0,
             entries: chunk
                 .entries
@@ -91,7 +90,6 @@ async fn stream(
     };
     for entry in scan {
         let (token, key, cell) = entry.map_err(|e| e.to_string())?;
-        total.add(&key, &cell);
         if let Some(chunk) = chunker.push(token, key, cell) {
             send(chunk).await?;
         }
@@ -99,6 +97,7 @@ async fn stream(
     if let Some(chunk) = chunker.finish() {
         send(chunk).await?;
     }
+    let total = chunker.total();
     let end = pb::StreamChunk {
         entries: Vec::new(),
         checksum: EntryChecksum::default().value(),
