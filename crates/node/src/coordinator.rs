@@ -247,34 +247,6 @@ fn send_reads(
     }
 }
 
-/// The key's natural replicas and, during a range movement, its pending
-/// replicas (those the pending ring adds), with their DCs and liveness.
-fn write_candidates(
-    context: &NodeContext,
-    keyspace: &KeyspaceDef,
-    key: &[u8],
-) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
-    let token =
-        Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-    let (view, map) = context.placement(keyspace);
-    let candidate = |h: &ringstore_placement::RingHost| {
-        ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id))
-    };
-    let natural: Vec<ReplicaCandidate> = map.replicas(token).hosts().map(candidate).collect();
-    let pending = match &view.pending_ring {
-        None => Vec::new(),
-        Some(ring) => context
-            .placements
-            .replica_map(ring, keyspace.id, &keyspace.strategy)
-            .replicas(token)
-            .hosts()
-            .filter(|h| !natural.iter().any(|n| n.host == h.id))
-            .map(candidate)
-            .collect(),
-    };
-    Ok((natural, pending))
-}
-
 /// The key's natural replicas, with their DCs and liveness.
 fn candidates(
     context: &NodeContext,
@@ -289,6 +261,31 @@ fn candidates(
         .hosts()
         .map(|h| ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id)))
         .collect())
+}
+
+/// What a write goes to: the key's natural replicas and, during a range
+/// movement, its pending replicas (those the pending ring adds).
+fn write_candidates(
+    context: &NodeContext,
+    keyspace: &KeyspaceDef,
+    key: &[u8],
+) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
+    let natural = candidates(context, keyspace, key)?;
+    let view = context.view();
+    let Some(ring) = &view.pending_ring else {
+        return Ok((natural, Vec::new()));
+    };
+    let token =
+        Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    let pending = context
+        .placements
+        .replica_map(ring, keyspace.id, &keyspace.strategy)
+        .replicas(token)
+        .hosts()
+        .filter(|h| !natural.iter().any(|n| n.host == h.id))
+        .map(|h| ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id)))
+        .collect();
+    Ok((natural, pending))
 }
 
 fn dc_of(context: &NodeContext) -> ringstore_placement::Datacenter {
