@@ -18,7 +18,6 @@ use crate::error::{NodeError, Result};
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
-use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::estimate::estimate_range;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
 use crate::streaming::source::send_range;
@@ -166,9 +165,6 @@ impl Internode for InternodeService {
             });
         }
         let totals = fetch_ranges(&self.context, &request.operation, fetches).await?;
-        Checkpoints::load(&self.context.store, &request.operation)?
-            .clear()
-            .await?;
         Ok(Response::new(pb::FetchRangesResponse {
             bytes: totals.bytes,
             entries: totals.entries,

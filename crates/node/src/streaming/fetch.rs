@@ -59,8 +59,9 @@ impl std::ops::AddAssign for FetchTotals {
 /// Fetches every range of `fetches` for `operation`, resuming from the
 /// operation's checkpoints. Ranges of one keyspace from one preferred
 /// source form a session (a `netstats` line) and go one after another;
-/// sessions run at once (each source's throttle paces them). The checkpoints
-/// are kept: the caller clears them once the whole operation is over.
+/// sessions run at once (each source's throttle paces them). Once every
+/// range is done the operation's checkpoints are cleared; on an error they
+/// are kept for the next attempt.
 pub async fn fetch_ranges(
     context: &Arc<NodeContext>,
     operation: &str,
@@ -89,6 +90,7 @@ pub async fn fetch_ranges(
     for outcome in futures::future::join_all(sessions).await {
         totals += outcome?;
     }
+    checkpoints.clear().await?;
     Ok(totals)
 }
 

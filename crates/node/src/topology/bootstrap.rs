@@ -17,7 +17,6 @@ use ringstore_placement::HostId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::fetch::fetch_ranges;
 use crate::tokens::{save_tokens, wait_until_connected};
 use crate::topology::saved::{save_takeovers, set_unfinished_bootstrap};
@@ -55,9 +54,6 @@ pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) ->
         cells = totals.entries,
         "streamed every gained range; joining the ring"
     );
-    Checkpoints::load(&context.store, operation)?
-        .clear()
-        .await?;
     set_unfinished_bootstrap(&context.store, None).await?;
     context
         .membership

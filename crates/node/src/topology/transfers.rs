@@ -10,7 +10,6 @@ use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::checkpoint::Checkpoints;
 use crate::streaming::fetch::{FetchTotals, RangeFetch, fetch_ranges, range_to_pb};
 
 /// Attempts per receiver at having it fetch its ranges (it resumes each time).
@@ -95,11 +94,7 @@ async fn fetch_on(
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     if receiver == context.host_id {
-        let totals = fetch_ranges(context, operation, fetches).await?;
-        Checkpoints::load(&context.store, operation)?
-            .clear()
-            .await?;
-        return Ok(totals);
+        return fetch_ranges(context, operation, fetches).await;
     }
     let request = pb::FetchRangesRequest {
         operation: operation.to_string(),
