@@ -20,6 +20,7 @@ use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
 use crate::streaming::estimate::estimate_range;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
+use crate::streaming::registry::operation_kind;
 use crate::streaming::source::send_range;
 
 /// Serves `Internode` from a node's context.
@@ -128,10 +129,7 @@ impl Internode for InternodeService {
         let keyspace = self.live_keyspace(&request.keyspace_id)?;
         let range = range_from_pb(request.range)?;
         let peer = request.requester_host_id.parse().ok().map(HostId);
-        let operation = match request.operation.split(':').next() {
-            Some(kind) if !kind.is_empty() => kind.to_string(),
-            _ => "stream".to_string(),
-        };
+        let operation = operation_kind(&request.operation).to_string();
         let chunks = send_range(self.context.clone(), keyspace, range, peer, operation);
         Ok(Response::new(ReceiverStream::new(chunks)))
     }

@@ -15,7 +15,7 @@ use crate::convert::cell_from_pb;
 use crate::error::{NodeError, Result};
 use crate::streaming::checkpoint::{Checkpoints, Position};
 use crate::streaming::chunk::EntryChecksum;
-use crate::streaming::registry::{Direction, Session, SessionInfo};
+use crate::streaming::registry::{Direction, Session, SessionInfo, operation_kind};
 
 /// Attempts per range before the fetch fails.
 const MAX_ATTEMPTS: u32 = 30;
@@ -104,8 +104,7 @@ async fn fetch_session(
 ) -> Result<FetchTotals> {
     let estimate = estimate_remote(context, source, keyspace, &ranges).await;
     let session = context.streams.open(SessionInfo {
-        // "decommission:<host>" names a checkpoint; netstats shows the kind.
-        operation: operation.split(':').next().unwrap_or(operation).to_string(),
+        operation: operation_kind(operation).to_string(),
         direction: Direction::Receiving,
         peer: source,
         peer_address: context
