@@ -74,4 +74,4 @@ pub use local_node::{NODE_RECORD_FILE, NodeRecord};
 pub use membership::{Membership, MembershipEvent, Output, Timer};
 pub use metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
 pub use stats::MembershipStats;
-pub use view::{ClusterView, Liveness, MemberInfo};
+pub use view::{ClusterView, Liveness, MemberInfo, Movement};

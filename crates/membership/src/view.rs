@@ -2,6 +2,7 @@
 //! they sit, whether they are up, and the ring their tokens make.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::Arc;
 
 use ringstore_placement::{HostId, Ring, RingMember, Token};
@@ -77,11 +78,11 @@ impl ClusterView {
         self.members.values().filter(|m| m.liveness == Liveness::Up)
     }
 
-    /// The range movements of other members under way, one line each
-    /// (`<host> is joining`), for the one-movement-at-a-time rule and its
-    /// error messages. Only live members' movements count: a member that died
-    /// mid-movement must be restarted (it resumes) or removed.
-    pub fn movements(&self) -> Vec<String> {
+    /// The range movements of other members under way, for the
+    /// one-movement-at-a-time rule and its error messages. Only live
+    /// members' movements count: a member that died mid-movement must be
+    /// restarted (it resumes) or removed.
+    pub fn movements(&self) -> Vec<Movement> {
         let mut movements = Vec::new();
         for member in self
             .up_members()
@@ -93,18 +94,22 @@ impl ClusterView {
             }
             match (m.state, m.takeovers.replaces) {
                 (NodeState::Joining, Some(dead)) if !m.tokens.is_empty() => {
-                    movements.push(format!("{} is replacing {dead}", m.host_id));
+                    movements.push(Movement::Replacing {
+                        node: m.host_id,
+                        dead,
+                    });
                 }
                 (NodeState::Joining, None) if !m.tokens.is_empty() => {
-                    movements.push(format!("{} is joining", m.host_id));
+                    movements.push(Movement::Joining(m.host_id));
                 }
-                (NodeState::Leaving, _) => {
-                    movements.push(format!("{} is leaving", m.host_id));
-                }
+                (NodeState::Leaving, _) => movements.push(Movement::Leaving(m.host_id)),
                 _ => {}
             }
             if let Some(dead) = m.takeovers.removing {
-                movements.push(format!("{} is removing {dead}", m.host_id));
+                movements.push(Movement::Removing {
+                    node: m.host_id,
+                    dead,
+                });
             }
         }
         movements
@@ -116,6 +121,40 @@ impl ClusterView {
             .values()
             .find(|m| m.metadata.takeovers.replaces == Some(host))
             .map(|m| m.metadata.host_id)
+    }
+}
+
+/// A range movement under way, as gossip shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Movement {
+    /// A node bootstrapping with its tokens.
+    Joining(HostId),
+    /// A node taking over a dead node's tokens.
+    Replacing {
+        /// The replacement.
+        node: HostId,
+        /// The node it replaces.
+        dead: HostId,
+    },
+    /// A node decommissioning.
+    Leaving(HostId),
+    /// A node having a dead node's ranges restored elsewhere.
+    Removing {
+        /// The node running `removenode`.
+        node: HostId,
+        /// The node removed.
+        dead: HostId,
+    },
+}
+
+impl fmt::Display for Movement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Movement::Joining(node) => write!(f, "{node} is joining"),
+            Movement::Replacing { node, dead } => write!(f, "{node} is replacing {dead}"),
+            Movement::Leaving(node) => write!(f, "{node} is leaving"),
+            Movement::Removing { node, dead } => write!(f, "{node} is removing {dead}"),
+        }
     }
 }
 

@@ -59,7 +59,11 @@ pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
     }
     Err(NodeError::FailedPrecondition(format!(
         "another range movement is under way ({}); only one at a time: try again once it is done",
-        movements.join(", ")
+        movements
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     )))
 }
 
