@@ -436,6 +436,19 @@ async fn assert_moving_and_blocking(
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(refused.message().contains(what), "{}", refused.message());
+    // Cleanup deletes without tombstones: never while ranges move.
+    let refused = cluster
+        .topology(refuser)
+        .await
+        .cleanup(pb::CleanupRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("cleanup is refused") && refused.message().contains(what),
+        "{}",
+        refused.message()
+    );
 }
 
 /// Bulk keys of 1 KiB for the slow-stream tests: 12 MiB a node.

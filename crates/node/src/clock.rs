@@ -1,9 +1,39 @@
-//! Write timestamps: microseconds since the epoch, strictly increasing per
-//! coordinator even when the wall clock stalls or steps back.
+//! Write timestamps: microseconds since the epoch, taken from the wall clock
+//! and strictly increasing per node even when the wall clock stalls or steps
+//! back.
+//!
+//! # Invariants
+//! - Only the wall clock moves the source forward. A client-supplied
+//!   timestamp never does: one request with a timestamp a year ahead would
+//!   otherwise make every later server-stamped write through this node win
+//!   over deletes coordinated elsewhere (and `i64::MAX` would overflow
+//!   `last + 1`). Client timestamps are bounded instead, at the edge
+//!   ([`check_client_timestamp`]).
+//! - Across a restart the source resumes above the last timestamp it saved
+//!   ([`TimestampSource::resume`]), so a clock that stepped back while the
+//!   node was down does not make its first writes lose to its last ones. A
+//!   saved value further ahead of the wall clock than the allowed skew is
+//!   not trusted (it can only come from a clock that was wrong then): the
+//!   source starts from the wall clock and the node logs it.
+//!
+//! # Caveats
+//! - The saved high-water mark is written every [`SAVE_INTERVAL`] and at a
+//!   clean stop, so after a crash the timestamps issued in the last interval
+//!   are not covered: if the wall clock also stepped back by more than that
+//!   interval across the crash, a few of them may be reissued.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
-use ringstore_storage::Timestamp;
+use ringstore_storage::{Store, Timestamp};
+
+use crate::error::{NodeError, Result};
+
+/// How often the high-water mark is saved.
+pub const SAVE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The key of the saved high-water mark in the storage's system tree.
+const HIGH_WATER_META_KEY: &str = "clock_high_water";
 
 /// Issues strictly increasing timestamps: `max(now, last + 1)`.
 #[derive(Debug, Default)]
@@ -11,13 +41,56 @@ pub struct TimestampSource {
     last: AtomicI64,
 }
 
+/// What [`TimestampSource::resume`] made of a saved high-water mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resumed {
+    /// Nothing was saved (a fresh node).
+    Fresh,
+    /// Later timestamps exceed the saved one.
+    Above(Timestamp),
+    /// The saved value was too far ahead of the wall clock and was ignored.
+    Distrusted {
+        /// The saved value.
+        saved: Timestamp,
+        /// The wall clock at the time.
+        now: Timestamp,
+    },
+}
+
 impl TimestampSource {
-    /// The next timestamp.
+    /// A source that continues above `saved` (the high-water mark a previous
+    /// run saved), unless `saved` lies more than `max_ahead` past `now`.
+    pub fn resume(
+        saved: Option<Timestamp>,
+        now: Timestamp,
+        max_ahead: Duration,
+    ) -> (TimestampSource, Resumed) {
+        let Some(saved) = saved else {
+            return (TimestampSource::default(), Resumed::Fresh);
+        };
+        let limit = now.0.saturating_add(micros_of(max_ahead));
+        if saved.0 > limit {
+            return (
+                TimestampSource::default(),
+                Resumed::Distrusted { saved, now },
+            );
+        }
+        let source = TimestampSource {
+            last: AtomicI64::new(saved.0),
+        };
+        (source, Resumed::Above(saved))
+    }
+
+    /// The next timestamp, at the current wall-clock time.
     pub fn next(&self) -> Timestamp {
-        let now = Timestamp::now().0;
+        self.next_at(Timestamp::now())
+    }
+
+    /// The next timestamp when the wall clock reads `now`.
+    pub fn next_at(&self, now: Timestamp) -> Timestamp {
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
-            let candidate = now.max(last + 1);
+            let candidate = now.0.max(last.saturating_add(1));
             match self.last.compare_exchange_weak(
                 last,
                 candidate,
@@ -30,10 +103,77 @@ impl TimestampSource {
         }
     }
 
-    /// Makes sure later timestamps exceed `seen` (a client-supplied one).
-    pub fn observe(&self, seen: Timestamp) {
-        self.last.fetch_max(seen.0, Ordering::AcqRel);
+    /// The latest timestamp issued (or resumed above).
+    pub fn high_water(&self) -> Timestamp {
+        Timestamp(self.last.load(Ordering::Acquire))
     }
+}
+
+/// The high-water mark a previous run saved in `store`, if any.
+pub fn load_high_water(store: &Store) -> Result<Option<Timestamp>> {
+    let Some(bytes) = store.meta_get(HIGH_WATER_META_KEY)? else {
+        return Ok(None);
+    };
+    let bytes: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+        NodeError::Internal(format!(
+            "the saved clock high-water mark is {} bytes, not 8",
+            bytes.len()
+        ))
+    })?;
+    Ok(Some(Timestamp(i64::from_be_bytes(bytes))))
+}
+
+/// Saves `source`'s high-water mark in `store` (durably).
+pub async fn save_high_water(store: &Store, source: &TimestampSource) -> Result<()> {
+    let mark = source.high_water();
+    store
+        .meta_put(HIGH_WATER_META_KEY, &mark.0.to_be_bytes())
+        .await?;
+    Ok(())
+}
+
+/// Saves the high-water mark every [`SAVE_INTERVAL`] while it moves; runs
+/// until the node stops.
+pub async fn keep_saving(store: Store, source: &TimestampSource) {
+    let mut saved = source.high_water();
+    let mut ticker = tokio::time::interval(SAVE_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let mark = source.high_water();
+        if mark == saved {
+            continue;
+        }
+        match save_high_water(&store, source).await {
+            Ok(()) => saved = mark,
+            Err(error) => tracing::warn!(%error, "saving the clock high-water mark"),
+        }
+    }
+}
+
+/// Checks a client-supplied timestamp: not negative, and at most
+/// `max_skew` ahead of this node's wall clock `now` (the
+/// `max_client_timestamp_skew_seconds` setting).
+pub fn check_client_timestamp(micros: i64, now: Timestamp, max_skew: Duration) -> Result<()> {
+    if micros < 0 {
+        return Err(NodeError::InvalidArgument(format!(
+            "timestamp {micros} is negative"
+        )));
+    }
+    let ahead = micros.saturating_sub(now.0);
+    if ahead > micros_of(max_skew) {
+        return Err(NodeError::InvalidArgument(format!(
+            "timestamp {micros} is {:.1} s ahead of this node's clock; the limit is {} s \
+             (max_client_timestamp_skew_seconds)",
+            ahead as f64 / 1e6,
+            max_skew.as_secs()
+        )));
+    }
+    Ok(())
+}
+
+fn micros_of(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -41,6 +181,8 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
     use std::sync::Arc;
+
+    const SKEW: Duration = Duration::from_secs(300);
 
     #[test]
     fn timestamps_strictly_increase_across_threads() {
@@ -64,10 +206,62 @@ mod tests {
     }
 
     #[test]
-    fn a_future_client_timestamp_pushes_later_ones_past_it() {
+    fn a_clock_that_steps_back_does_not_make_timestamps_go_back() {
         let source = TimestampSource::default();
-        let future = Timestamp(Timestamp::now().0 + 60_000_000);
-        source.observe(future);
-        assert!(source.next() > future);
+        let first = source.next_at(Timestamp(1_000));
+        let after_step_back = source.next_at(Timestamp(500));
+        assert_eq!(first, Timestamp(1_000));
+        assert_eq!(after_step_back, Timestamp(1_001));
+        assert_eq!(source.next_at(Timestamp(2_000)), Timestamp(2_000));
+    }
+
+    #[test]
+    fn a_restart_resumes_above_the_saved_mark() {
+        let now = Timestamp(10_000_000);
+        let saved = Timestamp(now.0 + 1_000);
+        let (source, resumed) = TimestampSource::resume(Some(saved), now, SKEW);
+        assert_eq!(resumed, Resumed::Above(saved));
+        assert_eq!(source.next_at(now), Timestamp(saved.0 + 1));
+    }
+
+    #[test]
+    fn a_poisoned_saved_mark_is_not_trusted() {
+        let now = Timestamp(10_000_000);
+        for saved in [Timestamp(now.0 + 3_600_000_000), Timestamp(i64::MAX)] {
+            let (source, resumed) = TimestampSource::resume(Some(saved), now, SKEW);
+            assert_eq!(resumed, Resumed::Distrusted { saved, now });
+            assert_eq!(source.next_at(now), now);
+        }
+    }
+
+    #[test]
+    fn the_source_never_overflows() {
+        let (source, _) = TimestampSource::resume(
+            Some(Timestamp(i64::MAX)),
+            Timestamp(i64::MAX),
+            Duration::ZERO,
+        );
+        assert_eq!(source.next_at(Timestamp(0)), Timestamp(i64::MAX));
+    }
+
+    #[test]
+    fn client_timestamps_beyond_the_skew_are_refused_with_the_bound_named() {
+        let now = Timestamp(1_000_000_000_000);
+        assert!(check_client_timestamp(now.0 + 299_000_000, now, SKEW).is_ok());
+        assert!(
+            check_client_timestamp(0, now, SKEW).is_ok(),
+            "the past is fine"
+        );
+        for bad in [now.0 + 301_000_000, i64::MAX] {
+            let error = check_client_timestamp(bad, now, SKEW).unwrap_err();
+            assert!(matches!(error, NodeError::InvalidArgument(_)));
+            assert!(
+                error
+                    .to_string()
+                    .contains("max_client_timestamp_skew_seconds"),
+                "{error}"
+            );
+        }
+        assert!(check_client_timestamp(-1, now, SKEW).is_err());
     }
 }

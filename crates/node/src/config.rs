@@ -74,6 +74,18 @@ pub struct NodeConfig {
     pub timeouts: TimeoutConfig,
     /// The largest value accepted, in bytes (default 16 MiB).
     pub max_value_bytes: usize,
+    /// How far ahead of this node's clock a client-supplied write timestamp
+    /// may be, in seconds (default 300). Further is refused with
+    /// `INVALID_ARGUMENT`: a timestamp from the future would win over every
+    /// write and delete made until then.
+    pub max_client_timestamp_skew_seconds: u64,
+    /// The most mutations one `Batch` request may carry (default 1,000).
+    pub max_batch_mutations: usize,
+    /// The most bytes of keys and values one `Batch` request may carry
+    /// (default 16 MiB).
+    pub max_batch_bytes: usize,
+    /// How many of one batch's mutations are coordinated at once (default 32).
+    pub batch_concurrency: usize,
     /// How long a fresh node watches gossip before choosing its tokens, so it
     /// sees the other nodes that are joining, and how long a node announcing
     /// a range movement waits before streaming, so every coordinator sends
@@ -194,6 +206,10 @@ impl Default for NodeConfig {
             storage: StorageConfig::default(),
             timeouts: TimeoutConfig::default(),
             max_value_bytes: 16 * 1024 * 1024,
+            max_client_timestamp_skew_seconds: 300,
+            max_batch_mutations: 1000,
+            max_batch_bytes: 16 * 1024 * 1024,
+            batch_concurrency: 32,
             ring_delay_ms: 3000,
             failure_detection: FailureDetection::Lan,
             hints: HintsConfig::default(),
@@ -318,6 +334,12 @@ impl NodeConfig {
         }
         if self.max_value_bytes == 0 {
             return invalid("max_value_bytes must be positive".into());
+        }
+        if self.max_batch_mutations == 0 || self.max_batch_bytes == 0 {
+            return invalid("max_batch_mutations and max_batch_bytes must be positive".into());
+        }
+        if self.batch_concurrency == 0 {
+            return invalid("batch_concurrency must be positive".into());
         }
         if self.timeouts.write_ms == 0 || self.timeouts.read_ms == 0 || self.timeouts.schema_ms == 0
         {

@@ -15,7 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_placement::{HostId, Murmur3Partitioner};
+use ringstore_membership::ClusterView;
+use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{
     ConsistencyLevel, Digest, ReadAction, ReadTracker, ReplicaCandidate, Request, WriteStatus,
@@ -36,7 +37,30 @@ enum ReadReply {
     Failed,
 }
 
+/// What a write's helper tasks report to its coordinator.
+enum WriteOutcome {
+    /// The replica applied the write.
+    Acked(HostId),
+    /// The replica failed or did not answer within the write timeout.
+    Failed(HostId),
+    /// A hint for the replica is stored (durably).
+    HintStored,
+}
+
+/// One write as its helper tasks share it.
+struct ReplicaWrite {
+    keyspace: KeyspaceDef,
+    key: Vec<u8>,
+    cell: Cell,
+}
+
 /// Writes `cell` for `key` at `level`.
+///
+/// Every send to a replica and every hint runs in a task of its own that
+/// outlives the request: a client that cancels or times out cannot stop a
+/// hint from being stored once the write has gone out. A hint that cannot be
+/// stored is logged and counted, never turned into an error of a write whose
+/// level was met.
 pub async fn write(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
@@ -44,7 +68,9 @@ pub async fn write(
     cell: Cell,
     level: ConsistencyLevel,
 ) -> Result<()> {
-    let (natural, pending) = write_candidates(context, keyspace, &key)?;
+    let view = context.view();
+    let (natural, pending) = write_candidates(context, &view, keyspace, &key)?;
+    drop(view);
     let plan = plan_write(
         level,
         &keyspace.strategy,
@@ -54,71 +80,37 @@ pub async fn write(
     )
     .map_err(|e| NodeError::Unavailable(e.to_string()))?;
     let mut tracker = WriteTracker::new(&plan);
-    let (acks, mut replies) = mpsc::channel(plan.targets().len().max(1));
-    let key = Arc::new(key);
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+    let write = Arc::new(ReplicaWrite {
+        keyspace: keyspace.clone(),
+        key,
+        cell,
+    });
+    let (outcomes, mut replies) = mpsc::unbounded_channel();
     for target in plan.targets() {
-        let (context, keyspace, key, cell, acks, host) = (
+        tokio::spawn(send_to_replica(
             context.clone(),
-            keyspace.clone(),
-            key.clone(),
-            cell.clone(),
-            acks.clone(),
             target.host,
-        );
-        tokio::spawn(async move {
-            let ok = match tokio::time::timeout(
-                timeout,
-                apply_on(&context, host, &keyspace, &key, cell.clone()),
-            )
-            .await
-            {
-                Ok(Ok(())) => true,
-                Ok(Err(error)) => {
-                    tracing::debug!(%host, %error, "replica write failed");
-                    false
-                }
-                Err(_) => false,
-            };
-            let _ = acks.send((host, ok)).await;
-            // A replica that failed or did not answer in time gets a hint,
-            // even after the client has its answer.
-            if !ok && host != context.host_id {
-                let _ = context
-                    .handoff
-                    .hint(&context.store, host, keyspace.id, &key, &cell)
-                    .await;
-            }
-        });
+            write.clone(),
+            outcomes.clone(),
+        ));
     }
     // Replicas known down get hints; at ANY a stored hint counts as an ack.
-    let mut status = tracker.status();
     for &host in plan.down() {
-        if context
-            .handoff
-            .hint(&context.store, host, keyspace.id, &key, &cell)
-            .await?
-        {
-            status = tracker.on_hint_stored();
-        }
+        tokio::spawn(store_hint(
+            context.clone(),
+            host,
+            write.clone(),
+            Some(outcomes.clone()),
+        ));
     }
-    if status == WriteStatus::Satisfied {
-        return Ok(());
-    }
-    drop(acks);
+    drop(outcomes);
+    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
+    let mut status = tracker.status();
     loop {
-        let status = tokio::select! {
-            reply = replies.recv() => match reply {
-                Some((host, true)) => tracker.on_ack(host),
-                Some((host, false)) => tracker.on_failure(host),
-                None => WriteStatus::Failed,
-            },
-            () = &mut deadline => return Err(timeout_of(&tracker)),
-        };
         match status {
-            WriteStatus::Pending => continue,
+            WriteStatus::Pending => {}
             WriteStatus::Satisfied => return Ok(()),
             WriteStatus::Failed => {
                 return Err(NodeError::Unavailable(format!(
@@ -129,6 +121,83 @@ pub async fn write(
                     tracker.required()
                 )));
             }
+        }
+        status = tokio::select! {
+            reply = replies.recv() => match reply {
+                Some(WriteOutcome::Acked(host)) => tracker.on_ack(host),
+                Some(WriteOutcome::Failed(host)) => tracker.on_failure(host),
+                Some(WriteOutcome::HintStored) => tracker.on_hint_stored(),
+                None => WriteStatus::Failed,
+            },
+            () = &mut deadline => return Err(timeout_of(&tracker)),
+        };
+    }
+}
+
+/// Sends `write` to replica `host` within the write timeout and reports
+/// the outcome; a replica that failed or did not answer in time gets a hint.
+async fn send_to_replica(
+    context: Arc<NodeContext>,
+    host: HostId,
+    write: Arc<ReplicaWrite>,
+    outcomes: mpsc::UnboundedSender<WriteOutcome>,
+) {
+    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+    let applied = apply_on(
+        &context,
+        host,
+        &write.keyspace,
+        &write.key,
+        write.cell.clone(),
+    );
+    let ok = match tokio::time::timeout(timeout, applied).await {
+        Ok(Ok(())) => true,
+        Ok(Err(error)) => {
+            tracing::debug!(%host, %error, "replica write failed");
+            false
+        }
+        Err(_) => false,
+    };
+    let outcome = if ok {
+        WriteOutcome::Acked(host)
+    } else {
+        WriteOutcome::Failed(host)
+    };
+    // The coordinator may have answered already: nobody listening is fine.
+    let _ = outcomes.send(outcome);
+    if !ok && host != context.host_id {
+        store_hint(context, host, write, None).await;
+    }
+}
+
+/// Stores a hint of `write` for `host`; reports it to `outcomes` if stored.
+/// A failure is logged and counted: the write's fate is the replicas'.
+async fn store_hint(
+    context: Arc<NodeContext>,
+    host: HostId,
+    write: Arc<ReplicaWrite>,
+    outcomes: Option<mpsc::UnboundedSender<WriteOutcome>>,
+) {
+    let stored = context
+        .handoff
+        .hint(
+            &context.store,
+            host,
+            write.keyspace.id,
+            &write.key,
+            &write.cell,
+        )
+        .await;
+    match stored {
+        Ok(true) => {
+            if let Some(outcomes) = outcomes {
+                let _ = outcomes.send(WriteOutcome::HintStored);
+            }
+        }
+        Ok(false) => {}
+        Err(error) => {
+            context.handoff.note_store_failure();
+            tracing::warn!(%host, %error, "could not store a hint; the replica will need a repair");
         }
     }
 }
@@ -151,7 +220,7 @@ pub async fn read(
     key: Vec<u8>,
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
-    let natural = candidates(context, keyspace, &key)?;
+    let natural = candidates(context, &context.view(), keyspace, &key)?;
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let now = Timestamp::now();
     let mut tracker = ReadTracker::new(&plan, now);
@@ -247,45 +316,59 @@ fn send_reads(
     }
 }
 
-/// The key's natural replicas, with their DCs and liveness.
+/// The key's natural replicas in `view`, with their DCs and liveness.
 fn candidates(
     context: &NodeContext,
+    view: &ClusterView,
     keyspace: &KeyspaceDef,
     key: &[u8],
 ) -> Result<Vec<ReplicaCandidate>> {
-    let token =
-        Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-    let (view, map) = context.placement(keyspace);
-    Ok(map
-        .replicas(token)
-        .hosts()
-        .map(|h| ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id)))
-        .collect())
+    let token = token_of(key)?;
+    let map = context
+        .placements
+        .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
+    Ok(replica_candidates(view, &map, token, |_| true))
 }
 
 /// What a write goes to: the key's natural replicas and, during a range
-/// movement, its pending replicas (those the pending ring adds).
+/// movement, its pending replicas (those the pending ring adds), both from
+/// the one `view`, so a ring switch cannot fall between them.
 fn write_candidates(
     context: &NodeContext,
+    view: &ClusterView,
     keyspace: &KeyspaceDef,
     key: &[u8],
 ) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
-    let natural = candidates(context, keyspace, key)?;
-    let view = context.view();
+    let natural = candidates(context, view, keyspace, key)?;
     let Some(ring) = &view.pending_ring else {
         return Ok((natural, Vec::new()));
     };
-    let token =
-        Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
-    let pending = context
+    let map = context
         .placements
-        .replica_map(ring, keyspace.id, &keyspace.strategy)
-        .replicas(token)
-        .hosts()
-        .filter(|h| !natural.iter().any(|n| n.host == h.id))
-        .map(|h| ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id)))
-        .collect();
+        .replica_map(ring, keyspace.id, &keyspace.strategy);
+    let pending = replica_candidates(view, &map, token_of(key)?, |host| {
+        !natural.iter().any(|n| n.host == host)
+    });
     Ok((natural, pending))
+}
+
+/// The replicas of `token` in `map` that pass `keep`, with their DCs and
+/// their liveness in `view`.
+fn replica_candidates(
+    view: &ClusterView,
+    map: &ReplicaMap,
+    token: Token,
+    keep: impl Fn(HostId) -> bool,
+) -> Vec<ReplicaCandidate> {
+    map.replicas(token)
+        .hosts()
+        .filter(|h| keep(h.id))
+        .map(|h| ReplicaCandidate::new(h.id, h.location.dc.clone(), view.is_up(h.id)))
+        .collect()
+}
+
+fn token_of(key: &[u8]) -> Result<Token> {
+    Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
 
 fn dc_of(context: &NodeContext) -> ringstore_placement::Datacenter {

@@ -8,7 +8,7 @@
 //! target acknowledged it; a failed delivery is retried with backoff. Order
 //! does not matter: replicas merge by last write wins.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -39,6 +39,8 @@ pub struct Handoff {
     wake: Notify,
     started: Instant,
     gc_grace: Duration,
+    /// Hints the coordinator could not store (a storage failure).
+    store_failures: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +76,7 @@ impl Handoff {
             wake: Notify::new(),
             started,
             gc_grace: Duration::from_secs(config.gc_grace_seconds),
+            store_failures: AtomicU64::new(0),
         })
     }
 
@@ -245,6 +248,16 @@ impl Handoff {
     /// The counters.
     pub fn counters(&self) -> HintCounters {
         self.hints.counters()
+    }
+
+    /// Counts a hint that could not be stored.
+    pub fn note_store_failure(&self) {
+        self.store_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hints that could not be stored since the node started.
+    pub fn store_failures(&self) -> u64 {
+        self.store_failures.load(Ordering::Relaxed)
     }
 
     /// Whether hints are stored.

@@ -154,6 +154,16 @@ pub fn render(context: &NodeContext, gossip: &MembershipStats) -> String {
             count,
         );
     }
+    page.family(
+        "ringstore_hint_store_failures_total",
+        "counter",
+        "Hints that could not be stored (their replica needs a repair).",
+    );
+    page.sample(
+        "ringstore_hint_store_failures_total",
+        &[],
+        handoff.store_failures(),
+    );
     let (received, sent) = context.streams.bytes_moved();
     page.family(
         "ringstore_stream_bytes_total",

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 
-use crate::clock::TimestampSource;
+use crate::clock::{self, Resumed, TimestampSource};
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
@@ -72,6 +72,7 @@ impl RunningNode {
             let _ = task.await;
         }
         let _ = self.membership_task.await;
+        clock::save_high_water(&self.context.store, &self.context.clock).await?;
         self.context.store.close().await?;
         tracing::info!("node stopped");
         Ok(())
@@ -107,6 +108,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     }
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
+    let clock = resume_clock(&store, &config)?;
     let handoff = Handoff::open(&store, &config.hints)?;
     let takeovers = saved::saved_takeovers(&store)?;
     let unfinished_bootstrap = saved::unfinished_bootstrap(&store)?;
@@ -186,7 +188,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         schema,
         placements: Placements::default(),
         peers: Peers::default(),
-        clock: TimestampSource::default(),
+        clock,
         handoff,
         started: Instant::now(),
         stream_throttle: StreamThrottle::new(config_throughput),
@@ -225,6 +227,11 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     }));
     tasks.push(spawn_until_stopped(
         schema_sync::run(context.clone(), Duration::from_secs(2)),
+        stopped.clone(),
+    ));
+    let saving = context.clone();
+    tasks.push(spawn_until_stopped(
+        async move { clock::keep_saving(saving.store.clone(), &saving.clock).await },
         stopped.clone(),
     ));
     tasks.push(spawn_until_stopped(
@@ -271,6 +278,24 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         tasks,
         membership_task,
     })
+}
+
+/// The write-timestamp source, resumed above the mark the previous run saved
+/// unless that mark is implausibly far ahead of the wall clock.
+fn resume_clock(store: &Store, config: &NodeConfig) -> Result<TimestampSource> {
+    let max_ahead = Duration::from_secs(config.max_client_timestamp_skew_seconds);
+    let saved = clock::load_high_water(store)?;
+    let (source, resumed) =
+        TimestampSource::resume(saved, ringstore_storage::Timestamp::now(), max_ahead);
+    if let Resumed::Distrusted { saved, now } = resumed {
+        tracing::warn!(
+            %saved,
+            %now,
+            "the saved clock high-water mark is far ahead of the wall clock; ignoring it \
+             (was the clock wrong before the restart?)"
+        );
+    }
+    Ok(source)
 }
 
 fn open_store(config: &NodeConfig) -> Result<Store> {

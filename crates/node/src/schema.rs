@@ -7,6 +7,22 @@
 //! version. A dropped keyspace stays as a tombstone entry, so an old copy of
 //! it cannot come back; its data is unreachable because a re-created
 //! keyspace of the same name gets a new id.
+//!
+//! # Keyspace ids
+//! A keyspace's id names its data on disk, so two ids for one name would
+//! lose the data of whichever the merge drops. Ids are therefore not random
+//! but derived ([`derive_keyspace_id`]) from the name and the id of the
+//! entry the name had before (none, or a dropped one): two nodes creating
+//! the same name at once, having seen the same history, derive the same id,
+//! and the merge keeps one keyspace whose data tree holds the writes made
+//! through either. A re-creation after a drop derives a new id from the
+//! dropped one, so the old data stays unreachable.
+//!
+//! # Caveats
+//! - Concurrent creates of one name with *different* settings end with the
+//!   later create's settings (last write wins, as any schema change). Writes
+//!   made meanwhile under the other settings' placement stay on the replicas
+//!   that placement chose; until a repair moves them, a read may miss them.
 
 use std::collections::BTreeMap;
 
@@ -125,6 +141,32 @@ impl Schema {
     }
 }
 
+/// The id of a keyspace named `name` created where the schema's entry for
+/// that name is `previous` (none, or a dropped keyspace): the same inputs
+/// give the same id on every node (see the module docs).
+pub fn derive_keyspace_id(name: &str, previous: Option<KeyspaceId>) -> KeyspaceId {
+    let mut bytes = b"ringstore keyspace\0".to_vec();
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(0);
+    if let Some(previous) = previous {
+        bytes.extend_from_slice(previous.0.as_bytes());
+    }
+    let (h1, h2) = cassandra_murmur3_x64_128(&bytes, 0);
+    KeyspaceId(
+        uuid::Builder::from_u128(((h1 as u128) << 64) | h2 as u128)
+            .with_variant(uuid::Variant::RFC4122)
+            .with_version(uuid::Version::Custom)
+            .into_uuid(),
+    )
+}
+
+impl Schema {
+    /// The id a keyspace named `name` created now gets (see [`derive_keyspace_id`]).
+    pub fn id_for_new_keyspace(&self, name: &str) -> KeyspaceId {
+        derive_keyspace_id(name, self.entries.get(name).map(|e| e.keyspace.id))
+    }
+}
+
 /// Checks a keyspace name: 1 to 48 ASCII letters, digits or underscores.
 pub fn validate_keyspace_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 48 {
@@ -187,6 +229,33 @@ mod tests {
         assert!(!schema.merge_entry(entry("a", 1, 10, false)));
         assert!(schema.keyspace("a").is_none());
         assert_ne!(schema.version(), uuid::Uuid::nil());
+    }
+
+    #[test]
+    fn creating_a_name_twice_from_the_same_history_gives_one_id() {
+        let schema = Schema::default();
+        assert_eq!(
+            schema.id_for_new_keyspace("a"),
+            Schema::default().id_for_new_keyspace("a")
+        );
+        assert_ne!(
+            schema.id_for_new_keyspace("a"),
+            schema.id_for_new_keyspace("b")
+        );
+    }
+
+    #[test]
+    fn a_keyspace_re_created_after_a_drop_gets_a_new_id() {
+        let mut schema = Schema::default();
+        let first = schema.id_for_new_keyspace("a");
+        schema.merge([entry("a", first.0.as_u128(), 10, false)]);
+        schema.merge([entry("a", first.0.as_u128(), 20, true)]);
+        let second = schema.id_for_new_keyspace("a");
+        assert_ne!(second, first);
+        schema.merge([entry("a", second.0.as_u128(), 30, false)]);
+        schema.merge([entry("a", second.0.as_u128(), 40, true)]);
+        let third = schema.id_for_new_keyspace("a");
+        assert!(third != first && third != second);
     }
 
     #[test]

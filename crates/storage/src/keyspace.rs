@@ -2,7 +2,7 @@
 //!
 //! A keyspace's cells live in the tree `data/<uuid>`. The id, not the
 //! keyspace's name, names the tree, so dropping a keyspace and creating one
-//! with the same name (which gets a fresh id) starts from an empty tree:
+//! with the same name (which gets a new id) starts from an empty tree:
 //! a replica that missed the drop can never resurrect the old data into the
 //! new keyspace.
 

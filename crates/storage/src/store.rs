@@ -27,7 +27,8 @@
 //! - Reading or scanning a keyspace that was never written creates its empty
 //!   tree.
 //! - Dropped keyspace ids are remembered in memory only; the schema layer
-//!   must not reuse them after a restart (it never does: ids are random).
+//!   must not reuse them after a restart (it never does: a re-created
+//!   keyspace derives its id from the dropped one's).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -2,13 +2,17 @@
 //! checked, then coordinated at its consistency level.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::StreamExt;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;
 use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, Timestamp};
 use tonic::{Request, Response, Status};
 
+use crate::clock::check_client_timestamp;
+use crate::config::NodeConfig;
 use crate::context::NodeContext;
 use crate::coordinator;
 use crate::error::{NodeError, Result};
@@ -66,14 +70,12 @@ impl ClientService {
             }
             Some(ttl) => Some(ttl),
         };
+        // A client timestamp is bounded but never moves the node's clock.
         let timestamp = match timestamp {
-            Some(micros) if micros < 0 => {
-                return Err(NodeError::InvalidArgument(format!(
-                    "timestamp {micros} is negative"
-                )));
-            }
             Some(micros) => {
-                self.context.clock.observe(Timestamp(micros));
+                let max_skew =
+                    Duration::from_secs(self.context.config.max_client_timestamp_skew_seconds);
+                check_client_timestamp(micros, Timestamp::now(), max_skew)?;
                 Timestamp(micros)
             }
             None => self.context.clock.next(),
@@ -83,6 +85,30 @@ impl ClientService {
             None => Cell::tombstone(timestamp),
         })
     }
+}
+
+/// Checks a batch against `max_batch_mutations` and `max_batch_bytes`
+/// (keys plus values).
+fn check_batch_size(config: &NodeConfig, mutations: &[pb::Mutation]) -> Result<()> {
+    if mutations.len() > config.max_batch_mutations {
+        return Err(NodeError::InvalidArgument(format!(
+            "the batch has {} mutations; the limit is {} (max_batch_mutations)",
+            mutations.len(),
+            config.max_batch_mutations
+        )));
+    }
+    let bytes: usize = mutations
+        .iter()
+        .map(|m| m.key.len() + m.value.as_ref().map_or(0, Vec::len))
+        .sum();
+    if bytes > config.max_batch_bytes {
+        return Err(NodeError::InvalidArgument(format!(
+            "the batch holds {bytes} bytes of keys and values; the limit is {} bytes \
+             (max_batch_bytes)",
+            config.max_batch_bytes
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a key: 1 byte to 64 KiB.
@@ -196,6 +222,7 @@ impl Client for ClientService {
         let r = request.into_inner();
         let level = level_from_pb(r.consistency)?;
         let keyspace = self.keyspace(&r.keyspace)?;
+        check_batch_size(&self.context.config, &r.mutations)?;
         let writes = r.mutations.into_iter().map(|m| {
             let prepared = self.prepare_write(&m.key, m.value, m.timestamp_micros, m.ttl_seconds);
             let (context, keyspace) = (&self.context, &keyspace);
@@ -206,9 +233,9 @@ impl Client for ClientService {
                 Ok::<_, NodeError>(timestamp)
             }
         });
-        let results = futures::future::join_all(writes)
-            .await
-            .into_iter()
+        // At most `batch_concurrency` mutations in flight, results in order.
+        let results = futures::stream::iter(writes)
+            .buffered(self.context.config.batch_concurrency)
             .map(|result| match result {
                 Ok(timestamp) => pb::MutationResult {
                     code: 0,
@@ -221,7 +248,8 @@ impl Client for ClientService {
                     timestamp_micros: 0,
                 },
             })
-            .collect();
+            .collect()
+            .await;
         Ok(Response::new(pb::BatchResponse { results }))
     }
 

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::schema_server::Schema as SchemaApi;
-use ringstore_storage::KeyspaceId;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
@@ -34,7 +33,8 @@ impl SchemaApi for SchemaService {
         let request = request.into_inner();
         validate_keyspace_name(&request.name).map_err(NodeError::InvalidArgument)?;
         let strategy = strategy_from_pb(request.replication)?;
-        if let Some(existing) = self.context.schema.current().keyspace(&request.name) {
+        let schema = self.context.schema.current();
+        if let Some(existing) = schema.keyspace(&request.name) {
             // As Cassandra's IF NOT EXISTS: the existing keyspace stands, whatever its settings.
             if request.if_not_exists {
                 return Ok(Response::new(pb::CreateKeyspaceResponse {
@@ -48,8 +48,8 @@ impl SchemaApi for SchemaService {
             .into());
         }
         let keyspace = KeyspaceDef {
+            id: schema.id_for_new_keyspace(&request.name),
             name: request.name,
-            id: KeyspaceId::random(),
             strategy,
             gc_grace_seconds: request.gc_grace_seconds.unwrap_or(DEFAULT_GC_GRACE_SECONDS),
         };

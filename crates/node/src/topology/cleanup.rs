@@ -1,14 +1,28 @@
 //! Cleanup: deleting the local data of ranges this node no longer
 //! replicates (after other nodes joined and took them over).
+//!
+//! # Safety
+//! Cleanup deletes without tombstones, so it must never delete what this
+//! node is about to own again. As Cassandra, it is refused while any range
+//! movement is under way or the ring has pending ranges; and since a
+//! movement may start while it runs, it checks again before every batch it
+//! purges and stops (`FAILED_PRECONDITION`, with what it removed so far) if
+//! the ring or the pending ring changed since it decided what to keep.
+//!
+//! The scan runs on the blocking pool (sled may block on I/O), handing
+//! batches of doomed keys to the async side, which purges them.
 
 use std::sync::Arc;
 
+use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicaMap, Token, TokenRange};
+use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 use crate::streaming::chunk::entry_bytes;
+use crate::topology::movements_under_way;
 
 /// Keys deleted per storage batch.
 const BATCH_KEYS: usize = 1_000;
@@ -26,9 +40,16 @@ pub struct Cleaned {
     pub keys_kept: u64,
 }
 
+/// Keys the scan found outside this node's ranges, with their size.
+#[derive(Default)]
+struct Doomed {
+    keys: Vec<Vec<u8>>,
+    bytes: u64,
+}
+
 /// Cleans `keyspace` (every keyspace when `None`): deletes each local cell
 /// whose token this node replicates neither in the ring nor in the pending
-/// ring (a range it is gaining is kept).
+/// ring. Refused while a range movement is under way.
 pub async fn cleanup(context: &Arc<NodeContext>, keyspace: Option<&str>) -> Result<Vec<Cleaned>> {
     let _operation = context.operation.try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
@@ -44,40 +65,70 @@ pub async fn cleanup(context: &Arc<NodeContext>, keyspace: Option<&str>) -> Resu
     Ok(cleaned)
 }
 
-async fn clean(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<Cleaned> {
-    let view = context.view();
+/// Refuses cleanup unless the ring is settled: not empty, no movement
+/// under way, no pending ranges.
+fn ensure_settled(view: &ClusterView) -> Result<()> {
     if view.ring.is_empty() {
         return Err(NodeError::FailedPrecondition(
             "the ring is empty: this node has not joined yet".into(),
         ));
     }
-    let maps: Vec<ReplicaMap> = [Some(view.ring.clone()), view.pending_ring.clone()]
-        .into_iter()
-        .flatten()
-        .map(|ring| ReplicaMap::new(ring, &keyspace.strategy))
-        .collect();
-    let me = context.host_id;
-    let keeps = |token: Token| maps.iter().any(|map| map.replicas(token).contains(me));
+    if let Some(movements) = movements_under_way(view) {
+        return Err(NodeError::FailedPrecondition(format!(
+            "cleanup is refused while a range movement is under way ({movements}): \
+             run it once the movement is done"
+        )));
+    }
+    if view.pending_ring.is_some() {
+        return Err(NodeError::FailedPrecondition(
+            "cleanup is refused while the ring has pending ranges: run it once the movement is done"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses to purge another batch if the ring or the pending ring changed
+/// since `decided` (the view cleanup decided what to keep from).
+fn ensure_unchanged(decided: &ClusterView, now: &ClusterView, so_far: &Cleaned) -> Result<()> {
+    let same_ring = now.ring.checksum() == decided.ring.checksum();
+    if same_ring && ensure_settled(now).is_ok() {
+        return Ok(());
+    }
+    Err(NodeError::FailedPrecondition(format!(
+        "the ring changed while cleaning keyspace {}: stopped after removing {} keys; \
+         run cleanup again once the ring is settled",
+        so_far.keyspace, so_far.keys_removed
+    )))
+}
+
+async fn clean(context: &Arc<NodeContext>, keyspace: &KeyspaceDef) -> Result<Cleaned> {
+    let view = context.view();
+    ensure_settled(&view)?;
+    let map = ReplicaMap::new(view.ring.clone(), &keyspace.strategy);
     let mut outcome = Cleaned {
         keyspace: keyspace.name.clone(),
         ..Cleaned::default()
     };
-    let whole_ring = TokenRange::new(Token::MIN, Token::MIN);
-    let mut doomed = Vec::new();
-    for entry in context.store.scan(keyspace.id, whole_ring)? {
-        let (token, key, cell) = entry?;
-        if keeps(token) {
-            outcome.keys_kept += 1;
-            continue;
-        }
-        outcome.bytes_removed += entry_bytes(&key, &cell);
-        doomed.push(key);
-        if doomed.len() == BATCH_KEYS {
-            outcome.keys_removed += context.store.purge(keyspace.id, &doomed).await? as u64;
-            doomed.clear();
-        }
+    let (batches, mut doomed) = mpsc::channel(2);
+    let (store, id, me) = (context.store.clone(), keyspace.id, context.host_id);
+    let scan = tokio::task::spawn_blocking(move || {
+        scan_for_doomed(
+            &store,
+            id,
+            |token| map.replicas(token).contains(me),
+            batches,
+        )
+    });
+    while let Some(batch) = doomed.recv().await {
+        let batch: Doomed = batch?;
+        ensure_unchanged(&view, &context.view(), &outcome)?;
+        outcome.keys_removed += context.store.purge(keyspace.id, &batch.keys).await? as u64;
+        outcome.bytes_removed += batch.bytes;
     }
-    outcome.keys_removed += context.store.purge(keyspace.id, &doomed).await? as u64;
+    outcome.keys_kept = scan
+        .await
+        .map_err(|e| NodeError::Internal(format!("the cleanup scan failed: {e}")))?;
     tracing::info!(
         keyspace = %keyspace.name,
         removed = outcome.keys_removed,
@@ -85,4 +136,52 @@ async fn clean(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<Cleaned>
         "cleanup done"
     );
     Ok(outcome)
+}
+
+/// Scans keyspace `id` (on a blocking thread) and sends the keys whose
+/// tokens `keeps` rejects to `batches`, [`BATCH_KEYS`] at a time. Stops
+/// early when the receiver is gone. How many keys it kept.
+fn scan_for_doomed(
+    store: &ringstore_storage::Store,
+    id: ringstore_storage::KeyspaceId,
+    keeps: impl Fn(Token) -> bool,
+    batches: mpsc::Sender<Result<Doomed>>,
+) -> u64 {
+    let mut kept = 0;
+    let mut batch = Doomed::default();
+    let whole_ring = TokenRange::new(Token::MIN, Token::MIN);
+    let entries = match store.scan(id, whole_ring) {
+        Ok(entries) => entries,
+        Err(error) => {
+            let _ = batches.blocking_send(Err(error.into()));
+            return kept;
+        }
+    };
+    for entry in entries {
+        let (token, key, cell) = match entry {
+            Ok(entry) => entry,
+            Err(error) => {
+                let _ = batches.blocking_send(Err(error.into()));
+                return kept;
+            }
+        };
+        if keeps(token) {
+            kept += 1;
+            continue;
+        }
+        batch.bytes += entry_bytes(&key, &cell);
+        batch.keys.push(key);
+        let full = batch.keys.len() == BATCH_KEYS;
+        if full
+            && batches
+                .blocking_send(Ok(std::mem::take(&mut batch)))
+                .is_err()
+        {
+            return kept;
+        }
+    }
+    if !batch.keys.is_empty() {
+        let _ = batches.blocking_send(Ok(batch));
+    }
+    kept
 }

@@ -53,18 +53,29 @@ use crate::error::{NodeError, Result};
 
 /// Refuses to start a movement while another is under way.
 pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
-    let movements = context.view().movements();
-    if movements.is_empty() {
-        return Ok(());
+    match movements_under_way(&context.view()) {
+        None => Ok(()),
+        Some(movements) => Err(NodeError::FailedPrecondition(format!(
+            "another range movement is under way ({movements}); only one at a time: \
+             try again once it is done"
+        ))),
     }
-    Err(NodeError::FailedPrecondition(format!(
-        "another range movement is under way ({}); only one at a time: try again once it is done",
+}
+
+/// The range movements live nodes of `view` show under way (joins,
+/// leaves, removals, replacements), described for an error; `None` if none.
+pub fn movements_under_way(view: &ClusterView) -> Option<String> {
+    let movements = view.movements();
+    if movements.is_empty() {
+        return None;
+    }
+    Some(
         movements
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
-            .join(", ")
-    )))
+            .join(", "),
+    )
 }
 
 /// Waits `ring_delay`: long enough for every node to have seen what this
