@@ -3,136 +3,16 @@
 //! keyspaces, put/get/delete with exit statuses, a join planned and a node
 //! added and decommissioned, a node stopped with SIGTERM, a joining node
 //! killed with SIGKILL that resumes, and the CLI's errors.
+//!
+//! Address blocks of the tests on real processes (`common::processes`):
+//! 30 and 51 here, 60 and 61 in `tests/crash.rs`.
 
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
+use std::process::Command;
+use std::time::Duration;
 
-/// Server processes on one address block, killed when dropped (so a failing
-/// test leaves none behind).
-struct Processes {
-    block: u8,
-    dir: tempfile::TempDir,
-    servers: Vec<Option<Child>>,
-}
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in self.servers.iter_mut().flatten() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Processes {
-    fn new(block: u8) -> Processes {
-        Processes {
-            block,
-            dir: tempfile::tempdir().unwrap(),
-            servers: Vec::new(),
-        }
-    }
-
-    /// Node `i`'s address on `port`.
-    fn address(&self, i: usize, port: u16) -> String {
-        format!("127.{}.0.{}:{port}", self.block, i + 1)
-    }
-
-    /// Starts server `i` (again, on its data directory) with extra
-    /// environment settings.
-    fn start(&mut self, i: usize, env: &[(&str, &str)]) {
-        let dir: &Path = self.dir.path();
-        let child = Command::new(BIN)
-            .args([
-                "server",
-                "--cluster-name",
-                "processes",
-                "--data-dir",
-                dir.join(format!("node{i}")).to_str().unwrap(),
-                "--listen-address",
-                &self.address(i, 7100),
-                "--internode-address",
-                &self.address(i, 7101),
-                "--gossip-address",
-                &self.address(i, 7000),
-                "--seeds",
-                &self.address(0, 7000),
-                "--rack",
-                &format!("rack{}", i + 1),
-            ])
-            .env("RINGSTORE_RING_DELAY_MS", "300")
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir.join(format!("node{i}.log")))
-                    .unwrap(),
-            )
-            .spawn()
-            .expect("the server starts");
-        if self.servers.len() <= i {
-            self.servers.resize_with(i + 1, || None);
-        }
-        assert!(self.servers[i].is_none(), "server {i} is running");
-        self.servers[i] = Some(child);
-    }
-
-    /// Takes server `i`'s process out of the set (to signal it and wait).
-    fn take(&mut self, i: usize) -> Child {
-        self.servers[i].take().expect("server is running")
-    }
-
-    /// Runs the CLI against node `host`.
-    fn cli(&self, host: usize, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--host")
-            .arg(self.address(host, 7100))
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// The node rows of `status` on node `host`.
-    fn status_rows(&self, host: usize) -> Vec<String> {
-        let output = self.cli(host, &["status"]);
-        text(&output.stdout)
-            .lines()
-            .filter(|l| {
-                let b = l.as_bytes();
-                b.len() > 4 && b"UD".contains(&b[0]) && b"NJL".contains(&b[1]) && &b[2..4] == b"  "
-            })
-            .map(String::from)
-            .collect()
-    }
-
-    /// Waits until node `host` shows `count` nodes, all `UN`.
-    fn wait_until_all_un(&self, host: usize, count: usize) {
-        let prefix = format!("UN  127.{}.0.", self.block);
-        eventually(Duration::from_secs(60), "every node is UN", || {
-            let rows = self.status_rows(host);
-            rows.len() == count && rows.iter().all(|r| r.starts_with(&prefix))
-        });
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Polls `check` every 200 ms until it holds, failing after `limit`.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use common::processes::{Processes, eventually, text};
 
 #[test]
 fn an_operator_runs_a_three_process_cluster_from_the_cli() {

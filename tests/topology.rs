@@ -6,15 +6,13 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use common::load::{Coordinators, Load, LoadSettings, check_read};
 use common::{TestCluster, eventually, get, put};
 use ringstore_node::NodeConfig;
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token, TokenRange};
 use ringstore_proto::v1 as pb;
-use ringstore_proto::v1::client_client::ClientClient;
-use tokio::sync::watch;
-use tonic::transport::Channel;
 
 const QUORUM: pb::ConsistencyLevel = pb::ConsistencyLevel::Quorum;
 
@@ -73,67 +71,6 @@ fn local_keys(cluster: &TestCluster, i: usize) -> HashMap<String, Option<Vec<u8>
         .collect()
 }
 
-/// What one load client saw.
-#[derive(Default, Debug)]
-struct LoadReport {
-    /// The latest acknowledged version of each key.
-    acked: HashMap<String, u64>,
-    writes_ok: u64,
-    writes_failed: u64,
-    reads_ok: u64,
-    reads_failed: u64,
-    /// Reads that returned less than was acknowledged before they began.
-    stale_reads: Vec<String>,
-}
-
-/// A bounded client load: one client alternating QUORUM writes (each a new
-/// version of one of 300 keys, with increasing timestamps) and QUORUM reads
-/// of keys it has had acknowledged, until `stop` or 40,000 operations.
-async fn run_load(clients: Vec<ClientClient<Channel>>, stop: watch::Receiver<bool>) -> LoadReport {
-    let mut report = LoadReport::default();
-    let base = 1_700_000_000_000_000i64;
-    for n in 0..40_000u64 {
-        if *stop.borrow() {
-            break;
-        }
-        let mut client = clients[n as usize % clients.len()].clone();
-        let key = format!("load-{}", n % 300);
-        let mut request = put("ks", &key, &n.to_string(), QUORUM);
-        request.timestamp_micros = Some(base + n as i64);
-        let write = tokio::time::timeout(Duration::from_secs(5), client.put(request)).await;
-        if let Ok(Ok(_)) = write {
-            report.writes_ok += 1;
-            report.acked.insert(key, n);
-        } else {
-            report.writes_failed += 1;
-        }
-        // Read back an earlier key: never older than what was acknowledged.
-        let read_key = format!("load-{}", (n * 7919) % 300);
-        let Some(&floor) = report.acked.get(&read_key) else {
-            continue;
-        };
-        let read = tokio::time::timeout(
-            Duration::from_secs(5),
-            client.get(get("ks", &read_key, QUORUM)),
-        )
-        .await;
-        match read {
-            Ok(Ok(response)) => {
-                report.reads_ok += 1;
-                let response = response.into_inner();
-                let version = String::from_utf8_lossy(&response.value).parse::<u64>().ok();
-                if !response.found || version.is_none_or(|v| v < floor) {
-                    report.stale_reads.push(format!(
-                        "{read_key}: read {version:?}, acknowledged {floor}"
-                    ));
-                }
-            }
-            _ => report.reads_failed += 1,
-        }
-    }
-    report
-}
-
 /// Checks that each running node holds exactly the keys it replicates.
 fn assert_placement_exact(cluster: &TestCluster, keys: &[String]) {
     let running: Vec<usize> = (0..cluster.nodes.len())
@@ -162,24 +99,41 @@ fn assert_placement_exact(cluster: &TestCluster, keys: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
+    let began = Instant::now();
     let mut cluster = TestCluster::start(41, 3, 1).await;
     cluster.create_keyspace(0, "ks", 3).await;
     write_keys(&cluster, 0, "pre-", 1500, "preloaded").await;
 
-    let (stop, stopped) = watch::channel(false);
-    let clients = vec![cluster.client(0).await, cluster.client(1).await];
-    let load = tokio::spawn(run_load(clients, stopped));
+    // Four clients through every node that is not leaving.
+    let coordinators = Coordinators::default();
+    for i in 0..3 {
+        coordinators.add(&format!("node{i}"), cluster.client(i).await);
+    }
+    let settings = LoadSettings {
+        keyspace: "ks".into(),
+        clients: 4,
+        keys_per_client: 75,
+        max_ops: 20_000,
+        deadline: Instant::now() + Duration::from_secs(90),
+    };
+    let load = Load::start(settings, coordinators.clone());
 
     // Grow: 3 → 4 while the load runs.
+    let join_began = Instant::now();
     let config = TestCluster::config(41, 3, 1, cluster.dir());
     let joiner = cluster.add(config).await;
     cluster.wait_until_settled().await;
+    let join_ended = Instant::now();
     let joined_host = cluster.context(joiner).host_id;
     let (received, _) = bootstrap_bytes(&cluster, joiner).await;
     assert!(received > 0, "the joining node streamed its ranges");
+    coordinators.add("node3", cluster.client(joiner).await);
 
-    // Shrink: 4 → 3, decommissioning one of the original nodes.
+    // Shrink: 4 → 3, decommissioning one of the original nodes (clients
+    // stop sending to it first; what is in flight completes).
     let leaving = 2;
+    coordinators.remove("node2");
+    let decommission_began = Instant::now();
     let done = cluster
         .topology(leaving)
         .await
@@ -187,6 +141,7 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
         .await
         .expect("decommission succeeds")
         .into_inner();
+    let decommission_ended = Instant::now();
     assert!(
         done.ranges_streamed > 0 && done.bytes_streamed > 0,
         "{done:?}"
@@ -207,23 +162,41 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
     cluster.forget(leaving);
     cluster.wait_until_settled().await;
 
-    stop.send_replace(true);
-    let report = load.await.unwrap();
+    let report = load.stop().await;
+    let during_join = report.completed_between(join_began, join_ended);
+    let during_decommission = report.completed_between(decommission_began, decommission_ended);
     eprintln!(
-        "load: {} writes acknowledged ({} failed), {} reads ({} failed)",
-        report.writes_ok, report.writes_failed, report.reads_ok, report.reads_failed
+        "load: {}; (writes, reads) during the join ({:?}): {during_join:?}, during the decommission ({:?}): {during_decommission:?}",
+        report.summary(),
+        join_ended - join_began,
+        decommission_ended - decommission_began,
+    );
+    for failure in &report.failures {
+        eprintln!("failed: {failure:?}");
+    }
+    // The load overlapped both movements...
+    assert!(
+        during_join.0 >= 20 && during_join.1 >= 20,
+        "operations during the join: {during_join:?}"
     );
     assert!(
-        report.writes_ok > 100,
-        "the load ran through both changes: {report:?}"
+        during_decommission.0 >= 20 && during_decommission.1 >= 20,
+        "operations during the decommission: {during_decommission:?}"
+    );
+    // ...and with RF 3 and one node moving, QUORUM kept succeeding.
+    assert!(
+        report.failures.is_empty(),
+        "{} operations failed",
+        report.failures.len()
     );
     assert!(
         report.stale_reads.is_empty(),
-        "stale reads: {:?}",
+        "stale reads: {:#?}",
         report.stale_reads
     );
 
-    // Every acknowledged write is readable at QUORUM afterwards.
+    // Every acknowledged write is readable at QUORUM afterwards, and every
+    // preloaded key.
     let mut client = cluster.client(0).await;
     for (key, &version) in &report.acked {
         let response = client
@@ -231,15 +204,11 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
             .await
             .unwrap()
             .into_inner();
-        let read: u64 = String::from_utf8_lossy(&response.value)
-            .parse()
-            .unwrap_or(0);
-        assert!(
-            response.found && read >= version,
-            "{key}: read {read}, acknowledged {version}"
-        );
+        if let Err(stale) = check_read(key, Some(version), response.found, &response.value) {
+            panic!("after both changes: {stale}");
+        }
     }
-    for i in (0..1500).step_by(7) {
+    for i in 0..1500 {
         let response = client
             .get(get("ks", &format!("pre-{i}"), QUORUM))
             .await
@@ -262,6 +231,7 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
     assert_placement_exact(&cluster, &keys);
     assert!(replica_map(&cluster, 0).ring().contains_host(joined_host));
     cluster.shutdown().await;
+    eprintln!("{:?} in all", began.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod load;
+pub mod processes;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

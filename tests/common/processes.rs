@@ -1,0 +1,185 @@
+//! Real `ringstore server` processes on loopback, started from the built
+//! binary: each test its own `127.<block>.0.0/24` block (see the block list
+//! in `tests/processes.rs`), killed when dropped, driven through the CLI and,
+//! for client load, through gRPC clients.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use ringstore_proto::v1::client_client::ClientClient;
+use ringstore_proto::v1::internode_client::InternodeClient;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
+
+/// Server processes on one address block, killed when dropped (so a failing
+/// test leaves none behind).
+pub struct Processes {
+    block: u8,
+    dir: tempfile::TempDir,
+    servers: Vec<Option<Child>>,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in self.servers.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Processes {
+    pub fn new(block: u8) -> Processes {
+        Processes {
+            block,
+            dir: tempfile::tempdir().unwrap(),
+            servers: Vec::new(),
+        }
+    }
+
+    /// Node `i`'s address on `port`.
+    pub fn address(&self, i: usize, port: u16) -> String {
+        format!("127.{}.0.{}:{port}", self.block, i + 1)
+    }
+
+    /// Starts server `i` (again, on its data directory) with extra
+    /// environment settings.
+    pub fn start(&mut self, i: usize, env: &[(&str, &str)]) {
+        let dir: &Path = self.dir.path();
+        let child = Command::new(BIN)
+            .args([
+                "server",
+                "--cluster-name",
+                "processes",
+                "--data-dir",
+                dir.join(format!("node{i}")).to_str().unwrap(),
+                "--listen-address",
+                &self.address(i, 7100),
+                "--internode-address",
+                &self.address(i, 7101),
+                "--gossip-address",
+                &self.address(i, 7000),
+                "--seeds",
+                &self.address(0, 7000),
+                "--rack",
+                &format!("rack{}", i + 1),
+            ])
+            .env("RINGSTORE_RING_DELAY_MS", "300")
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(format!("node{i}.log")))
+                    .unwrap(),
+            )
+            .spawn()
+            .expect("the server starts");
+        if self.servers.len() <= i {
+            self.servers.resize_with(i + 1, || None);
+        }
+        assert!(self.servers[i].is_none(), "server {i} is running");
+        self.servers[i] = Some(child);
+    }
+
+    /// Takes server `i`'s process out of the set (to signal it and wait).
+    pub fn take(&mut self, i: usize) -> Child {
+        self.servers[i].take().expect("server is running")
+    }
+
+    /// Runs the CLI against node `host`.
+    pub fn cli(&self, host: usize, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--host")
+            .arg(self.address(host, 7100))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// The node rows of `status` on node `host`.
+    pub fn status_rows(&self, host: usize) -> Vec<String> {
+        let output = self.cli(host, &["status"]);
+        text(&output.stdout)
+            .lines()
+            .filter(|l| {
+                let b = l.as_bytes();
+                b.len() > 4 && b"UD".contains(&b[0]) && b"NJL".contains(&b[1]) && &b[2..4] == b"  "
+            })
+            .map(String::from)
+            .collect()
+    }
+
+    /// Waits until node `host` shows `count` nodes, all `UN`.
+    pub fn wait_until_all_un(&self, host: usize, count: usize) {
+        let prefix = format!("UN  127.{}.0.", self.block);
+        eventually(Duration::from_secs(60), "every node is UN", || {
+            let rows = self.status_rows(host);
+            rows.len() == count && rows.iter().all(|r| r.starts_with(&prefix))
+        });
+    }
+    /// Kills server `i` with SIGKILL and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        let mut child = self.take(i);
+        child.kill().expect("SIGKILL");
+        child.wait().unwrap();
+    }
+
+    /// Kills every running server with SIGKILL, as close to at once as one
+    /// thread can: the signals go out back to back before any is reaped.
+    pub fn kill_all(&mut self) {
+        let mut children: Vec<Child> = self.servers.iter_mut().filter_map(Option::take).collect();
+        for child in &mut children {
+            child.kill().expect("SIGKILL");
+        }
+        for child in &mut children {
+            child.wait().unwrap();
+        }
+    }
+
+    /// A gRPC channel to node `i`'s `port` (connects on first use).
+    pub fn channel(&self, i: usize, port: u16) -> Channel {
+        Channel::from_shared(format!("http://{}", self.address(i, port)))
+            .unwrap()
+            .connect_lazy()
+    }
+
+    /// A gRPC `Client` client of node `i`.
+    pub fn client(&self, i: usize) -> ClientClient<Channel> {
+        ClientClient::new(self.channel(i, 7100))
+    }
+
+    /// A gRPC `Internode` client of node `i`, to read its own replica.
+    pub fn internode(&self, i: usize) -> InternodeClient<Channel> {
+        InternodeClient::new(self.channel(i, 7101))
+    }
+
+    /// Node `host`'s `info` line `name`, e.g. its `ID` or `Durability`.
+    pub fn info(&self, host: usize, name: &str) -> String {
+        let output = self.cli(host, &["info"]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(n, _)| n.trim() == name)
+            .map(|(_, value)| value.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} in info"))
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Polls `check` every 200 ms until it holds, failing after `limit`.
+pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
