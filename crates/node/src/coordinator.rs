@@ -414,7 +414,7 @@ async fn read_on(
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
     if host == context.host_id {
-        let cell = context.store.read(keyspace.id, key)?;
+        let cell = context.store.get(keyspace.id, key).await?;
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {

@@ -81,6 +81,15 @@ pub enum StorageError {
     #[error("flush abandoned: the flush task panicked or was never run")]
     FlushAbandoned,
 
+    /// An engine call on the blocking pool never returned: the runtime shut
+    /// down or the engine panicked. A write's outcome is unknown.
+    #[error("storage call abandoned: {source}")]
+    CallAbandoned {
+        /// Why the blocking task did not finish.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+
     /// The sled engine failed.
     #[error("sled: {0}")]
     Sled(#[from] sled::Error),

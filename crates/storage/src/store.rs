@@ -20,10 +20,14 @@
 //! stops the periodic flusher and flushes. Dropping the last clone stops the
 //! flusher too (it flushes once more on its way out).
 //!
+//! # Threads
+//! sled may block on I/O (a page fault, a log segment rollover), so the
+//! async methods ([`Store::apply`], [`Store::get`], [`Store::purge`], …) run
+//! their engine calls on tokio's blocking pool and never on an async worker.
+//! The synchronous ones ([`Store::read`], [`Store::scan`]) are for callers
+//! already off the workers (a `spawn_blocking` task, a test).
+//!
 //! # Caveats
-//! - Engine calls run on the calling task's thread: single-key reads and
-//!   writes are short, but sled may block on I/O; only flushes move to the
-//!   blocking pool.
 //! - Reading or scanning a keyspace that was never written creates its empty
 //!   tree.
 //! - Dropped keyspace ids are remembered in memory only; the schema layer
@@ -145,7 +149,10 @@ impl Store {
     /// last-write-wins and returns the winner (which is what is now stored).
     /// Returns when the write is as durable as the [`Durability`] promises.
     pub async fn apply(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
-        let (winner, ticket) = self.write(|| self.merge(ks, key, cell))?;
+        let key = key.to_vec();
+        let (winner, ticket) = self
+            .off_worker(move |store| store.write(|| store.merge(ks, &key, cell)))
+            .await?;
         self.settle(ticket).await?;
         Ok(winner)
     }
@@ -154,14 +161,25 @@ impl Store {
     /// the winners, in order. Not atomic: on an error, the writes before the
     /// failing one are applied (but not waited for).
     pub async fn apply_many(&self, writes: &[(KeyspaceId, Vec<u8>, Cell)]) -> Result<Vec<Cell>> {
-        let (winners, ticket) = self.write(|| {
-            writes
-                .iter()
-                .map(|(ks, key, cell)| self.merge(*ks, key, cell.clone()))
-                .collect::<Result<Vec<Cell>>>()
-        })?;
+        let writes = writes.to_vec();
+        let (winners, ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    writes
+                        .into_iter()
+                        .map(|(ks, key, cell)| store.merge(ks, &key, cell))
+                        .collect::<Result<Vec<Cell>>>()
+                })
+            })
+            .await?;
         self.settle(ticket).await?;
         Ok(winners)
+    }
+
+    /// [`Store::read`] on the blocking pool.
+    pub async fn get(&self, ks: KeyspaceId, key: &[u8]) -> Result<Option<Cell>> {
+        let key = key.to_vec();
+        self.off_worker(move |store| store.read(ks, &key)).await
     }
 
     /// The stored cell of `key` in `ks` — tombstones and expired cells
@@ -186,15 +204,20 @@ impl Store {
     /// only for data this node no longer replicates (cleanup). Durable on
     /// return, whatever the mode. How many cells were there.
     pub async fn purge(&self, ks: KeyspaceId, keys: &[Vec<u8>]) -> Result<usize> {
-        let (removed, ticket) = self.write(|| {
-            let tree = self.data_tree(ks)?;
-            let mut removed = 0;
-            for key in keys {
-                let data_key = encode_data_key(token_of(key)?, key);
-                removed += usize::from(tree.remove(&data_key)?.is_some());
-            }
-            Ok(removed)
-        })?;
+        let keys = keys.to_vec();
+        let (removed, ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    let tree = store.data_tree(ks)?;
+                    let mut removed = 0;
+                    for key in &keys {
+                        let data_key = encode_data_key(token_of(key)?, key);
+                        removed += usize::from(tree.remove(&data_key)?.is_some());
+                    }
+                    Ok(removed)
+                })
+            })
+            .await?;
         self.inner.group.wait(ticket).await?;
         Ok(removed)
     }
@@ -203,17 +226,22 @@ impl Store {
     /// `ks` through this store fail with [`StorageError::KeyspaceDropped`].
     /// Durable on return, whatever the mode. Whether there was a tree to drop.
     pub async fn drop_keyspace(&self, ks: KeyspaceId) -> Result<bool> {
-        let (existed, ticket) = self.write(|| {
-            {
-                let mut keyspaces = lock(&self.inner.keyspaces);
-                keyspaces.dropped.insert(ks);
-                keyspaces.open.remove(&ks);
-            }
-            // Outside the lock: dropping a big tree takes a while, and no one
-            // can open it again now that its id is marked dropped. A write
-            // still holding the old handle fails with `TreeDropped`.
-            self.inner.engine.drop_tree(&ks.data_tree_name())
-        })?;
+        let (existed, ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    {
+                        let mut keyspaces = lock(&store.inner.keyspaces);
+                        keyspaces.dropped.insert(ks);
+                        keyspaces.open.remove(&ks);
+                    }
+                    // Outside the lock: dropping a big tree takes a while, and
+                    // no one can open it again now that its id is marked
+                    // dropped. A write still holding the old handle fails with
+                    // `TreeDropped`.
+                    store.inner.engine.drop_tree(&ks.data_tree_name())
+                })
+            })
+            .await?;
         self.inner.group.wait(ticket).await?;
         Ok(existed)
     }
@@ -239,8 +267,12 @@ impl Store {
 
     /// Sets the metadata value called `name`; durable on return, whatever the mode.
     pub async fn meta_put(&self, name: &str, value: &[u8]) -> Result<()> {
-        let ((), ticket) =
-            self.write(|| self.inner.system.insert(name.as_bytes(), value).map(drop))?;
+        let (name, value) = (name.to_string(), value.to_vec());
+        let ((), ticket) = self
+            .off_worker(move |store| {
+                store.write(|| store.inner.system.insert(name.as_bytes(), &value).map(drop))
+            })
+            .await?;
         self.inner.group.wait(ticket).await
     }
 
@@ -274,6 +306,17 @@ impl Store {
             flusher.stop().await;
         }
         self.sync().await
+    }
+
+    /// Runs `op` on tokio's blocking pool (see "Threads" in the module docs).
+    async fn off_worker<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Store) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || op(&store))
+            .await
+            .map_err(|source| StorageError::CallAbandoned { source })?
     }
 
     /// Runs the write `op` unless the store is closed, and takes its ticket.

@@ -234,3 +234,27 @@ async fn sync_in_periodic_mode_flushes_now() {
     assert!(engine.durable_between(written, engine.tick()));
     assert!(start.elapsed() < Duration::from_secs(1));
 }
+
+/// On a current-thread runtime the test's own thread is the only async
+/// worker: an engine call seen on it ran inline, blocking every task.
+#[tokio::test]
+async fn engine_calls_run_off_the_async_workers() {
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", cell(b"v")).await.unwrap();
+    store
+        .apply_many(&[(ks, b"j".to_vec(), cell(b"w"))])
+        .await
+        .unwrap();
+    assert!(store.get(ks, b"k").await.unwrap().is_some());
+    store.purge(ks, &[b"j".to_vec()]).await.unwrap();
+    store.meta_put("name", b"value").await.unwrap();
+    store.drop_keyspace(ks).await.unwrap();
+    let threads = engine.tree_threads();
+    assert!(!threads.is_empty());
+    assert!(
+        !threads.contains(&std::thread::current().id()),
+        "an engine call ran on the async worker"
+    );
+}

@@ -18,7 +18,7 @@ use crate::error::{NodeError, Result};
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
-use crate::streaming::estimate::estimate_range;
+use crate::streaming::estimate::estimate_ranges;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
 use crate::streaming::registry::operation_kind;
 use crate::streaming::source::send_range;
@@ -80,7 +80,8 @@ impl Internode for InternodeService {
         let cell = self
             .context
             .store
-            .read(id, &request.key)
+            .get(id, &request.key)
+            .await
             .map_err(NodeError::from)?;
         let response = if request.digest_only {
             pb::ReadResponse {
@@ -175,15 +176,19 @@ impl Internode for InternodeService {
     ) -> Result<Response<pb::RangeStatsResponse>, Status> {
         let request = request.into_inner();
         let keyspace = self.live_keyspace(&request.keyspace_id)?;
-        let mut ranges = Vec::with_capacity(request.ranges.len());
-        for range in request.ranges {
-            let estimate =
-                estimate_range(&self.context.store, keyspace, range_from_pb(Some(range))?)?;
-            ranges.push(pb::RangeStats {
+        let ranges = request
+            .ranges
+            .into_iter()
+            .map(|range| range_from_pb(Some(range)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ranges = estimate_ranges(&self.context.store, keyspace, ranges)
+            .await?
+            .into_iter()
+            .map(|estimate| pb::RangeStats {
                 estimated_bytes: estimate.bytes,
                 estimated_keys: estimate.keys,
-            });
-        }
+            })
+            .collect();
         Ok(Response::new(pb::RangeStatsResponse { ranges }))
     }
 

@@ -13,7 +13,7 @@
 use ringstore_placement::TokenRange;
 use ringstore_storage::{KeyspaceId, Store};
 
-use crate::error::Result;
+use crate::error::{NodeError, Result};
 use crate::streaming::chunk::entry_bytes;
 
 /// The keys counted exactly per range before extrapolating.
@@ -28,7 +28,26 @@ pub struct RangeEstimate {
     pub keys: u64,
 }
 
-/// The estimated size of `range` of `keyspace` in `store` (see the module docs).
+/// The estimated sizes of `ranges` of `keyspace` in `store`, scanned on the
+/// blocking pool (sled may block on I/O).
+pub async fn estimate_ranges(
+    store: &Store,
+    keyspace: KeyspaceId,
+    ranges: Vec<TokenRange>,
+) -> Result<Vec<RangeEstimate>> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        ranges
+            .into_iter()
+            .map(|range| estimate_range(&store, keyspace, range))
+            .collect()
+    })
+    .await
+    .map_err(|e| NodeError::Internal(format!("estimating range sizes: {e}")))?
+}
+
+/// The estimated size of `range` of `keyspace` in `store` (see the module
+/// docs). Blocking: call it off the async workers.
 pub fn estimate_range(
     store: &Store,
     keyspace: KeyspaceId,

@@ -53,6 +53,14 @@ pub fn send_range(
     receiver
 }
 
+/// What the scanning thread hands to the sending task.
+enum Scanned {
+    /// A full chunk.
+    Chunk(Chunk),
+    /// The scan is over: the whole stream's checksum.
+    Done(EntryChecksum),
+}
+
 async fn stream(
     context: &NodeContext,
     keyspace: KeyspaceId,
@@ -60,44 +68,25 @@ async fn stream(
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
     session: &crate::streaming::registry::Session,
 ) -> Result<(), String> {
-    let scan = context
-        .store
-        .scan(keyspace, range)
-        .map_err(|e| e.to_string())?;
-    let mut chunker = Chunker::new(CHUNK_BYTES);
-    let send = |chunk: Chunk| async move {
-        let bytes = chunk.bytes;
-        context.stream_throttle.acquire(bytes).await;
-        let message = pb::StreamChunk {
-            checksum: chunk.checksum,
-            last_token: chunk.last_token.0,
-            entries: chunk
-                .entries
-                .into_iter()
-                .map(|(key, cell)| pb::StreamEntry {
-                    cell: Some(cell_to_pb(&cell)),
-                    key,
-                })
-                .collect(),
-            ..pb::StreamChunk::default()
-        };
-        sender
-            .send(Ok(message))
-            .await
-            .map_err(|_| "the receiver went away".to_string())?;
-        session.add_bytes(bytes);
-        Ok::<(), String>(())
-    };
-    for entry in scan {
-        let (token, key, cell) = entry.map_err(|e| e.to_string())?;
-        if let Some(chunk) = chunker.push(token, key, cell) {
-            send(chunk).await?;
+    // The scan and the chunking run on the blocking pool (sled may block on
+    // I/O), at most two chunks ahead of the throttled sender.
+    let (chunks, mut scanned) = mpsc::channel(2);
+    let store = context.store.clone();
+    let scan = tokio::task::spawn_blocking(move || scan_chunks(&store, keyspace, range, &chunks));
+    let total = loop {
+        match scanned.recv().await {
+            Some(Scanned::Chunk(chunk)) => send_chunk(context, chunk, sender, session).await?,
+            Some(Scanned::Done(total)) => break total,
+            None => {
+                // The scan stopped early: its error says why.
+                return Err(match scan.await {
+                    Ok(Err(error)) => error,
+                    Ok(Ok(())) => "the scan ended without its checksum".into(),
+                    Err(error) => format!("the scan failed: {error}"),
+                });
+            }
         }
-    }
-    if let Some(chunk) = chunker.finish() {
-        send(chunk).await?;
-    }
-    let total = chunker.total();
+    };
     let end = pb::StreamChunk {
         entries: Vec::new(),
         checksum: EntryChecksum::default().value(),
@@ -110,4 +99,58 @@ async fn stream(
         .send(Ok(end))
         .await
         .map_err(|_| "the receiver went away".to_string())
+}
+
+/// Scans `range` of `keyspace` in token order and hands its chunks, then the
+/// stream's checksum, to `chunks`. Blocking; stops when the receiver is gone.
+fn scan_chunks(
+    store: &ringstore_storage::Store,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    chunks: &mpsc::Sender<Scanned>,
+) -> Result<(), String> {
+    let gone = |_| "the sender went away".to_string();
+    let mut chunker = Chunker::new(CHUNK_BYTES);
+    for entry in store.scan(keyspace, range).map_err(|e| e.to_string())? {
+        let (token, key, cell) = entry.map_err(|e| e.to_string())?;
+        if let Some(chunk) = chunker.push(token, key, cell) {
+            chunks.blocking_send(Scanned::Chunk(chunk)).map_err(gone)?;
+        }
+    }
+    if let Some(chunk) = chunker.finish() {
+        chunks.blocking_send(Scanned::Chunk(chunk)).map_err(gone)?;
+    }
+    chunks
+        .blocking_send(Scanned::Done(chunker.total().clone()))
+        .map_err(gone)
+}
+
+/// Sends one chunk through the node's stream throttle.
+async fn send_chunk(
+    context: &NodeContext,
+    chunk: Chunk,
+    sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
+    session: &crate::streaming::registry::Session,
+) -> Result<(), String> {
+    let bytes = chunk.bytes;
+    context.stream_throttle.acquire(bytes).await;
+    let message = pb::StreamChunk {
+        checksum: chunk.checksum,
+        last_token: chunk.last_token.0,
+        entries: chunk
+            .entries
+            .into_iter()
+            .map(|(key, cell)| pb::StreamEntry {
+                cell: Some(cell_to_pb(&cell)),
+                key,
+            })
+            .collect(),
+        ..pb::StreamChunk::default()
+    };
+    sender
+        .send(Ok(message))
+        .await
+        .map_err(|_| "the receiver went away".to_string())?;
+    session.add_bytes(bytes);
+    Ok(())
 }

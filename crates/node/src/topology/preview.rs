@@ -20,7 +20,7 @@ use ringstore_storage::KeyspaceId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::estimate::estimate_range;
+use crate::streaming::estimate::estimate_ranges;
 use crate::streaming::fetch::range_to_pb;
 
 /// The change to plan.
@@ -245,10 +245,8 @@ async fn estimate_on(
     ranges: Vec<TokenRange>,
 ) -> Result<Vec<u64>> {
     if source == context.host_id {
-        return ranges
-            .into_iter()
-            .map(|r| Ok(estimate_range(&context.store, keyspace, r)?.bytes))
-            .collect();
+        let estimates = estimate_ranges(&context.store, keyspace, ranges).await?;
+        return Ok(estimates.into_iter().map(|e| e.bytes).collect());
     }
     let address = context
         .view()

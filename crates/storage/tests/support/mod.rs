@@ -31,6 +31,8 @@ struct Books {
     writes: HashMap<Vec<u8>, u64>,
     write_count: usize,
     flushes: Vec<FlushRecord>,
+    /// The threads tree calls ran on.
+    threads: std::collections::HashSet<std::thread::ThreadId>,
 }
 
 pub struct CountingEngine {
@@ -54,8 +56,14 @@ impl Shared {
         self.clock.fetch_add(1, SeqCst)
     }
 
+    fn record_thread(&self) {
+        let mut books = self.books.lock().unwrap();
+        books.threads.insert(std::thread::current().id());
+    }
+
     fn record_write(&self, key: &[u8]) {
         let mut books = self.books.lock().unwrap();
+        books.threads.insert(std::thread::current().id());
         let at = self.tick();
         books.writes.insert(key.to_vec(), at);
         books.write_count += 1;
@@ -103,6 +111,11 @@ impl CountingEngine {
     /// The clock when the latest write of `key` (a tree key) returned.
     pub fn write_time(&self, key: &[u8]) -> Option<u64> {
         self.shared.books.lock().unwrap().writes.get(key).copied()
+    }
+
+    /// The threads that tree reads and writes ran on.
+    pub fn tree_threads(&self) -> std::collections::HashSet<std::thread::ThreadId> {
+        self.shared.books.lock().unwrap().threads.clone()
     }
 
     /// Completed flushes, counted, as a watch for async tests.
@@ -177,6 +190,7 @@ struct CountingTree {
 
 impl Tree for CountingTree {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.shared.record_thread();
         self.inner.get(key)
     }
 
