@@ -414,7 +414,12 @@ async fn write_to(cluster: &TestCluster, via: usize, keyspace: &str, count: usiz
     let mut client = cluster.client(via).await;
     for k in 0..count {
         client
-            .put(put(keyspace, &format!("key{k}"), &format!("value{k}"), Quorum))
+            .put(put(
+                keyspace,
+                &format!("key{k}"),
+                &format!("value{k}"),
+                Quorum,
+            ))
             .await
             .expect("QUORUM write with one replica down");
     }
@@ -447,7 +452,9 @@ async fn hints_of_a_dropped_keyspace_are_dropped_and_counted_and_do_not_block_th
         "the returning replica learns that x was dropped",
         || async {
             let schema = cluster.context(2).schema.current();
-            schema.entries().any(|e| e.dropped && e.keyspace.name == "x")
+            schema
+                .entries()
+                .any(|e| e.dropped && e.keyspace.name == "x")
         },
     )
     .await;
@@ -530,7 +537,11 @@ async fn a_replica_refuses_only_the_mutations_it_can_never_apply_and_applies_the
     );
     assert!(response.refused.iter().all(|r| !r.message.is_empty()));
     for key in ["b", "e"] {
-        assert_eq!(cluster.local_value(0, "live", key), Some(b"v".to_vec()), "{key}");
+        assert_eq!(
+            cluster.local_value(0, "live", key),
+            Some(b"v".to_vec()),
+            "{key}"
+        );
     }
     cluster.shutdown().await;
 }

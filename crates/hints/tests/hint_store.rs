@@ -397,7 +397,9 @@ fn the_oldest_pending_hint_of_a_target_survives_reopening_the_store() {
     // Stored out of order: the oldest is the one created first, not stored first.
     store.store(&hint(host(1), ts(2 * DAY), 0, 10)).unwrap();
     let oldest = store.store(&hint(host(1), ts(DAY), 1, 10)).unwrap();
-    store.store(&hint(host(2), ts(Duration::ZERO), 2, 10)).unwrap();
+    store
+        .store(&hint(host(2), ts(Duration::ZERO), 2, 10))
+        .unwrap();
     drop(store);
 
     let reopened = HintStore::open(Arc::clone(&tree), UNLIMITED).unwrap();
@@ -411,14 +413,28 @@ fn the_oldest_pending_hint_of_a_target_survives_reopening_the_store() {
 fn undeliverable_hints_are_discarded_and_counted_by_reason() {
     let store = HintStore::open(memory_tree(), UNLIMITED).unwrap();
     let ids: Vec<_> = (0..3)
-        .map(|n| store.store(&hint(host(1), EPOCH, n, 10)).unwrap().id.unwrap())
+        .map(|n| {
+            store
+                .store(&hint(host(1), EPOCH, n, 10))
+                .unwrap()
+                .id
+                .unwrap()
+        })
         .collect();
-    assert_eq!(store.discard(&ids[..2], Undeliverable::KeyspaceDropped).unwrap(), 2);
+    assert_eq!(
+        store
+            .discard(&ids[..2], Undeliverable::KeyspaceDropped)
+            .unwrap(),
+        2
+    );
     assert_eq!(store.discard(&ids[2..], Undeliverable::Refused).unwrap(), 1);
     // Already gone: not counted twice.
     assert_eq!(store.discard(&ids, Undeliverable::Refused).unwrap(), 0);
     let counters = store.counters();
-    assert_eq!((counters.dropped_keyspace, counters.dropped_refused), (2, 1));
+    assert_eq!(
+        (counters.dropped_keyspace, counters.dropped_refused),
+        (2, 1)
+    );
     assert_eq!(counters.replayed, 0);
     assert!(!store.has_hints(host(1)));
 }

@@ -322,7 +322,10 @@ async fn apply_on(
     // The replica refuses a bad mutation on its own rather than failing the
     // call; for this one write that is still a failure.
     if let Some(refused) = response.refused.first() {
-        return Err(NodeError::Internal(format!("{address}: {}", refused.message)));
+        return Err(NodeError::Internal(format!(
+            "{address}: {}",
+            refused.message
+        )));
     }
     Ok(())
 }

@@ -558,14 +558,63 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn hints_the_replica_refused_are_dropped_by_reason_and_the_rest_count_as_replayed() {
+        let (store, handoff) = handoff();
+        let target = HostId::from_u128(2);
+        let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
+        let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
+        for key in [b"a", b"b", b"c", b"d"] {
+            handoff
+                .hint(&store, target, keyspace, key, &cell)
+                .await
+                .unwrap();
+        }
+        let batch = handoff
+            .hints
+            .next_batch(target, u64::MAX, Timestamp::now(), |_| Duration::MAX)
+            .unwrap();
+        let ids: Vec<HintId> = batch.iter().map(|(id, _)| *id).collect();
+        let refusal = |index, reason: pb::RefusalReason| pb::RefusedMutation {
+            index,
+            reason: reason.into(),
+            message: "refused".into(),
+        };
+        let refused = [
+            refusal(3, pb::RefusalReason::Invalid),
+            refusal(0, pb::RefusalReason::KeyspaceDropped),
+            refusal(9, pb::RefusalReason::Invalid), // not sent: ignored
+        ];
+        handoff.settle(target, &ids, &refused);
+        let counters = handoff.counters();
+        assert_eq!(
+            (
+                counters.replayed,
+                counters.dropped_keyspace,
+                counters.dropped_refused
+            ),
+            (2, 1, 1)
+        );
+        assert!(handoff.pending().is_empty());
+    }
+
+    #[tokio::test]
     async fn a_rescan_replays_to_a_target_whose_up_event_was_lost() {
         let (store, handoff) = handoff();
         let target = HostId::from_u128(2);
         handoff.rescan([(target, Liveness::Down)]);
         let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
         let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
-        assert!(handoff.hint(&store, target, keyspace, b"k", &cell).await.unwrap());
-        assert_eq!(handoff.next_action(), ReplayAction::Idle, "the target is down");
+        assert!(
+            handoff
+                .hint(&store, target, keyspace, b"k", &cell)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            handoff.next_action(),
+            ReplayAction::Idle,
+            "the target is down"
+        );
         // Its `Up` event was lost (the broadcast lagged): the view says up.
         handoff.rescan([(target, Liveness::Up)]);
         assert!(
