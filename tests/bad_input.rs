@@ -188,19 +188,22 @@ async fn every_bad_request_gets_a_clear_status() {
         Code::InvalidArgument,
         "invalid keyspace id",
     );
-    assert_status(
-        internode
-            .apply(pb::ApplyRequest {
-                mutations: vec![pb::ReplicaMutation {
-                    keyspace_id: uuid_text(),
-                    key: b"k".to_vec(),
-                    cell: None,
-                }],
-            })
-            .await,
-        Code::InvalidArgument,
-        "without a cell",
-    );
+    // A bad mutation is refused on its own, with its reason, not the batch.
+    let refused = internode
+        .apply(pb::ApplyRequest {
+            mutations: vec![pb::ReplicaMutation {
+                keyspace_id: uuid_text(),
+                key: b"k".to_vec(),
+                cell: None,
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .refused;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].reason(), pb::RefusalReason::Invalid);
+    assert!(refused[0].message.contains("without a cell"), "{refused:?}");
 
     // Streaming and topology requests are checked as strictly.
     assert_status(

@@ -383,3 +383,165 @@ async fn a_decommissioned_node_hands_its_hints_to_another_node() {
     assert!(checked > 0);
     cluster.shutdown().await;
 }
+
+/// Node `i`'s hint counters.
+async fn counters(cluster: &TestCluster, i: usize) -> pb::HintCounters {
+    let hints = cluster
+        .admin(i)
+        .await
+        .hints(pb::HintsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    hints.counters.unwrap_or_default()
+}
+
+/// Pauses or resumes hint delivery on node `i`.
+async fn set_paused(cluster: &TestCluster, i: usize, paused: bool) {
+    cluster
+        .admin(i)
+        .await
+        .set_handoff(pb::SetHandoffRequest {
+            paused: Some(paused),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+/// Writes `count` keys of `keyspace` through node `via` at QUORUM.
+async fn write_to(cluster: &TestCluster, via: usize, keyspace: &str, count: usize) {
+    let mut client = cluster.client(via).await;
+    for k in 0..count {
+        client
+            .put(put(
+                keyspace,
+                &format!("key{k}"),
+                &format!("value{k}"),
+                Quorum,
+            ))
+            .await
+            .expect("QUORUM write with one replica down");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_of_a_dropped_keyspace_are_dropped_and_counted_and_do_not_block_the_others() {
+    let mut cluster = TestCluster::start(138, 3, 3).await;
+    cluster.create_keyspace(0, "x", 3).await;
+    cluster.stop(2).await;
+    cluster.wait_until_settled().await;
+    write_to(&cluster, 0, "x", 20).await;
+    cluster
+        .schema(0)
+        .await
+        .drop_keyspace(pb::DropKeyspaceRequest { name: "x".into() })
+        .await
+        .unwrap();
+    cluster.create_keyspace(0, "y", 3).await;
+    write_to(&cluster, 0, "y", 20).await;
+    assert_eq!(pending(&cluster, 0).await, 40, "x's hints, then y's");
+
+    // Replay starts only once the returning replica knows that x is dropped
+    // (so it would refuse x's hints too).
+    set_paused(&cluster, 0, true).await;
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    eventually(
+        Duration::from_secs(30),
+        "the returning replica learns that x was dropped",
+        || async {
+            let schema = cluster.context(2).schema.current();
+            schema
+                .entries()
+                .any(|e| e.dropped && e.keyspace.name == "x")
+        },
+    )
+    .await;
+    set_paused(&cluster, 0, false).await;
+    eventually(
+        Duration::from_secs(15),
+        "y's hints are delivered and x's dropped",
+        || async { pending(&cluster, 0).await == 0 },
+    )
+    .await;
+    let counters = counters(&cluster, 0).await;
+    assert_eq!(counters.dropped_keyspace, 20, "{counters:?}");
+    assert_eq!(counters.replayed, 20, "{counters:?}");
+    for k in 0..20 {
+        assert_eq!(
+            cluster.local_value(2, "y", &format!("key{k}")),
+            Some(format!("value{k}").into_bytes()),
+            "y's key{k} on the replica that was down"
+        );
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_refuses_only_the_mutations_it_can_never_apply_and_applies_the_rest() {
+    let cluster = TestCluster::start(139, 1, 1).await;
+    let dropped = cluster.create_keyspace(0, "gone", 1).await;
+    cluster
+        .schema(0)
+        .await
+        .drop_keyspace(pb::DropKeyspaceRequest {
+            name: "gone".into(),
+        })
+        .await
+        .unwrap();
+    let live = cluster.create_keyspace(0, "live", 1).await;
+    let cell = || pb::Cell {
+        timestamp_micros: 1,
+        expires_at_micros: None,
+        value: Some(b"v".to_vec()),
+    };
+    let mutation = |keyspace: &str, key: &str| pb::ReplicaMutation {
+        keyspace_id: keyspace.into(),
+        key: key.as_bytes().to_vec(),
+        cell: Some(cell()),
+    };
+    let request = pb::ApplyRequest {
+        mutations: vec![
+            mutation(&dropped, "a"),
+            mutation(&live, "b"),
+            mutation(&live, ""),
+            pb::ReplicaMutation {
+                cell: None,
+                ..mutation(&live, "c")
+            },
+            mutation("not-a-uuid", "d"),
+            mutation(&live, "e"),
+        ],
+    };
+    let response = cluster
+        .internode(0)
+        .await
+        .apply(request)
+        .await
+        .expect("permanent per-mutation problems do not fail the batch")
+        .into_inner();
+    let refused: Vec<(u32, pb::RefusalReason)> = response
+        .refused
+        .iter()
+        .map(|r| (r.index, r.reason()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            (0, pb::RefusalReason::KeyspaceDropped),
+            (2, pb::RefusalReason::Invalid),
+            (3, pb::RefusalReason::Invalid),
+            (4, pb::RefusalReason::Invalid),
+        ]
+    );
+    assert!(response.refused.iter().all(|r| !r.message.is_empty()));
+    for key in ["b", "e"] {
+        assert_eq!(
+            cluster.local_value(0, "live", key),
+            Some(b"v".to_vec()),
+            "{key}"
+        );
+    }
+    cluster.shutdown().await;
+}

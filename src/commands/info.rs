@@ -12,12 +12,16 @@ use crate::failure::Outcome;
 /// The handoff counters on one line.
 pub fn hint_summary(c: pb::HintCounters) -> String {
     format!(
-        "stored {}, replayed {}, dropped: over cap {}, expired {}, outside window {}, truncated {}",
+        "stored {}, replayed {}, dropped: over cap {}, expired {}, outside window {}, \
+         keyspace dropped {}, refused by replica {}, corrupt {}, truncated {}",
         c.stored,
         c.replayed,
         c.dropped_over_cap,
         c.dropped_expired,
         c.dropped_outside_window,
+        c.dropped_keyspace,
+        c.dropped_refused,
+        c.dropped_corrupt,
         c.truncated
     )
 }

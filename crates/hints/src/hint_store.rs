@@ -42,7 +42,7 @@ use ringstore_storage::{KeyspaceId, Timestamp, Tree};
 use crate::error::Result;
 use crate::hint::Hint;
 use crate::hint_id::HintId;
-use crate::stats::{HintCounters, TargetStats};
+use crate::stats::{HintCounters, TargetStats, Undeliverable};
 
 /// Bounds on what the store keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,6 +311,41 @@ impl HintStore {
             }
         }
         Ok(deleted)
+    }
+
+    /// Deletes hints that can never be applied (their keyspace is dropped, or
+    /// the target refused them for good), counting them under `reason`; how
+    /// many were still there.
+    pub fn discard(&self, ids: &[HintId], reason: Undeliverable) -> Result<u64> {
+        let mut discarded = 0;
+        for id in ids {
+            if self.remove_counted(&id.to_key(), Some(id.target()), |c| reason.counter(c))? {
+                discarded += 1;
+            }
+        }
+        Ok(discarded)
+    }
+
+    /// When the oldest hint still pending for `target` was created, if any.
+    /// The tree keeps it, so it survives restarts: the hint window of a
+    /// target that went down before this node restarted is measured from it
+    /// (see [`HintWindow::should_hint`](crate::HintWindow::should_hint)).
+    pub fn oldest_hint(&self, target: HostId) -> Result<Option<Timestamp>> {
+        if !self.has_hints(target) {
+            return Ok(None);
+        }
+        let (first, last) = HintId::key_range(target);
+        for entry in self
+            .tree
+            .range(Bound::Included(&first), Bound::Included(&last))
+        {
+            let (key, _) = entry?;
+            // A corrupt key is skipped here; `next_batch` deletes it.
+            if let Ok(id) = HintId::from_key(&key) {
+                return Ok(Some(id.created_at()));
+            }
+        }
+        Ok(None)
     }
 
     /// Deletes every hint of `target`, or of every target with `None`; how many.

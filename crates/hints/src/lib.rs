@@ -23,21 +23,27 @@
 //!
 //! # Protocol (what the node does)
 //! 1. A write to replica `r` fails or times out: if
-//!    [`HintWindow::should_hint`] says so, [`HintStore::store`] a hint
+//!    [`HintWindow::should_hint`] says so (given the age of `r`'s oldest
+//!    pending hint, [`HintStore::oldest_hint`]), [`HintStore::store`] a hint
 //!    (with `created_at` = now); otherwise [`HintStore::note_outside_window`].
-//! 2. Membership says `r` is up or down: [`ReplayScheduler::target_up`] /
-//!    [`target_down`](ReplayScheduler::target_down), and
-//!    [`HintWindow::mark_up`] / [`mark_down`](HintWindow::mark_down).
+//! 2. Membership says `r` is up or down: [`ReplayScheduler::set_liveness`]
+//!    and [`HintWindow::mark_up`] / [`mark_down`](HintWindow::mark_down),
+//!    from the membership view (rescanned whole, so a missed event is not a
+//!    missed target).
 //! 3. The replay task loops on [`ReplayScheduler::poll`]: for each
 //!    [`ReplayAction::Deliver`] it reads [`HintStore::next_batch`] (passing the
 //!    keyspace's `gc_grace` as `max_age`), sends it, and only after the
 //!    target's acknowledgement calls [`HintStore::delete`] and
 //!    [`ReplayScheduler::delivered`]; on failure it calls
-//!    [`ReplayScheduler::failed`] and the hints stay.
+//!    [`ReplayScheduler::failed`] and the hints stay. A hint that can never
+//!    be applied (its keyspace dropped, or refused for good by the target)
+//!    is [`HintStore::discard`]ed with its [`Undeliverable`] reason, so it
+//!    does not block the hints behind it.
 //!
 //! # Invariants
 //! - A hint is deleted only after its target acknowledged it, or when it is
-//!   dropped for a counted reason (cap, age, truncation, corruption): every
+//!   dropped for a counted reason (cap, age, truncation, corruption, dropped
+//!   keyspace, refusal by the target): every
 //!   hint that leaves the store is counted once in [`HintCounters`].
 //! - No hint older than `max_age` is ever returned for replay: replaying a
 //!   write older than `gc_grace` could resurrect data whose tombstone has
@@ -54,8 +60,10 @@
 //! - Counters are not persisted; they restart at zero with the process.
 //! - Under concurrent `store`s to one target the cap is approximate (see
 //!   `hint_store.rs`).
-//! - Only the coordinator's own view of up/down drives the window; it does
-//!   not learn how long a target was down before this node noticed.
+//! - The window is the longer of how long this coordinator has seen the
+//!   target down and the age of its oldest pending hint (which survives
+//!   restarts); a target down since before this node started, with no hint
+//!   pending here, gets a fresh window.
 
 #![deny(missing_docs)]
 
@@ -73,6 +81,6 @@ pub use hint::{HINT_FORMAT, Hint};
 pub use hint_id::HintId;
 pub use hint_store::{HintLimits, HintStore, StoreOutcome};
 pub use replay::{ReplayAction, ReplayConfig, ReplayScheduler};
-pub use stats::{HintCounters, TargetStats};
+pub use stats::{HintCounters, TargetStats, Undeliverable};
 pub use throttle::{BURST, Throttle};
 pub use window::{DEFAULT_HINT_WINDOW, HintWindow};

@@ -36,8 +36,9 @@
 //!   fresh `target_up` resets that.
 //!
 //! # Caveats
-//! - Targets are known only through `target_up`: at startup the node must
-//!   report every live host it holds hints for.
+//! - Targets are known only through `target_up` / `set_liveness`: the node
+//!   must report every live host it holds hints for, at startup and whenever
+//!   it may have missed an event (it rescans its membership view).
 //! - One throttle for all targets (Cassandra's is per node too); the rate is
 //!   not divided among targets.
 //! - Targets that leave the cluster stay in the table (a few bytes each)
@@ -162,6 +163,21 @@ impl ReplayScheduler {
     pub fn target_down(&mut self, host: HostId) {
         if let Some(state) = self.targets.get_mut(&host) {
             state.up = false;
+        }
+    }
+
+    /// Reconciles `host` with a snapshot of its liveness taken at `now` (the
+    /// node rescans the membership view rather than trusting that it saw
+    /// every up/down event): a host not known to be up that is up now is
+    /// [`target_up`](ReplayScheduler::target_up); one already up keeps its
+    /// backoff (a rescan is not news that it is reachable); a down host is
+    /// [`target_down`](ReplayScheduler::target_down).
+    pub fn set_liveness(&mut self, host: HostId, up: bool, now: Duration) {
+        let known_up = self.targets.get(&host).is_some_and(|state| state.up);
+        match (up, known_up) {
+            (true, false) => self.target_up(host, now),
+            (true, true) => {}
+            (false, _) => self.target_down(host),
         }
     }
 
@@ -338,6 +354,29 @@ mod tests {
         assert_eq!(replay.poll(5 * SECOND, |_| true), ReplayAction::Idle);
         replay.target_up(host(1), 5 * SECOND);
         assert_eq!(deliver_to(replay.poll(5 * SECOND, |_| true)), host(1));
+    }
+
+    #[test]
+    fn a_rescan_makes_a_target_whose_up_was_missed_deliverable_and_keeps_known_backoffs() {
+        let mut replay = unthrottled();
+        let now = Duration::ZERO;
+        // Host 1 is known up and failing; host 2's `Up` was never seen.
+        replay.target_up(host(1), now);
+        deliver_to(replay.poll(now, |_| true));
+        replay.failed(host(1), now);
+        replay.set_liveness(host(1), true, now);
+        replay.set_liveness(host(2), true, now);
+        assert_eq!(deliver_to(replay.poll(now, |_| true)), host(2));
+        assert_eq!(
+            replay.poll(now, |_| true),
+            ReplayAction::WaitUntil(SECOND),
+            "host 1 keeps its backoff"
+        );
+        // A rescan that finds a host down stops deliveries to it.
+        replay.delivered(host(2), 10, now);
+        replay.set_liveness(host(2), false, now);
+        replay.set_liveness(host(1), false, now);
+        assert_eq!(replay.poll(5 * SECOND, |_| true), ReplayAction::Idle);
     }
 
     #[test]

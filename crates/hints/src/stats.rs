@@ -33,4 +33,32 @@ pub struct HintCounters {
     pub dropped_corrupt: u64,
     /// Hints deleted by [`HintStore::truncate`](crate::HintStore::truncate).
     pub truncated: u64,
+    /// Hints discarded unreplayed because their keyspace has been dropped
+    /// (on the coordinator's schema, or on the target's).
+    pub dropped_keyspace: u64,
+    /// Hints the target refused for good for another reason (an invalid key
+    /// or cell): retrying could never apply them.
+    pub dropped_refused: u64,
+}
+
+/// Why a hint can never be applied, so that it is discarded rather than
+/// retried (see [`HintStore::discard`](crate::HintStore::discard)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Undeliverable {
+    /// Its keyspace has been dropped: counted in
+    /// [`HintCounters::dropped_keyspace`].
+    KeyspaceDropped,
+    /// The target refused it for another permanent reason: counted in
+    /// [`HintCounters::dropped_refused`].
+    Refused,
+}
+
+impl Undeliverable {
+    /// The counter this reason is counted in.
+    pub(crate) fn counter(self, counters: &mut HintCounters) -> &mut u64 {
+        match self {
+            Undeliverable::KeyspaceDropped => &mut counters.dropped_keyspace,
+            Undeliverable::Refused => &mut counters.dropped_refused,
+        }
+    }
 }

@@ -5,8 +5,19 @@
 //! anyway; piling up hints for it only fills the coordinator's disk. So each
 //! coordinator remembers since when *it* has seen each target down, and stops
 //! hinting for a target once it has been down for longer than the window
-//! (Cassandra's `max_hint_window`). A target that is up but merely did not
-//! answer in time is always hinted.
+//! (Cassandra's `max_hint_window`).
+//!
+//! # Across a coordinator restart
+//! The down-since times live in memory: a restarted coordinator would give a
+//! target that has been down for days a fresh window. So, as Cassandra 4.1
+//! does with `hint_window_persistent_enabled`, the window is also measured
+//! from the creation time of the oldest hint still pending for the target,
+//! which the hint store keeps on disk anyway (it is the first key of the
+//! target's range). The choice over persisting down-since times: nothing new
+//! to persist, version or clean up, and the hints themselves are what the
+//! window bounds. The consequence, also Cassandra's: a target whose hints
+//! stay undelivered for a whole window (delivery paused, say) stops getting
+//! new ones even while up, until its backlog drains.
 //!
 //! Time is a [`Duration`] since any fixed start the caller chooses (sans-IO).
 
@@ -60,13 +71,20 @@ impl HintWindow {
     }
 
     /// Whether a write for `host` that could not be delivered at `now` should
-    /// be hinted: yes if `host` is up (it merely timed out) or has been down
-    /// for less than the window; no past it.
-    pub fn should_hint(&self, host: HostId, now: Duration) -> bool {
-        match self.down_since(host) {
-            None => true,
-            Some(since) => now.saturating_sub(since) < self.max_window,
-        }
+    /// be hinted: no if `host` has been seen down for the window or longer, or
+    /// if the oldest hint still pending for it is that old
+    /// (`oldest_hint_age`, from [`HintStore::oldest_hint`](crate::HintStore::oldest_hint));
+    /// yes otherwise — an up target that merely timed out included.
+    pub fn should_hint(
+        &self,
+        host: HostId,
+        now: Duration,
+        oldest_hint_age: Option<Duration>,
+    ) -> bool {
+        let down_for = self
+            .down_since(host)
+            .map_or(Duration::ZERO, |since| now.saturating_sub(since));
+        down_for.max(oldest_hint_age.unwrap_or_default()) < self.max_window
     }
 }
 
@@ -84,7 +102,7 @@ mod tests {
     #[test]
     fn a_target_that_merely_timed_out_is_always_hinted() {
         let window = HintWindow::default();
-        assert!(window.should_hint(HostId::from_u128(1), 100 * HOUR));
+        assert!(window.should_hint(HostId::from_u128(1), 100 * HOUR, None));
     }
 
     #[test]
@@ -92,10 +110,10 @@ mod tests {
         let host = HostId::from_u128(1);
         let mut window = HintWindow::new(3 * HOUR);
         window.mark_down(host, HOUR);
-        assert!(window.should_hint(host, HOUR));
-        assert!(window.should_hint(host, 4 * HOUR - Duration::from_micros(1)));
-        assert!(!window.should_hint(host, 4 * HOUR));
-        assert!(!window.should_hint(host, 40 * HOUR));
+        assert!(window.should_hint(host, HOUR, None));
+        assert!(window.should_hint(host, 4 * HOUR - Duration::from_micros(1), None));
+        assert!(!window.should_hint(host, 4 * HOUR, None));
+        assert!(!window.should_hint(host, 40 * HOUR, None));
     }
 
     #[test]
@@ -104,7 +122,7 @@ mod tests {
         let mut window = HintWindow::new(3 * HOUR);
         window.mark_down(host, Duration::ZERO);
         window.mark_down(host, 2 * HOUR);
-        assert!(!window.should_hint(host, 3 * HOUR));
+        assert!(!window.should_hint(host, 3 * HOUR, None));
     }
 
     #[test]
@@ -112,12 +130,35 @@ mod tests {
         let host = HostId::from_u128(1);
         let mut window = HintWindow::new(3 * HOUR);
         window.mark_down(host, Duration::ZERO);
-        assert!(!window.should_hint(host, 5 * HOUR));
+        assert!(!window.should_hint(host, 5 * HOUR, None));
         window.mark_up(host);
-        assert!(window.should_hint(host, 5 * HOUR));
+        assert!(window.should_hint(host, 5 * HOUR, None));
         window.mark_down(host, 5 * HOUR);
-        assert!(window.should_hint(host, 7 * HOUR));
-        assert!(!window.should_hint(host, 8 * HOUR));
-        assert!(window.should_hint(HostId::from_u128(2), 8 * HOUR));
+        assert!(window.should_hint(host, 7 * HOUR, None));
+        assert!(!window.should_hint(host, 8 * HOUR, None));
+        assert!(window.should_hint(HostId::from_u128(2), 8 * HOUR, None));
+    }
+
+    #[test]
+    fn after_a_restart_the_window_is_measured_from_the_oldest_pending_hint() {
+        // A fresh window (the coordinator just restarted) has no down time
+        // for the target, but its oldest hint is four hours old.
+        let host = HostId::from_u128(1);
+        let window = HintWindow::new(3 * HOUR);
+        assert!(!window.should_hint(host, Duration::ZERO, Some(4 * HOUR)));
+        assert!(window.should_hint(host, Duration::ZERO, Some(2 * HOUR)));
+        assert!(!window.should_hint(host, Duration::ZERO, Some(3 * HOUR)));
+    }
+
+    #[test]
+    fn the_longer_of_the_down_time_and_the_oldest_hint_age_counts() {
+        let host = HostId::from_u128(1);
+        let mut window = HintWindow::new(3 * HOUR);
+        window.mark_down(host, Duration::ZERO);
+        // Down for four hours, but its hints were delivered meanwhile: still out.
+        assert!(!window.should_hint(host, 4 * HOUR, Some(HOUR)));
+        // Down for one hour, oldest hint from before a restart four hours ago: out.
+        assert!(!window.should_hint(host, HOUR, Some(4 * HOUR)));
+        assert!(window.should_hint(host, HOUR, Some(2 * HOUR)));
     }
 }

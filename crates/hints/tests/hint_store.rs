@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_hints::{HintCounters, HintLimits, HintStore, TargetStats};
+use ringstore_hints::{HintCounters, HintLimits, HintStore, TargetStats, Undeliverable};
 use ringstore_storage::{Engine, HINTS_TREE, SledEngine, SledOptions, Timestamp, Tree};
 use support::{EPOCH, hint, host, memory_tree, ts};
 
@@ -387,4 +387,54 @@ fn each_keyspace_has_its_own_gc_grace() {
     let keys: Vec<_> = batch.iter().map(|(_, h)| h.key.clone()).collect();
     assert_eq!(keys, [b"key-1".to_vec()]);
     assert_eq!(store.counters().dropped_expired, 1);
+}
+
+#[test]
+fn the_oldest_pending_hint_of_a_target_survives_reopening_the_store() {
+    let tree = memory_tree();
+    let store = HintStore::open(Arc::clone(&tree), UNLIMITED).unwrap();
+    assert_eq!(store.oldest_hint(host(1)).unwrap(), None);
+    // Stored out of order: the oldest is the one created first, not stored first.
+    store.store(&hint(host(1), ts(2 * DAY), 0, 10)).unwrap();
+    let oldest = store.store(&hint(host(1), ts(DAY), 1, 10)).unwrap();
+    store
+        .store(&hint(host(2), ts(Duration::ZERO), 2, 10))
+        .unwrap();
+    drop(store);
+
+    let reopened = HintStore::open(Arc::clone(&tree), UNLIMITED).unwrap();
+    assert_eq!(reopened.oldest_hint(host(1)).unwrap(), Some(ts(DAY)));
+    reopened.delete(&[oldest.id.unwrap()]).unwrap();
+    assert_eq!(reopened.oldest_hint(host(1)).unwrap(), Some(ts(2 * DAY)));
+    assert_eq!(reopened.oldest_hint(host(3)).unwrap(), None);
+}
+
+#[test]
+fn undeliverable_hints_are_discarded_and_counted_by_reason() {
+    let store = HintStore::open(memory_tree(), UNLIMITED).unwrap();
+    let ids: Vec<_> = (0..3)
+        .map(|n| {
+            store
+                .store(&hint(host(1), EPOCH, n, 10))
+                .unwrap()
+                .id
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        store
+            .discard(&ids[..2], Undeliverable::KeyspaceDropped)
+            .unwrap(),
+        2
+    );
+    assert_eq!(store.discard(&ids[2..], Undeliverable::Refused).unwrap(), 1);
+    // Already gone: not counted twice.
+    assert_eq!(store.discard(&ids, Undeliverable::Refused).unwrap(), 0);
+    let counters = store.counters();
+    assert_eq!(
+        (counters.dropped_keyspace, counters.dropped_refused),
+        (2, 1)
+    );
+    assert_eq!(counters.replayed, 0);
+    assert!(!store.has_hints(host(1)));
 }

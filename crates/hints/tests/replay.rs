@@ -186,7 +186,7 @@ fn a_target_down_past_the_window_gets_no_hints_and_one_inside_it_gets_them_repla
     // Writes fail to both at 2 h, then at 4 h.
     for (n, at) in [(0, 2 * hour), (1, 4 * hour)] {
         for target in [long_gone, brief] {
-            if window.should_hint(target, at) {
+            if window.should_hint(target, at, None) {
                 store.store(&hint(target, ts(at), n, 100)).unwrap();
             } else {
                 store.note_outside_window();

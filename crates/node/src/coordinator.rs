@@ -395,12 +395,21 @@ async fn apply_on(
             cell: Some(cell_to_pb(&cell)),
         }],
     };
-    context
+    let response = context
         .peers
         .client(address)
         .apply(request)
         .await
-        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?;
+        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
+        .into_inner();
+    // The replica refuses a bad mutation on its own rather than failing the
+    // call; for this one write that is still a failure.
+    if let Some(refused) = response.refused.first() {
+        return Err(NodeError::Internal(format!(
+            "{address}: {}",
+            refused.message
+        )));
+    }
     Ok(())
 }
 

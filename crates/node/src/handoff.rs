@@ -7,16 +7,26 @@
 //! targets over the internode `Apply` RPC. A hint is deleted only after its
 //! target acknowledged it; a failed delivery is retried with backoff. Order
 //! does not matter: replicas merge by last write wins.
+//!
+//! A hint that can never be applied must not block the ones behind it: hints
+//! of a keyspace this node's schema knows to be dropped are discarded before
+//! sending, and those the target refuses for good (listed in its
+//! `ApplyResponse`) are discarded on its answer, each counted by reason.
+//!
+//! Liveness comes from the membership *view*, not its event stream: the task
+//! watches the view (a `watch` channel keeps only the newest, so it cannot
+//! lag) and on every change rescans each member's liveness into the window
+//! and the scheduler, so a lost `Up` cannot strand a target's hints.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ringstore_hints::{
-    Hint, HintCounters, HintLimits, HintStore, HintWindow, ReplayAction, ReplayConfig,
-    ReplayScheduler, TargetStats,
+    Hint, HintCounters, HintId, HintLimits, HintStore, HintWindow, ReplayAction, ReplayConfig,
+    ReplayScheduler, TargetStats, Undeliverable,
 };
-use ringstore_membership::{ClusterView, Liveness, MembershipEvent, NodeState};
+use ringstore_membership::{ClusterView, Liveness, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
@@ -97,6 +107,29 @@ impl Handoff {
             })
     }
 
+    /// Whether this node's schema knows keyspace `id` to be dropped.
+    fn is_dropped(context: &NodeContext, id: KeyspaceId) -> bool {
+        context
+            .schema
+            .current()
+            .entries()
+            .any(|e| e.dropped && e.keyspace.id == id)
+    }
+
+    /// How long ago the oldest hint pending for `target` was created: the
+    /// hint window survives a restart through it.
+    fn oldest_hint_age(&self, target: HostId) -> Option<Duration> {
+        let oldest = match self.hints.oldest_hint(target) {
+            Ok(oldest) => oldest?,
+            Err(error) => {
+                tracing::warn!(%target, %error, "reading the oldest hint");
+                return None;
+            }
+        };
+        let micros = Timestamp::now().0.saturating_sub(oldest.0);
+        Some(Duration::from_micros(u64::try_from(micros).unwrap_or(0)))
+    }
+
     /// Stores a hint of `cell` for `target`, if handoff is enabled and the
     /// target is within the hint window; durable on return. Whether it was stored.
     pub async fn hint(
@@ -110,7 +143,8 @@ impl Handoff {
         if !self.enabled.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        if !lock(&self.window).should_hint(target, self.now()) {
+        let oldest_hint_age = self.oldest_hint_age(target);
+        if !lock(&self.window).should_hint(target, self.now(), oldest_hint_age) {
             self.hints.note_outside_window();
             tracing::warn!(%target, "not storing a hint: the replica has been down longer than max_hint_window; it needs a repair");
             return Ok(false);
@@ -303,20 +337,41 @@ impl Handoff {
             .map_err(|e| NodeError::Internal(format!("truncating hints: {e}")))
     }
 
-    fn on_event(&self, context: &NodeContext, event: &MembershipEvent) {
+    /// Sets each member's liveness (`members` excludes this node) in the
+    /// window and the scheduler from a snapshot of the view, whatever events
+    /// were or were not seen: a member newly up is replayed to at once, one
+    /// down starts (or keeps) its window.
+    fn rescan(&self, members: impl IntoIterator<Item = (HostId, Liveness)>) {
         let now = self.now();
-        match event {
-            MembershipEvent::Up(host) => {
-                lock(&self.window).mark_up(*host);
-                lock(&self.scheduler).target_up(*host, now);
+        let mut window = lock(&self.window);
+        let mut scheduler = lock(&self.scheduler);
+        for (host, liveness) in members {
+            let up = liveness == Liveness::Up;
+            if up {
+                window.mark_up(host);
+            } else {
+                window.mark_down(host, now);
             }
-            MembershipEvent::Down(host) => {
-                lock(&self.window).mark_down(*host, now);
-                lock(&self.scheduler).target_down(*host);
-            }
-            MembershipEvent::MetadataChanged(_) => self.on_departures(&context.view()),
-            MembershipEvent::RingChanged { .. } => {}
+            scheduler.set_liveness(host, up, now);
         }
+    }
+
+    /// The view changed (or the task started): rescans liveness and settles
+    /// the hints of departed nodes.
+    fn on_view(&self, context: &NodeContext, view: &ClusterView) {
+        self.rescan(
+            view.members
+                .values()
+                .filter(|m| m.metadata.host_id != context.host_id)
+                .map(|m| (m.metadata.host_id, m.liveness)),
+        );
+        self.on_departures(view);
+    }
+
+    /// The scheduler's next action now.
+    fn next_action(&self) -> ReplayAction {
+        let hints = &self.hints;
+        lock(&self.scheduler).poll(self.now(), |h| hints.has_hints(h))
     }
 
     /// Settles the hints of nodes that are gone: those of a replaced node go
@@ -359,24 +414,11 @@ impl Handoff {
     /// Replays hints until the node stops.
     pub async fn run(context: Arc<NodeContext>) {
         let handoff = &context.handoff;
-        let mut events = context.membership.events();
-        let now = handoff.now();
-        for member in context.view().members.values() {
-            let host = member.metadata.host_id;
-            if host == context.host_id {
-                continue;
-            }
-            match member.liveness {
-                Liveness::Up => lock(&handoff.scheduler).target_up(host, now),
-                Liveness::Down => lock(&handoff.window).mark_down(host, now),
-            }
-        }
+        let mut views = context.membership.watch_view();
+        let view = views.borrow_and_update().clone();
+        handoff.on_view(&context, &view);
         loop {
-            let action = {
-                let hints = &handoff.hints;
-                lock(&handoff.scheduler).poll(handoff.now(), |h| hints.has_hints(h))
-            };
-            let wait_until = match action {
+            let wait_until = match handoff.next_action() {
                 ReplayAction::Deliver { target, max_bytes } => {
                     handoff.deliver(&context, target, max_bytes).await;
                     continue;
@@ -393,16 +435,19 @@ impl Handoff {
             tokio::select! {
                 () = sleep => {}
                 () = handoff.wake.notified() => {}
-                event = events.recv() => match event {
-                    Ok(event) => handoff.on_event(&context, &event),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
+                changed = views.changed() => {
+                    if changed.is_err() {
+                        return; // Membership stopped: the node is stopping.
+                    }
+                    let view = views.borrow_and_update().clone();
+                    handoff.on_view(&context, &view);
+                }
             }
         }
     }
 
-    /// Sends one batch of `target`'s hints; deletes them once acknowledged.
+    /// Sends one batch of `target`'s hints; deletes them once acknowledged,
+    /// and discards those that can never be applied.
     async fn deliver(&self, context: &NodeContext, target: HostId, max_bytes: u64) {
         let batch = match self
             .hints
@@ -416,6 +461,11 @@ impl Handoff {
                 return;
             }
         };
+        let (dropped, batch): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|(_, hint)| Self::is_dropped(context, hint.keyspace));
+        let dropped: Vec<HintId> = dropped.into_iter().map(|(id, _)| id).collect();
+        self.discard(target, &dropped, Undeliverable::KeyspaceDropped);
         let bytes: u64 = batch.iter().map(|(_, h)| h.size_bytes()).sum();
         if batch.is_empty() {
             lock(&self.scheduler).delivered(target, 0, self.now());
@@ -443,11 +493,9 @@ impl Handoff {
         let sent =
             tokio::time::timeout(timeout, context.peers.client(address).apply(request)).await;
         match sent {
-            Ok(Ok(_)) => {
-                let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
-                if let Err(error) = self.hints.delete(&ids) {
-                    tracing::warn!(%target, %error, "deleting delivered hints");
-                }
+            Ok(Ok(response)) => {
+                let ids: Vec<HintId> = batch.iter().map(|(id, _)| *id).collect();
+                self.settle(target, &ids, &response.into_inner().refused);
                 lock(&self.scheduler).delivered(target, bytes, self.now());
             }
             Ok(Err(status)) => {
@@ -459,5 +507,136 @@ impl Handoff {
                 lock(&self.scheduler).failed(target, self.now());
             }
         }
+    }
+
+    /// `target` answered a batch of the hints `ids` (in request order):
+    /// those it refused are discarded by reason, the rest deleted as replayed.
+    fn settle(&self, target: HostId, ids: &[HintId], refused: &[pb::RefusedMutation]) {
+        let mut delivered = ids.to_vec();
+        let mut keyspace_dropped = Vec::new();
+        let mut invalid = Vec::new();
+        // Highest index first, so that earlier indices stay valid.
+        let mut refused: Vec<&pb::RefusedMutation> = refused.iter().collect();
+        refused.sort_by_key(|r| std::cmp::Reverse(r.index));
+        refused.dedup_by_key(|r| r.index);
+        for refusal in refused {
+            let Some(index) = usize::try_from(refusal.index)
+                .ok()
+                .filter(|&i| i < delivered.len())
+            else {
+                tracing::warn!(%target, index = refusal.index, "the replica refused a hint that was not sent");
+                continue;
+            };
+            let id = delivered.remove(index);
+            tracing::debug!(%target, message = refusal.message, "the replica refused a hint for good; dropping it");
+            match refusal.reason() {
+                pb::RefusalReason::KeyspaceDropped => keyspace_dropped.push(id),
+                pb::RefusalReason::Invalid | pb::RefusalReason::Unspecified => invalid.push(id),
+            }
+        }
+        self.discard(target, &keyspace_dropped, Undeliverable::KeyspaceDropped);
+        self.discard(target, &invalid, Undeliverable::Refused);
+        if let Err(error) = self.hints.delete(&delivered) {
+            tracing::warn!(%target, %error, "deleting delivered hints");
+        }
+    }
+
+    /// Discards `target`'s hints `ids`, which can never be applied.
+    fn discard(&self, target: HostId, ids: &[HintId], reason: Undeliverable) {
+        if ids.is_empty() {
+            return;
+        }
+        match self.hints.discard(ids, reason) {
+            Ok(discarded) => {
+                tracing::info!(%target, discarded, ?reason, "dropped hints that can never be applied")
+            }
+            Err(error) => tracing::warn!(%target, %error, "dropping undeliverable hints"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringstore_storage::{Durability, MemoryEngine};
+
+    fn handoff() -> (Store, Handoff) {
+        let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
+        let config = HintsConfig {
+            hinted_handoff_throttle_kib: 0,
+            ..HintsConfig::default()
+        };
+        let handoff = Handoff::open(&store, &config).unwrap();
+        (store, handoff)
+    }
+
+    #[tokio::test]
+    async fn hints_the_replica_refused_are_dropped_by_reason_and_the_rest_count_as_replayed() {
+        let (store, handoff) = handoff();
+        let target = HostId::from_u128(2);
+        let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
+        let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
+        for key in [b"a", b"b", b"c", b"d"] {
+            handoff
+                .hint(&store, target, keyspace, key, &cell)
+                .await
+                .unwrap();
+        }
+        let batch = handoff
+            .hints
+            .next_batch(target, u64::MAX, Timestamp::now(), |_| Duration::MAX)
+            .unwrap();
+        let ids: Vec<HintId> = batch.iter().map(|(id, _)| *id).collect();
+        let refusal = |index, reason: pb::RefusalReason| pb::RefusedMutation {
+            index,
+            reason: reason.into(),
+            message: "refused".into(),
+        };
+        let refused = [
+            refusal(3, pb::RefusalReason::Invalid),
+            refusal(0, pb::RefusalReason::KeyspaceDropped),
+            refusal(9, pb::RefusalReason::Invalid), // not sent: ignored
+        ];
+        handoff.settle(target, &ids, &refused);
+        let counters = handoff.counters();
+        assert_eq!(
+            (
+                counters.replayed,
+                counters.dropped_keyspace,
+                counters.dropped_refused
+            ),
+            (2, 1, 1)
+        );
+        assert!(handoff.pending().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_rescan_replays_to_a_target_whose_up_event_was_lost() {
+        let (store, handoff) = handoff();
+        let target = HostId::from_u128(2);
+        handoff.rescan([(target, Liveness::Down)]);
+        let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
+        let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
+        assert!(
+            handoff
+                .hint(&store, target, keyspace, b"k", &cell)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            handoff.next_action(),
+            ReplayAction::Idle,
+            "the target is down"
+        );
+        // Its `Up` event was lost (the broadcast lagged): the view says up.
+        handoff.rescan([(target, Liveness::Up)]);
+        assert!(
+            matches!(handoff.next_action(), ReplayAction::Deliver { target: t, .. } if t == target),
+            "a rescan finds the target up"
+        );
+        // A rescan that finds it down again stops replay to it.
+        lock(&handoff.scheduler).failed(target, handoff.now());
+        handoff.rescan([(target, Liveness::Down)]);
+        assert!(lock(&handoff.window).down_since(target).is_some());
     }
 }

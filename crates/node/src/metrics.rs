@@ -146,6 +146,8 @@ pub fn render(context: &NodeContext, gossip: &MembershipStats) -> String {
         ("expired", c.dropped_expired),
         ("outside_window", c.dropped_outside_window),
         ("corrupt", c.dropped_corrupt),
+        ("keyspace_dropped", c.dropped_keyspace),
+        ("refused", c.dropped_refused),
         ("truncated", c.truncated),
     ] {
         page.sample(

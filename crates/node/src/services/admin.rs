@@ -54,6 +54,9 @@ fn hint_counters(handoff: &crate::handoff::Handoff) -> pb::HintCounters {
         dropped_expired: c.dropped_expired,
         dropped_outside_window: c.dropped_outside_window,
         truncated: c.truncated,
+        dropped_keyspace: c.dropped_keyspace,
+        dropped_refused: c.dropped_refused,
+        dropped_corrupt: c.dropped_corrupt,
     }
 }
 

@@ -8,7 +8,7 @@ use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
 use ringstore_replication::Digest;
-use ringstore_storage::Timestamp;
+use ringstore_storage::{Cell, KeyspaceId, StorageError, Timestamp};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -23,6 +23,56 @@ use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
 use crate::streaming::registry::operation_kind;
 use crate::streaming::source::send_range;
 
+/// One replica write: keyspace, key, cell.
+type Write = (KeyspaceId, Vec<u8>, Cell);
+
+/// The mutations of an `Apply` that passed validation, with their indices in
+/// the request.
+#[derive(Default)]
+struct Accepted {
+    indices: Vec<usize>,
+    writes: Vec<Write>,
+}
+
+impl Accepted {
+    fn push(&mut self, index: usize, write: Write) {
+        self.indices.push(index);
+        self.writes.push(write);
+    }
+
+    /// Takes out the writes to `keyspace`; their request indices.
+    fn remove_keyspace(&mut self, keyspace: KeyspaceId) -> Vec<usize> {
+        let mut removed = Vec::new();
+        let mut kept = Accepted::default();
+        for (index, write) in self.indices.drain(..).zip(self.writes.drain(..)) {
+            if write.0 == keyspace {
+                removed.push(index);
+            } else {
+                kept.push(index, write);
+            }
+        }
+        *self = kept;
+        removed
+    }
+}
+
+/// The wire form of mutation `index` refused for good because of `error`
+/// (a permanent, per-mutation problem).
+fn refusal(index: usize, error: &NodeError) -> pb::RefusedMutation {
+    let (reason, message) = match error {
+        NodeError::KeyspaceNotFound(id) => (
+            pb::RefusalReason::KeyspaceDropped,
+            format!("keyspace {id} has been dropped"),
+        ),
+        other => (pb::RefusalReason::Invalid, other.to_string()),
+    };
+    pb::RefusedMutation {
+        index: u32::try_from(index).unwrap_or(u32::MAX),
+        reason: reason.into(),
+        message,
+    }
+}
+
 /// Serves `Internode` from a node's context.
 pub struct InternodeService {
     context: Arc<NodeContext>,
@@ -32,6 +82,17 @@ impl InternodeService {
     /// The service of `context`'s node.
     pub fn new(context: Arc<NodeContext>) -> InternodeService {
         InternodeService { context }
+    }
+
+    /// One mutation of an `Apply` as a write; an error if it can never be
+    /// applied (a dropped keyspace, an invalid id, key or cell).
+    fn replica_write(&self, mutation: pb::ReplicaMutation) -> Result<Write> {
+        let id = self.live_keyspace(&mutation.keyspace_id)?;
+        check_key(&mutation.key)?;
+        let cell = mutation
+            .cell
+            .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
+        Ok((id, mutation.key, cell_from_pb(cell)))
     }
 
     /// A keyspace id the schema has not dropped. An id this node does not
@@ -53,21 +114,33 @@ impl Internode for InternodeService {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<pb::ApplyResponse>, Status> {
-        let mut writes = Vec::new();
-        for mutation in request.into_inner().mutations {
-            let id = self.live_keyspace(&mutation.keyspace_id)?;
-            check_key(&mutation.key)?;
-            let cell = mutation
-                .cell
-                .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
-            writes.push((id, mutation.key, cell_from_pb(cell)));
+        let mut accepted = Accepted::default();
+        let mut refused = Vec::new();
+        for (index, mutation) in request.into_inner().mutations.into_iter().enumerate() {
+            match self.replica_write(mutation) {
+                Ok(write) => accepted.push(index, write),
+                Err(error) => refused.push(refusal(index, &error)),
+            }
         }
-        self.context
-            .store
-            .apply_many(&writes)
-            .await
-            .map_err(NodeError::from)?;
-        Ok(Response::new(pb::ApplyResponse {}))
+        // The store may know of a drop that the schema has not shown yet:
+        // refuse that keyspace's mutations and apply the rest again
+        // (re-applying is harmless: last write wins).
+        loop {
+            match self.context.store.apply_many(&accepted.writes).await {
+                Ok(_) => break,
+                Err(StorageError::KeyspaceDropped { keyspace }) => {
+                    let error = NodeError::KeyspaceNotFound(keyspace.to_string());
+                    let removed = accepted.remove_keyspace(keyspace);
+                    if removed.is_empty() {
+                        return Err(error.into());
+                    }
+                    refused.extend(removed.into_iter().map(|index| refusal(index, &error)));
+                }
+                Err(error) => return Err(NodeError::from(error).into()),
+            }
+        }
+        refused.sort_by_key(|r| r.index);
+        Ok(Response::new(pb::ApplyResponse { refused }))
     }
 
     async fn read(
