@@ -40,7 +40,8 @@ use crate::error::{NodeError, Result};
 
 /// The node's hinted handoff.
 pub struct Handoff {
-    hints: HintStore,
+    /// Shared with the blocking-pool tasks that scan and write it.
+    hints: Arc<HintStore>,
     window: Mutex<HintWindow>,
     scheduler: Mutex<ReplayScheduler>,
     enabled: AtomicBool,
@@ -70,7 +71,7 @@ impl Handoff {
         .map_err(|e| NodeError::Internal(format!("opening the hint store: {e}")))?;
         let started = Instant::now();
         Ok(Handoff {
-            hints,
+            hints: Arc::new(hints),
             window: Mutex::new(HintWindow::new(Duration::from_secs(
                 config.max_hint_window_seconds,
             ))),
@@ -94,17 +95,50 @@ impl Handoff {
         self.started.elapsed()
     }
 
-    /// The `gc_grace` of keyspace `id`: the schema's, or the node's
+    /// The `gc_grace` of each keyspace: the schema's, or the node's
     /// `hints.gc_grace_seconds` for a keyspace the schema does not know.
-    fn gc_grace_of(&self, context: &NodeContext, id: KeyspaceId) -> Duration {
-        context
-            .schema
-            .current()
-            .entries()
-            .find(|e| e.keyspace.id == id)
-            .map_or(self.gc_grace, |e| {
-                Duration::from_secs(e.keyspace.gc_grace_seconds.into())
-            })
+    fn gc_grace_lookup(
+        &self,
+        context: &NodeContext,
+    ) -> impl Fn(KeyspaceId) -> Duration + Send + 'static {
+        let (schema, fallback) = (context.schema.current(), self.gc_grace);
+        move |id| {
+            schema
+                .entries()
+                .find(|e| e.keyspace.id == id)
+                .map_or(fallback, |e| {
+                    Duration::from_secs(e.keyspace.gc_grace_seconds.into())
+                })
+        }
+    }
+
+    /// Runs `op` on the hint store on tokio's blocking pool: its scans and
+    /// writes are sled calls that may block on I/O.
+    async fn off_worker<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&HintStore) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let hints = self.hints.clone();
+        tokio::task::spawn_blocking(move || op(&hints))
+            .await
+            .map_err(|e| NodeError::Internal(format!("a hint store call failed: {e}")))?
+    }
+
+    /// The next batch of `target`'s hints, of at most `max_bytes`, read off
+    /// the async workers.
+    async fn next_batch(
+        &self,
+        context: &NodeContext,
+        target: HostId,
+        max_bytes: u64,
+    ) -> Result<Vec<(HintId, Hint)>> {
+        let max_age = self.gc_grace_lookup(context);
+        self.off_worker(move |hints| {
+            hints
+                .next_batch(target, max_bytes, Timestamp::now(), max_age)
+                .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))
+        })
+        .await
     }
 
     /// Whether this node's schema knows keyspace `id` to be dropped.
@@ -118,8 +152,15 @@ impl Handoff {
 
     /// How long ago the oldest hint pending for `target` was created: the
     /// hint window survives a restart through it.
-    fn oldest_hint_age(&self, target: HostId) -> Option<Duration> {
-        let oldest = match self.hints.oldest_hint(target) {
+    async fn oldest_hint_age(&self, target: HostId) -> Option<Duration> {
+        let oldest = self
+            .off_worker(move |hints| {
+                hints
+                    .oldest_hint(target)
+                    .map_err(|e| NodeError::Internal(format!("reading the oldest hint: {e}")))
+            })
+            .await;
+        let oldest = match oldest {
             Ok(oldest) => oldest?,
             Err(error) => {
                 tracing::warn!(%target, %error, "reading the oldest hint");
@@ -143,7 +184,7 @@ impl Handoff {
         if !self.enabled.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let oldest_hint_age = self.oldest_hint_age(target);
+        let oldest_hint_age = self.oldest_hint_age(target).await;
         if !lock(&self.window).should_hint(target, self.now(), oldest_hint_age) {
             self.hints.note_outside_window();
             tracing::warn!(%target, "not storing a hint: the replica has been down longer than max_hint_window; it needs a repair");
@@ -157,9 +198,12 @@ impl Handoff {
             created_at: Timestamp::now(),
         };
         let outcome = self
-            .hints
-            .store(&hint)
-            .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+            .off_worker(move |hints| {
+                hints
+                    .store(&hint)
+                    .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))
+            })
+            .await?;
         if outcome.dropped_oldest > 0 {
             tracing::warn!(%target, dropped = outcome.dropped_oldest, "hint cap reached: dropped the oldest hints");
         }
@@ -203,12 +247,7 @@ impl Handoff {
         let mut handed = 0;
         for target in self.pending().into_keys() {
             loop {
-                let batch = self
-                    .hints
-                    .next_batch(target, 1 << 20, Timestamp::now(), |ks| {
-                        self.gc_grace_of(context, ks)
-                    })
-                    .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
+                let batch = self.next_batch(context, target, 1 << 20).await?;
                 if batch.is_empty() {
                     break;
                 }
@@ -449,11 +488,7 @@ impl Handoff {
     /// Sends one batch of `target`'s hints; deletes them once acknowledged,
     /// and discards those that can never be applied.
     async fn deliver(&self, context: &NodeContext, target: HostId, max_bytes: u64) {
-        let batch = match self
-            .hints
-            .next_batch(target, max_bytes, Timestamp::now(), |ks| {
-                self.gc_grace_of(context, ks)
-            }) {
+        let batch = match self.next_batch(context, target, max_bytes).await {
             Ok(batch) => batch,
             Err(error) => {
                 tracing::warn!(%target, %error, "reading hints");
