@@ -98,7 +98,7 @@ async fn main() {
     let id = node.context.keyspace("bench").unwrap().id;
     let writes: Vec<_> = (0..KEYS)
         .map(|k| {
-            let cell = Cell::live(Timestamp(1), vec![(k % 251) as u8; VALUE_BYTES], None);
+            let cell = Cell::live(Timestamp(1), vec![(k % 251) as u8; VALUE_BYTES]);
             (id, format!("key-{k:08}").into_bytes(), cell)
         })
         .collect();

@@ -221,6 +221,43 @@ async fn a_value_with_a_ttl_expires() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_counts_from_the_write_so_a_backdated_write_is_visible() {
+    let cluster = TestCluster::start(61, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    let an_hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+        - 3_600_000_000;
+    cluster
+        .client(0)
+        .await
+        .put(pb::PutRequest {
+            timestamp_micros: Some(an_hour_ago),
+            ttl_seconds: Some(60),
+            ..put("ks", "k", "backdated", Quorum)
+        })
+        .await
+        .unwrap();
+    let found = cluster
+        .client(1)
+        .await
+        .get(get("ks", "k", Quorum))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        found.found,
+        "an acknowledged write with a TTL of 60 s is visible at once"
+    );
+    assert_eq!(
+        (found.value, found.timestamp_micros),
+        (b"backdated".to_vec(), an_hour_ago)
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_and_keyspaces_survive_a_restart_of_every_node() {
     let mut cluster = TestCluster::start(26, 3, 3).await;
     cluster.create_keyspace(0, "ks", 3).await;

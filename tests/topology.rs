@@ -343,7 +343,6 @@ async fn fill_directly(cluster: &TestCluster, count: usize) {
                 let cell = ringstore_storage::Cell::live(
                     ringstore_storage::Timestamp(1),
                     format!("{k:01024}").into_bytes(),
-                    None,
                 );
                 (id, key.into_bytes(), cell)
             })

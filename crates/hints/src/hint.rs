@@ -122,7 +122,7 @@ mod tests {
             target: HostId::from_u128(7),
             keyspace: KeyspaceId(Uuid::from_u128(9)),
             key: b"user:1".to_vec(),
-            cell: Cell::live(Timestamp(42), b"alice".to_vec(), Some(60)),
+            cell: Cell::expiring(Timestamp(42), b"alice".to_vec(), 60, Timestamp(1_000)),
             created_at: Timestamp(1_000),
         }
     }

@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn cells_round_trip() {
-        let cell = Cell::live(Timestamp(5), b"v".to_vec(), Some(3));
+        let cell = Cell::expiring(Timestamp(5), b"v".to_vec(), 3, Timestamp(7));
         assert_eq!(cell_from_pb(cell_to_pb(&cell)), cell);
         let tombstone = Cell::tombstone(Timestamp(6));
         assert_eq!(cell_from_pb(cell_to_pb(&tombstone)), tombstone);

@@ -22,7 +22,7 @@ use ringstore_replication::{
     ConsistencyLevel, Digest, ReadAction, ReadTracker, ReplicaCandidate, Request, WriteStatus,
     WriteTimeout, WriteTracker, plan_read, plan_write,
 };
-use ringstore_storage::{Cell, Timestamp};
+use ringstore_storage::Cell;
 use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
@@ -222,8 +222,7 @@ pub async fn read(
 ) -> Result<Option<Cell>> {
     let natural = candidates(context, &context.view(), keyspace, &key)?;
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
-    let now = Timestamp::now();
-    let mut tracker = ReadTracker::new(&plan, now);
+    let mut tracker = ReadTracker::new(&plan);
     let key = Arc::new(key);
     let (sender, mut replies) = mpsc::channel::<(HostId, ReadReply)>(16);
     let round = Duration::from_millis(context.config.timeouts.read_ms);

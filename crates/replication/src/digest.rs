@@ -52,11 +52,11 @@ mod tests {
 
     #[test]
     fn equal_cells_have_equal_digests_and_different_ones_differ() {
-        let a = Cell::live(Timestamp(5), b"v".to_vec(), None);
+        let a = Cell::live(Timestamp(5), b"v".to_vec());
         assert_eq!(Digest::of(Some(&a)), Digest::of(Some(&a.clone())));
-        let later = Cell::live(Timestamp(6), b"v".to_vec(), None);
-        let other_value = Cell::live(Timestamp(5), b"w".to_vec(), None);
-        let expiring = Cell::live(Timestamp(5), b"v".to_vec(), Some(10));
+        let later = Cell::live(Timestamp(6), b"v".to_vec());
+        let other_value = Cell::live(Timestamp(5), b"w".to_vec());
+        let expiring = Cell::expiring(Timestamp(5), b"v".to_vec(), 10, Timestamp(5));
         let tombstone = Cell::tombstone(Timestamp(5));
         let digests =
             [&a, &later, &other_value, &expiring, &tombstone].map(|c| Digest::of(Some(c)));
@@ -72,15 +72,12 @@ mod tests {
         let none = Digest::of(None);
         assert_eq!(none, Digest::of(None));
         assert_ne!(none, Digest::of(Some(&Cell::tombstone(Timestamp(0)))));
-        assert_ne!(
-            none,
-            Digest::of(Some(&Cell::live(Timestamp(0), vec![], None)))
-        );
+        assert_ne!(none, Digest::of(Some(&Cell::live(Timestamp(0), vec![]))));
     }
 
     #[test]
     fn the_digest_is_murmur3_h1_of_the_encoded_cell() {
-        let cell = Cell::live(Timestamp(42), b"value".to_vec(), None);
+        let cell = Cell::live(Timestamp(42), b"value".to_vec());
         let (h1, _) = cassandra_murmur3_x64_128(&cell.encode(), 0);
         assert_eq!(Digest::of(Some(&cell)), Digest(h1));
         assert_eq!(Digest(0xab).to_string(), "00000000000000ab");

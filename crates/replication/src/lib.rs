@@ -5,8 +5,10 @@
 //! failed, and — for reads — what the answer is and which replicas need
 //! repairing. It is pure and sans-IO: no sockets, clocks, timers or async
 //! runtime. The node passes plain data in (replicas with their DC and
-//! liveness, replies, "the timer fired", the read's `now`) and carries out
-//! the effects that come back (requests to send, repairs to write).
+//! liveness, replies, "the timer fired") and carries out the effects that
+//! come back (requests to send, repairs to write). Which cell wins a read
+//! does not depend on the time; only what a client sees of it does
+//! ([`ReadOutcome::visible_value`]).
 //!
 //! # The protocol, as Cassandra runs it
 //! - A [`ConsistencyLevel`] becomes a [`Requirement`] for a keyspace's
@@ -22,8 +24,9 @@
 //!   closest live replica, [`Digest`]s from just enough others, spares in
 //!   reserve. Matching digests finish the read; a mismatch triggers a data
 //!   round whose answers are reconciled by last-write-wins
-//!   ([`Cell::reconcile`](ringstore_storage::Cell::reconcile)), with the
-//!   winner to be written back to replicas that differ ([`ReadOutcome`]).
+//!   ([`Cell::reconcile`](ringstore_storage::Cell::reconcile), a function of
+//!   the cells alone, not of the coordinator's clock), with the winner to be
+//!   written back to replicas that differ ([`ReadOutcome`]).
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants

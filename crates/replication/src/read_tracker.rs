@@ -10,8 +10,8 @@
 //!    replica that answered with a digest is asked for its data
 //!    (`Contact` with [`Request::Data`]). When every such request has been
 //!    answered or has failed, and the data answers still meet the level, the
-//!    cells are reconciled with [`Cell::reconcile`] at the read's `now` and
-//!    the read is `Done`. The outcome carries the winner and the repairs:
+//!    cells are reconciled with [`Cell::reconcile`] (which needs no clock)
+//!    and the read is `Done`. The outcome carries the winner and the repairs:
 //!    the winner, to write to every contacted replica known to hold something
 //!    else — from its data, or from a digest that differs from the winner's.
 //! 3. **Top-ups.** When a replica fails, enough spares are contacted that
@@ -189,7 +189,6 @@ enum Phase {
 pub struct ReadTracker {
     level: ConsistencyLevel,
     requirement: Requirement,
-    now: Timestamp,
     contacted: Vec<Contacted>,
     spares: VecDeque<(HostId, Datacenter)>,
     phase: Phase,
@@ -197,8 +196,8 @@ pub struct ReadTracker {
 
 impl ReadTracker {
     /// A tracker for `plan`'s first requests ([`ReadPlan::requests`], which
-    /// the node sends), reconciling at `now`.
-    pub fn new(plan: &ReadPlan, now: Timestamp) -> ReadTracker {
+    /// the node sends).
+    pub fn new(plan: &ReadPlan) -> ReadTracker {
         let contacted = plan
             .requests()
             .into_iter()
@@ -212,7 +211,6 @@ impl ReadTracker {
         ReadTracker {
             level: plan.level(),
             requirement: plan.requirement().clone(),
-            now,
             contacted,
             spares,
             phase: Phase::Digests,
@@ -420,7 +418,6 @@ impl ReadTracker {
 
     fn finish_done(&mut self, digest_mismatch: bool) -> ReadAction {
         self.phase = Phase::Finished;
-        let now = self.now;
         let winner = self
             .contacted
             .iter()
@@ -428,7 +425,7 @@ impl ReadTracker {
                 Answer::Data(cell) => cell.clone(),
                 _ => None,
             })
-            .reduce(|a, b| a.reconcile(b, now));
+            .reduce(Cell::reconcile);
         let repairs = match &winner {
             None => Vec::new(),
             Some(w) => {

@@ -16,7 +16,7 @@ use ConsistencyLevel::*;
 const NOW: Timestamp = Timestamp(100);
 
 fn live(ts: i64, value: &str) -> Cell {
-    Cell::live(Timestamp(ts), value.as_bytes().to_vec(), None)
+    Cell::live(Timestamp(ts), value.as_bytes().to_vec())
 }
 
 fn digest(cell: &Cell) -> Digest {
@@ -32,7 +32,7 @@ fn plan(
 }
 
 fn tracker(level: ConsistencyLevel, natural: &[ReplicaCandidate]) -> ReadTracker {
-    ReadTracker::new(&plan(level, &simple_3(), natural), NOW)
+    ReadTracker::new(&plan(level, &simple_3(), natural))
 }
 
 fn done(winner: Option<Cell>, repairs: Vec<(HostId, Cell)>, digest_mismatch: bool) -> ReadAction {
@@ -68,7 +68,7 @@ fn every_level_finishes_after_its_required_answers_when_replicas_agree() {
             .filter(|l| l.is_valid_for_reads())
         {
             let plan = plan(level, &strategy, &natural);
-            let mut t = ReadTracker::new(&plan, NOW);
+            let mut t = ReadTracker::new(&plan);
             for &h in plan.digests_from() {
                 assert_eq!(t.on_digest(h, digest(&cell)), ReadAction::Wait, "{level}");
             }
@@ -275,12 +275,12 @@ fn a_replica_whose_digest_differed_is_repaired_even_if_its_data_never_came() {
 fn each_quorum_tops_up_only_in_the_dc_that_lost_a_replica() {
     let natural = nts_replicas(&[]);
     let plan = plan(EachQuorum, &nts_3_2(), &natural);
-    let mut t = ReadTracker::new(&plan, NOW);
+    let mut t = ReadTracker::new(&plan);
     assert_eq!(
         t.on_failure(host(2)),
         ReadAction::Contact(vec![(host(3), Request::Digest)])
     );
-    let mut t = ReadTracker::new(&plan, NOW);
+    let mut t = ReadTracker::new(&plan);
     let Some(ReadAction::Failed(failure)) = Some(t.on_failure(host(4))) else {
         panic!("dc2 has no spare");
     };
@@ -294,7 +294,7 @@ fn each_quorum_tops_up_only_in_the_dc_that_lost_a_replica() {
 fn local_quorum_on_nts_tops_up_from_local_spares_only() {
     let natural = nts_replicas(&[]);
     let plan = plan(LocalQuorum, &nts_3_2(), &natural);
-    let mut t = ReadTracker::new(&plan, NOW);
+    let mut t = ReadTracker::new(&plan);
     assert_eq!(
         t.on_failure(host(2)),
         ReadAction::Contact(vec![(host(3), Request::Digest)])
@@ -355,7 +355,7 @@ fn simulate(
     behaviour: &BTreeMap<HostId, Behaviour>,
     choices: &[usize],
 ) -> Run {
-    let mut t = ReadTracker::new(plan, NOW);
+    let mut t = ReadTracker::new(plan);
     let mut in_flight = plan.requests();
     let mut choices = choices.iter().cycle();
     let mut asked_before = BTreeSet::new();
@@ -435,7 +435,7 @@ proptest! {
 
         match run.last {
             ReadAction::Done(outcome) => {
-                let fold = run.data.iter().flatten().cloned().reduce(|a, b| a.reconcile(b, NOW));
+                let fold = run.data.iter().flatten().cloned().reduce(Cell::reconcile);
                 prop_assert_eq!(&outcome.winner, &fold);
                 let expected: BTreeSet<HostId> = match &outcome.winner {
                     None => BTreeSet::new(),

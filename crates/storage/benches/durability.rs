@@ -62,7 +62,7 @@ async fn write_batch(store: &Store, ks: KeyspaceId, next_key: &AtomicU64) -> Dur
                 for i in 0..WRITES_PER_WRITER {
                     let n = first + writer * WRITES_PER_WRITER + i;
                     let key = format!("key-{n:012}");
-                    let cell = Cell::live(Timestamp::now(), vec![b'v'; VALUE_BYTES], None);
+                    let cell = Cell::live(Timestamp::now(), vec![b'v'; VALUE_BYTES]);
                     store.apply(ks, key.as_bytes(), cell).await.unwrap();
                 }
             })

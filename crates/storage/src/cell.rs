@@ -1,5 +1,17 @@
 //! A stored value with its write timestamp, optional expiry, or a tombstone,
 //! and the last-write-wins rule that reconciles two versions.
+//!
+//! Two clocks meet in a cell and are kept apart:
+//! - The **timestamp** is the time the write claims (the client's, or the
+//!   coordinator's): it orders writes.
+//! - The **expiry** of a TTL write is the coordinator's wall time when it
+//!   accepted the write plus the TTL (Cassandra's local deletion time), so a
+//!   write back-dated by its client still lives for its whole TTL.
+//!
+//! Which version wins ([`Cell::compare`]) depends on the two cells only, never
+//! on the time of the merge: replicas merging the same versions before and
+//! after an expiry keep the same winner (CASSANDRA-14592). Only what a client
+//! sees ([`Cell::visible_value`]) depends on the time of the read.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -37,9 +49,11 @@ impl fmt::Display for Timestamp {
 /// tombstone. Replicas keep, per key, the version that wins by [`Cell::reconcile`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Cell {
-    /// When it was written.
+    /// The time the write claims; orders writes.
     pub timestamp: Timestamp,
-    /// When a TTL write stops being visible; `None` never.
+    /// When a TTL write stops being visible: the coordinator's wall time when
+    /// it accepted the write plus the TTL, independent of `timestamp`;
+    /// `None` never.
     pub expires_at: Option<Timestamp>,
     /// The value; `None` for a tombstone (a delete).
     pub value: Option<Vec<u8>>,
@@ -51,11 +65,27 @@ const FLAG_TOMBSTONE: u8 = 1;
 const FLAG_EXPIRES: u8 = 2;
 
 impl Cell {
-    /// A live value written at `timestamp`, expiring `ttl_seconds` later if given.
-    pub fn live(timestamp: Timestamp, value: Vec<u8>, ttl_seconds: Option<u32>) -> Cell {
+    /// A live value written at `timestamp` that never expires.
+    pub fn live(timestamp: Timestamp, value: Vec<u8>) -> Cell {
         Cell {
             timestamp,
-            expires_at: ttl_seconds.map(|ttl| timestamp.plus_seconds(ttl)),
+            expires_at: None,
+            value: Some(value),
+        }
+    }
+
+    /// A live value written at `timestamp` that stops being visible
+    /// `ttl_seconds` after `now`, the coordinator's current wall time: the TTL
+    /// counts from when the write is accepted, not from its timestamp.
+    pub fn expiring(
+        timestamp: Timestamp,
+        value: Vec<u8>,
+        ttl_seconds: u32,
+        now: Timestamp,
+    ) -> Cell {
+        Cell {
+            timestamp,
+            expires_at: Some(now.plus_seconds(ttl_seconds)),
             value: Some(value),
         }
     }
@@ -69,9 +99,14 @@ impl Cell {
         }
     }
 
+    /// Whether the cell is a deletion (it has no value).
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_none()
+    }
+
     /// Whether the cell hides the key at `now`: a tombstone, or expired.
     pub fn is_deleted_at(&self, now: Timestamp) -> bool {
-        self.value.is_none() || self.expires_at.is_some_and(|at| at <= now)
+        self.is_tombstone() || self.expires_at.is_some_and(|at| at <= now)
     }
 
     /// The value visible at `now`, if any.
@@ -83,21 +118,28 @@ impl Cell {
         }
     }
 
-    /// Last-write-wins: the later timestamp wins; on equal timestamps a
-    /// deletion (a tombstone, or a cell expired at `now`) wins, then the
-    /// greater value bytes, then the later expiry. Total, so every replica
-    /// picks the same winner from the same versions.
-    pub fn compare(&self, other: &Cell, now: Timestamp) -> Ordering {
+    /// Last-write-wins, from the two cells alone: the higher timestamp wins;
+    /// on equal timestamps a tombstone wins over a live cell, then an
+    /// expiring cell over a non-expiring one, then the later expiry, then the
+    /// greater value bytes.
+    ///
+    /// A total order that is `Equal` only for equal cells, and independent of
+    /// the time: every replica picks the same winner from the same versions
+    /// whenever it merges them. (Deciding by "expired at the time of the
+    /// merge" instead would let replicas merging before and after an expiry
+    /// keep different winners forever, CASSANDRA-14592.)
+    pub fn compare(&self, other: &Cell) -> Ordering {
         self.timestamp
             .cmp(&other.timestamp)
-            .then_with(|| self.is_deleted_at(now).cmp(&other.is_deleted_at(now)))
-            .then_with(|| self.value.cmp(&other.value))
+            .then_with(|| self.is_tombstone().cmp(&other.is_tombstone()))
+            // `None < Some`: an expiring cell wins, then the later expiry.
             .then_with(|| self.expires_at.cmp(&other.expires_at))
+            .then_with(|| self.value.cmp(&other.value))
     }
 
-    /// The winner of `self` and `other` at `now`.
-    pub fn reconcile(self, other: Cell, now: Timestamp) -> Cell {
-        if other.compare(&self, now) == Ordering::Greater {
+    /// The winner of `self` and `other` by [`Cell::compare`].
+    pub fn reconcile(self, other: Cell) -> Cell {
+        if other.compare(&self) == Ordering::Greater {
             other
         } else {
             self
@@ -107,7 +149,7 @@ impl Cell {
     /// Encodes as `version | flags | timestamp (8, BE) | [expiry (8, BE)] | value`.
     pub fn encode(&self) -> Vec<u8> {
         let mut flags = 0;
-        if self.value.is_none() {
+        if self.is_tombstone() {
             flags |= FLAG_TOMBSTONE;
         }
         if self.expires_at.is_some() {
@@ -173,37 +215,87 @@ mod tests {
     use proptest::prelude::*;
 
     const NOW: Timestamp = Timestamp(1_000_000_000);
+    const AN_HOUR: i64 = 3_600_000_000;
+
+    fn expiring_at(timestamp: i64, expires_at: Timestamp, value: &[u8]) -> Cell {
+        Cell {
+            timestamp: Timestamp(timestamp),
+            expires_at: Some(expires_at),
+            value: Some(value.to_vec()),
+        }
+    }
 
     #[test]
     fn later_timestamp_wins() {
-        let old = Cell::live(Timestamp(1), b"old".to_vec(), None);
-        let new = Cell::live(Timestamp(2), b"new".to_vec(), None);
-        assert_eq!(old.clone().reconcile(new.clone(), NOW), new);
-        assert_eq!(new.clone().reconcile(old, NOW), new);
+        let old = Cell::live(Timestamp(1), b"old".to_vec());
+        let new = Cell::live(Timestamp(2), b"new".to_vec());
+        assert_eq!(old.clone().reconcile(new.clone()), new);
+        assert_eq!(new.clone().reconcile(old), new);
     }
 
     #[test]
     fn on_equal_timestamps_a_tombstone_wins_then_the_greater_value() {
-        let live = Cell::live(Timestamp(5), b"zzz".to_vec(), None);
+        let live = Cell::live(Timestamp(5), b"zzz".to_vec());
         let dead = Cell::tombstone(Timestamp(5));
-        assert_eq!(live.clone().reconcile(dead.clone(), NOW), dead);
-        let a = Cell::live(Timestamp(5), b"a".to_vec(), None);
-        let b = Cell::live(Timestamp(5), b"b".to_vec(), None);
-        assert_eq!(a.clone().reconcile(b.clone(), NOW), b);
-        assert_eq!(b.clone().reconcile(a, NOW), b);
+        assert_eq!(live.clone().reconcile(dead.clone()), dead);
+        let expiring = expiring_at(5, NOW, b"zzz");
+        assert_eq!(expiring.reconcile(dead.clone()), dead);
+        let a = Cell::live(Timestamp(5), b"a".to_vec());
+        let b = Cell::live(Timestamp(5), b"b".to_vec());
+        assert_eq!(a.clone().reconcile(b.clone()), b);
+        assert_eq!(b.clone().reconcile(a), b);
     }
 
     #[test]
-    fn an_expired_cell_hides_the_key_and_acts_as_a_tombstone() {
-        let expiring = Cell::live(Timestamp(NOW.0 - 10_000_000), b"v".to_vec(), Some(5));
-        assert!(expiring.is_deleted_at(NOW));
-        assert_eq!(expiring.visible_value(NOW), None);
+    fn on_equal_timestamps_an_expiring_cell_wins_then_the_later_expiry() {
+        let forever = Cell::live(Timestamp(5), b"zzz".to_vec());
+        let soon = expiring_at(5, NOW, b"b");
+        let later = expiring_at(5, NOW.plus_seconds(1), b"a");
+        assert_eq!(forever.clone().reconcile(soon.clone()), soon);
+        assert_eq!(soon.clone().reconcile(forever), soon);
+        assert_eq!(soon.clone().reconcile(later.clone()), later);
+        assert_eq!(later.clone().reconcile(soon), later);
+    }
+
+    #[test]
+    fn an_expired_cell_hides_the_key() {
+        let expiring = Cell::expiring(Timestamp(1), b"v".to_vec(), 5, NOW);
+        assert_eq!(expiring.visible_value(NOW), Some(&b"v"[..]));
+        assert_eq!(expiring.visible_value(NOW.plus_seconds(4)), Some(&b"v"[..]));
+        assert!(expiring.is_deleted_at(NOW.plus_seconds(5)));
+        assert_eq!(expiring.visible_value(NOW.plus_seconds(5)), None);
+    }
+
+    #[test]
+    fn a_ttl_counts_from_the_time_of_the_write_not_from_its_timestamp() {
+        let an_hour_ago = Timestamp(NOW.0 - AN_HOUR);
+        let cell = Cell::expiring(an_hour_ago, b"v".to_vec(), 60, NOW);
+        assert_eq!(cell.visible_value(NOW), Some(&b"v"[..]));
+        assert_eq!(cell.visible_value(NOW.plus_seconds(59)), Some(&b"v"[..]));
+        assert_eq!(cell.visible_value(NOW.plus_seconds(60)), None);
+    }
+
+    #[test]
+    fn merging_before_and_after_an_expiry_picks_the_same_winner() {
+        // CASSANDRA-14592: equal timestamps, one cell expiring at NOW, the
+        // other with the greater value. Replica A merges them (in one order)
+        // before the expiry, replica B (in the other) after it. When the
+        // winner depended on the time of the merge, A kept "zzz" visible
+        // forever and B hid the key: they never converged.
+        let expiring = expiring_at(5, NOW, b"a");
+        let forever = Cell::live(Timestamp(5), b"zzz".to_vec());
+        let on_a = forever.clone().reconcile(expiring.clone());
+        let on_b = expiring.clone().reconcile(forever);
         assert_eq!(
-            expiring.visible_value(Timestamp(NOW.0 - 9_000_000)),
-            Some(&b"v"[..])
+            on_a, expiring,
+            "an expiring cell wins over a non-expiring one"
         );
-        let same_time_live = Cell::live(expiring.timestamp, b"zzz".to_vec(), None);
-        assert_eq!(same_time_live.reconcile(expiring.clone(), NOW), expiring);
+        assert_eq!(on_a, on_b);
+        for read_at in [Timestamp(NOW.0 - 1), NOW, NOW.plus_seconds(3600)] {
+            assert_eq!(on_a.visible_value(read_at), on_b.visible_value(read_at));
+        }
+        assert_eq!(on_a.visible_value(Timestamp(NOW.0 - 1)), Some(&b"a"[..]));
+        assert_eq!(on_a.visible_value(NOW), None);
     }
 
     #[test]
@@ -230,6 +322,17 @@ mod tests {
             })
     }
 
+    /// A replica that receives `cells` in order, each merged with what it
+    /// stores; returns what it stores at the end.
+    fn replica_applying(cells: &[&Cell]) -> Option<Cell> {
+        cells
+            .iter()
+            .fold(None, |stored: Option<Cell>, &cell| match stored {
+                None => Some(cell.clone()),
+                Some(stored) => Some(stored.reconcile(cell.clone())),
+            })
+    }
+
     proptest! {
         #[test]
         fn cells_round_trip(cell in any_cell()) {
@@ -238,13 +341,41 @@ mod tests {
 
         #[test]
         fn reconcile_is_commutative_associative_and_idempotent(a in any_cell(), b in any_cell(), c in any_cell()) {
-            let now = Timestamp(0);
-            prop_assert_eq!(a.clone().reconcile(b.clone(), now), b.clone().reconcile(a.clone(), now));
+            prop_assert_eq!(a.clone().reconcile(b.clone()), b.clone().reconcile(a.clone()));
             prop_assert_eq!(
-                a.clone().reconcile(b.clone(), now).reconcile(c.clone(), now),
-                a.clone().reconcile(b.clone().reconcile(c.clone(), now), now)
+                a.clone().reconcile(b.clone()).reconcile(c.clone()),
+                a.clone().reconcile(b.clone().reconcile(c.clone()))
             );
-            prop_assert_eq!(a.clone().reconcile(a.clone(), now), a);
+            prop_assert_eq!(a.clone().reconcile(a.clone()), a);
+        }
+
+        #[test]
+        fn compare_is_a_total_order_equal_only_for_equal_cells(a in any_cell(), b in any_cell()) {
+            prop_assert_eq!(a.compare(&b), b.compare(&a).reverse());
+            prop_assert_eq!(a.compare(&b) == Ordering::Equal, a == b);
+        }
+
+        /// Expiry times and read times are drawn from the same small range,
+        /// so reads fall before, at and after the cells' expiries.
+        #[test]
+        fn replicas_show_the_same_value_at_every_time_whatever_the_order_of_merges(
+            a in any_cell(),
+            b in any_cell(),
+            c in any_cell(),
+            read_at in proptest::collection::vec(-8i64..8, 1..6),
+        ) {
+            let first = replica_applying(&[&a, &b, &c]);
+            let second = replica_applying(&[&c, &a, &b]);
+            let third = replica_applying(&[&b, &c, &a, &b]);
+            prop_assert_eq!(&first, &second);
+            prop_assert_eq!(&first, &third);
+            for now in read_at.into_iter().map(Timestamp) {
+                let seen = |stored: &Option<Cell>| {
+                    stored.as_ref().and_then(|cell| cell.visible_value(now)).map(<[u8]>::to_vec)
+                };
+                prop_assert_eq!(seen(&first), seen(&second));
+                prop_assert_eq!(seen(&first), seen(&third));
+            }
         }
     }
 }

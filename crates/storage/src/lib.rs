@@ -38,6 +38,13 @@
 //! # Invariants
 //! - The stored cell of a key is the LWW winner of every cell applied to it
 //!   since it was last dropped, whatever the order and concurrency of applies.
+//! - The LWW winner of two cells is a function of the two cells alone
+//!   (timestamp, then tombstone, then expiring, then later expiry, then
+//!   value), never of the clock at the merge, so replicas merging before and
+//!   after an expiry converge (CASSANDRA-14592). Only what a read shows
+//!   ([`Cell::visible_value`]) depends on the time.
+//! - A TTL counts from when the coordinator accepted the write, not from the
+//!   write's timestamp ([`Cell::expiring`]).
 //! - Scans return exactly the keys whose tokens the range contains, in
 //!   `(token, key)` order.
 //! - Stored bytes that do not decode are reported as errors

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
-use crate::cell::{Cell, Timestamp};
+use crate::cell::Cell;
 use crate::durability::Durability;
 use crate::engine::{Engine, Tree};
 use crate::error::{Result, StorageError};
@@ -342,12 +342,11 @@ impl Store {
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
         let tree = self.data_tree(ks)?;
-        let now = Timestamp::now();
         let mut outcome = None;
         tree.update(&data_key, &mut |stored| {
             // Overwrites `outcome` on every call: the engine may retry.
             let merged = match stored.map(Cell::decode).transpose() {
-                Ok(Some(stored)) => stored.reconcile(cell.clone(), now),
+                Ok(Some(stored)) => stored.reconcile(cell.clone()),
                 Ok(None) => cell.clone(),
                 Err(corrupt) => {
                     outcome = Some(Err(corrupt));

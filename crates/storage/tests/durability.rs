@@ -25,7 +25,7 @@ fn data_key(key: &[u8]) -> Vec<u8> {
 }
 
 fn cell(value: &[u8]) -> Cell {
-    Cell::live(Timestamp(1), value.to_vec(), None)
+    Cell::live(Timestamp(1), value.to_vec())
 }
 
 /// Runs `WRITERS` concurrent applies of distinct keys and checks from the

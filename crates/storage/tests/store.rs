@@ -16,7 +16,7 @@ fn memory_store() -> Store {
 }
 
 fn live(ts: i64, value: &[u8]) -> Cell {
-    Cell::live(Timestamp(ts), value.to_vec(), None)
+    Cell::live(Timestamp(ts), value.to_vec())
 }
 
 fn token(key: &[u8]) -> Token {

@@ -32,7 +32,7 @@ pub fn hint(target: HostId, created_at: Timestamp, n: u64, value_len: usize) -> 
         target,
         keyspace: keyspace(),
         key: format!("key-{n}").into_bytes(),
-        cell: Cell::live(created_at, vec![(n % 251) as u8; value_len], None),
+        cell: Cell::live(created_at, vec![(n % 251) as u8; value_len]),
         created_at,
     }
 }

@@ -81,7 +81,10 @@ impl ClientService {
             None => self.context.clock.next(),
         };
         Ok(match value {
-            Some(value) => Cell::live(timestamp, value, ttl),
+            Some(value) => match ttl {
+                Some(ttl) => Cell::expiring(timestamp, value, ttl, Timestamp::now()),
+                None => Cell::live(timestamp, value),
+            },
             None => Cell::tombstone(timestamp),
         })
     }

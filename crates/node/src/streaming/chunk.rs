@@ -126,7 +126,7 @@ mod tests {
     use ringstore_storage::Timestamp;
 
     fn cell(n: usize) -> Cell {
-        Cell::live(Timestamp(1), vec![7; n], None)
+        Cell::live(Timestamp(1), vec![7; n])
     }
 
     #[test]
@@ -183,7 +183,7 @@ mod tests {
         let ab = sum(&[a.clone(), b.clone()]);
         assert_ne!(ab, sum(&[b.clone(), a.clone()]));
         let mut changed = b.clone();
-        changed.1 = Cell::live(Timestamp(2), vec![7; 3], None);
+        changed.1 = Cell::live(Timestamp(2), vec![7; 3]);
         assert_ne!(ab, sum(&[a.clone(), changed]));
         // A chunk's checksum is the same sum over its entries.
         let mut chunker = Chunker::new(1 << 20);

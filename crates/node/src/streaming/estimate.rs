@@ -95,7 +95,7 @@ mod tests {
         let mut writes = Vec::new();
         for i in 0..20_000u32 {
             let key = format!("key-{i}").into_bytes();
-            writes.push((ks, key, Cell::live(Timestamp(1), vec![0; 100], None)));
+            writes.push((ks, key, Cell::live(Timestamp(1), vec![0; 100])));
         }
         store.apply_many(&writes).await.unwrap();
         let exact = |range: TokenRange| -> u64 {
