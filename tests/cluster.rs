@@ -222,7 +222,7 @@ async fn a_value_with_a_ttl_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_counts_from_the_write_so_a_backdated_write_is_visible() {
-    let cluster = TestCluster::start(61, 3, 3).await;
+    let cluster = TestCluster::start(75, 3, 3).await;
     cluster.create_keyspace(0, "ks", 3).await;
     let an_hour_ago = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -609,7 +609,7 @@ mod tests {
     async fn hints_the_replica_refused_are_dropped_by_reason_and_the_rest_count_as_replayed() {
         let (store, handoff) = handoff();
         let target = HostId::from_u128(2);
-        let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
+        let cell = Cell::live(Timestamp(1), b"v".to_vec());
         let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
         for key in [b"a", b"b", b"c", b"d"] {
             handoff
@@ -650,7 +650,7 @@ mod tests {
         let (store, handoff) = handoff();
         let target = HostId::from_u128(2);
         handoff.rescan([(target, Liveness::Down)]);
-        let cell = Cell::live(Timestamp(1), b"v".to_vec(), None);
+        let cell = Cell::live(Timestamp(1), b"v".to_vec());
         let keyspace = KeyspaceId(uuid::Uuid::from_u128(7));
         assert!(
             handoff
