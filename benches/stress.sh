@@ -6,11 +6,17 @@
 # each with batch and periodic durability: put and get ops/s with p50/p99, and
 # the noop RPC (the transport's ceiling) in the same run.
 # Usage: benches/stress.sh [OPERATIONS]   (default 100000 per workload)
+# RINGSTORE_BIN=path runs another build (e.g. an older one, for a before/after
+# comparison) instead of building this tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ops=${1:-100000}
-cargo build --release --bin ringstore >/dev/null
-bin=target/release/ringstore
+if [ -n "${RINGSTORE_BIN:-}" ]; then
+  bin=$RINGSTORE_BIN
+else
+  cargo build --release --bin ringstore >/dev/null
+  bin=target/release/ringstore
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

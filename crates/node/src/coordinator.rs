@@ -5,7 +5,12 @@
 //! write keeps reaching every replica after the client has its answer; the
 //! coordinator answers when the level's acks are in (or with `UNAVAILABLE`
 //! before sending anything, or `DEADLINE_EXCEEDED` after the write timeout,
-//! which is indeterminate). Reads ask the closest replica for data and the
+//! which is indeterminate). Hints, for replicas known down or that failed,
+//! are stored by tasks too, so a client that cancels cannot cut them short,
+//! and a hint that cannot be stored never fails a write whose level was met.
+//! A write's natural and pending replicas come from one snapshot of the
+//! cluster view, so a ring switch between two reads of it cannot drop a
+//! pending replica. Reads ask the closest replica for data and the
 //! next ones for digests, top up from spare replicas when one fails or is
 //! slow, and on a digest mismatch fetch full data, reconcile (last write
 //! wins) and repair the stale replicas before answering (blocking read

@@ -216,21 +216,39 @@ impl Handoff {
     /// applied at once, the others stored as this node's own (they keep
     /// their age; the hint window was the leaving node's business).
     pub async fn take(&self, context: &NodeContext, hints: &[Hint]) -> Result<u64> {
-        let (mine, others): (Vec<&Hint>, Vec<&Hint>) =
-            hints.iter().partition(|h| h.target == context.host_id);
-        let writes: Vec<_> = mine
+        let (mine, others): (Vec<&Hint>, Vec<Hint>) = {
+            let (mine, others): (Vec<&Hint>, Vec<&Hint>) =
+                hints.iter().partition(|h| h.target == context.host_id);
+            (mine, others.into_iter().cloned().collect())
+        };
+        // A hint of a keyspace dropped since can never be applied: one such
+        // must not fail the whole handover.
+        let (dropped, live): (Vec<&Hint>, Vec<&Hint>) = mine
+            .into_iter()
+            .partition(|h| Self::is_dropped(context, h.keyspace));
+        if !dropped.is_empty() {
+            tracing::info!(
+                dropped = dropped.len(),
+                "handed-over hints of keyspaces that no longer exist are dropped"
+            );
+        }
+        let writes: Vec<_> = live
             .iter()
             .map(|h| (h.keyspace, h.key.clone(), h.cell.clone()))
             .collect();
         context.store.apply_many(&writes).await?;
-        let mut stored = 0;
-        for hint in others {
-            let outcome = self
-                .hints
-                .store(hint)
-                .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
-            stored += u64::from(outcome.stored());
-        }
+        let stored = self
+            .off_worker(move |hints| {
+                let mut stored = 0;
+                for hint in &others {
+                    let outcome = hints
+                        .store(hint)
+                        .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+                    stored += u64::from(outcome.stored());
+                }
+                Ok(stored)
+            })
+            .await?;
         context.store.sync().await?;
         self.wake.notify_one();
         Ok(stored + writes.len() as u64)
