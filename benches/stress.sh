@@ -6,13 +6,14 @@
 # each with batch and periodic durability: put and get ops/s with p50/p99, and
 # the noop RPC (the transport's ceiling) in the same run.
 # Usage: benches/stress.sh [OPERATIONS]   (default 100000 per workload)
-# RINGSTORE_BIN=path runs another build (e.g. an older one, for a before/after
-# comparison) instead of building this tree's.
+# STRESS_BIN=path runs another build (e.g. an older one, for a before/after
+# comparison) instead of building this tree's. (Not RINGSTORE_*: the servers
+# would read that as a setting.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ops=${1:-100000}
-if [ -n "${RINGSTORE_BIN:-}" ]; then
-  bin=$RINGSTORE_BIN
+if [ -n "${STRESS_BIN:-}" ]; then
+  bin=$STRESS_BIN
 else
   cargo build --release --bin ringstore >/dev/null
   bin=target/release/ringstore

@@ -427,7 +427,7 @@ async fn read_on(
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
     if host == context.host_id {
-        let cell = context.store.get(keyspace.id, key).await?;
+        let cell = context.store.read(keyspace.id, key)?;
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {

@@ -153,8 +153,7 @@ impl Internode for InternodeService {
         let cell = self
             .context
             .store
-            .get(id, &request.key)
-            .await
+            .read(id, &request.key)
             .map_err(NodeError::from)?;
         let response = if request.digest_only {
             pb::ReadResponse {
