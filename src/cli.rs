@@ -12,14 +12,16 @@ use ringstore_replication::ConsistencyLevel;
 #[derive(Debug, Parser)]
 #[command(name = "ringstore", version, about, propagate_version = true)]
 pub struct Cli {
-    /// The node to talk to: its client address (for every command but `server`, `token` and `demo`).
+    /// The node to talk to: its client address, an IP or a host name with
+    /// the port (for every command but `server`, `token` and `demo`).
     #[arg(
         long,
         global = true,
         default_value = "127.0.0.1:7100",
-        value_name = "IP:PORT"
+        value_name = "HOST:PORT",
+        value_parser = parse_host_port
     )]
-    pub host: SocketAddr,
+    pub host: String,
 
     /// What to do.
     #[command(subcommand)]
@@ -265,6 +267,27 @@ pub struct ThrottleArgs {
     pub kib_per_second: u64,
 }
 
+/// A `HOST:PORT` (an IP address, `[IPv6]`, or a host name such as a docker
+/// service name), checked for its form here; it is resolved on connecting.
+fn parse_host_port(text: &str) -> Result<String, String> {
+    if text.parse::<SocketAddr>().is_ok() {
+        return Ok(text.to_string());
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "{text:?} has no port: give HOST:PORT, e.g. node1:7100"
+        ));
+    };
+    if host.is_empty() || host.contains(':') {
+        return Err(format!(
+            "{text:?} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:7100)"
+        ));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("{port:?} in {text:?} is not a port number"))?;
+    Ok(text.to_string())
+}
+
 /// A node named by its host id, as `status` shows it.
 #[derive(Debug, Args)]
 pub struct HostIdArg {
@@ -470,7 +493,7 @@ mod tests {
             "127.0.0.2:7100",
         ])
         .unwrap();
-        assert_eq!(cli.host, "127.0.0.2:7100".parse::<SocketAddr>().unwrap());
+        assert_eq!(cli.host, "127.0.0.2:7100");
         let Command::Get(args) = cli.command else {
             panic!("a get command")
         };
@@ -478,6 +501,23 @@ mod tests {
         assert!(
             Cli::try_parse_from(["ringstore", "get", "ks", "k", "--consistency", "SOME"]).is_err()
         );
+    }
+
+    #[test]
+    fn host_takes_an_address_or_a_host_name_with_its_port() {
+        for good in [
+            "127.0.0.2:7100",
+            "node1:7100",
+            "[::1]:7100",
+            "db.example:7100",
+        ] {
+            let cli = Cli::try_parse_from(["ringstore", "ring", "--host", good]).unwrap();
+            assert_eq!(cli.host, good);
+        }
+        for bad in ["node1", "node1:port", ":7100", "::1:7100", "node1:70000"] {
+            let error = Cli::try_parse_from(["ringstore", "ring", "--host", bad]).unwrap_err();
+            assert!(error.to_string().contains(bad), "{bad}: {error}");
+        }
     }
 
     #[test]

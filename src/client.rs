@@ -22,14 +22,16 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `address`, failing fast (5 s) with [`Failure::Connect`].
-    pub async fn open(address: SocketAddr) -> Result<Connection, Failure> {
+    /// Connects to `host` (`HOST:PORT`; a host name is resolved first),
+    /// failing fast (5 s) with [`Failure::Connect`].
+    pub async fn open(host: &str) -> Result<Connection, Failure> {
+        let address = resolve(host).await?;
         let endpoint = Endpoint::from_shared(format!("http://{address}"))
             .map_err(|e| Failure::Other(e.into()))?
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true);
         let channel = endpoint.connect().await.map_err(|error| Failure::Connect {
-            address,
+            address: address.to_string(),
             reason: root_cause(&error),
         })?;
         Ok(Connection { channel })
@@ -59,6 +61,20 @@ impl Connection {
     }
 }
 
+/// The first address `host` (`HOST:PORT`) resolves to.
+async fn resolve(host: &str) -> Result<SocketAddr, Failure> {
+    let unresolved = |reason: String| Failure::Connect {
+        address: host.to_string(),
+        reason,
+    };
+    let mut addresses = tokio::net::lookup_host(host)
+        .await
+        .map_err(|error| unresolved(format!("cannot resolve the host name: {error}")))?;
+    addresses
+        .next()
+        .ok_or_else(|| unresolved("the host name resolves to no address".into()))
+}
+
 /// The innermost message of an error chain ("Connection refused (os error 111)").
 fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut current = error;
@@ -66,4 +82,29 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         current = source;
     }
     current.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn host_names_and_addresses_resolve() {
+        assert_eq!(
+            resolve("127.0.0.3:7100").await.unwrap(),
+            "127.0.0.3:7100".parse::<SocketAddr>().unwrap()
+        );
+        let local = resolve("localhost:7100").await.unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 7100, "{local}");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_host_name_is_a_connect_failure_naming_it() {
+        let failure = resolve("no-such-node.invalid:7100").await.unwrap_err();
+        let message = failure.to_string();
+        assert!(
+            message.contains("no-such-node.invalid:7100") && message.contains("resolve"),
+            "{message}"
+        );
+    }
 }

@@ -6,7 +6,6 @@
 //! problem when the node could not be reached or the input was bad.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 
 /// A command's failure.
@@ -18,8 +17,8 @@ pub enum Failure {
     Status(tonic::Status),
     /// The node could not be reached at all.
     Connect {
-        /// The address tried.
-        address: SocketAddr,
+        /// The address tried (`HOST:PORT`).
+        address: String,
         /// Why.
         reason: String,
     },

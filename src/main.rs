@@ -51,7 +51,7 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Demo(args) => return commands::demo::run(args).await,
         _ => {}
     }
-    let connection = Connection::open(cli.host).await?;
+    let connection = Connection::open(&cli.host).await?;
     match &cli.command {
         Command::Status(args) => commands::status::run(&connection, args, &mut out).await,
         Command::Ring => commands::ring::run(&connection, &mut out).await,
