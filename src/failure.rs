@@ -3,7 +3,10 @@
 //! Exit status 0 is success, 1 a key not found (`not found` on stderr), 2
 //! any other error, printed as `CODE: message` with the gRPC status code
 //! name when the node answered with an error, or as a sentence naming the
-//! problem when the node could not be reached or the input was bad.
+//! problem when the node could not be reached or the input was bad. A server
+//! that must not run again on its data (decommissioned, or removed by another
+//! node) exits with 3, so a supervisor can tell it from a crash (systemd:
+//! `RestartPreventExitStatus=3`).
 
 use std::fmt;
 use std::process::ExitCode;
@@ -22,6 +25,9 @@ pub enum Failure {
         /// Why.
         reason: String,
     },
+    /// The server left the cluster for good (decommissioned, or removed by
+    /// another node) and must not be restarted on its data.
+    Retired(anyhow::Error),
     /// Anything else: bad input, I/O, a node that failed to start.
     Other(anyhow::Error),
 }
@@ -31,6 +37,7 @@ impl Failure {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Failure::NotFound => ExitCode::from(1),
+            Failure::Retired(_) => ExitCode::from(3),
             _ => ExitCode::from(2),
         }
     }
@@ -47,7 +54,7 @@ impl fmt::Display for Failure {
                 f,
                 "cannot connect to a node at {address}: {reason} (is a ringstore node running there? see --host)"
             ),
-            Failure::Other(error) => write!(f, "error: {error:#}"),
+            Failure::Other(error) | Failure::Retired(error) => write!(f, "error: {error:#}"),
         }
     }
 }

@@ -111,6 +111,15 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         exit.success(),
         "a decommissioned node exits cleanly: {exit:?}"
     );
+    // Started again on its data it refuses, with the exit status that tells
+    // a supervisor not to restart it (systemd: RestartPreventExitStatus=3).
+    servers.start(3, &[]);
+    let exit = servers.take(3).wait().unwrap();
+    assert_eq!(
+        exit.code(),
+        Some(3),
+        "a decommissioned node refuses to run again: {exit:?}"
+    );
     eventually(Duration::from_secs(30), "three nodes remain", || {
         servers.status_rows(0).len() == 3
     });

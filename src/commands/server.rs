@@ -1,10 +1,10 @@
 //! `ringstore server`: runs a node until SIGTERM or ctrl-c.
 
 use anyhow::Context;
-use ringstore_node::NodeConfig;
+use ringstore_node::{NodeConfig, NodeError};
 
 use crate::cli::ServerArgs;
-use crate::failure::Outcome;
+use crate::failure::{Failure, Outcome};
 
 /// The flags that were given, as `setting → TOML value` (the highest-precedence source).
 fn flag_settings(args: &ServerArgs) -> Vec<(String, toml::Value)> {
@@ -65,9 +65,17 @@ pub async fn run(args: &ServerArgs) -> Outcome {
         flag_settings(args),
     )
     .map_err(anyhow::Error::from)?;
-    let node = ringstore_node::start(config)
-        .await
-        .context("the node could not start")?;
+    let node = match ringstore_node::start(config).await {
+        Ok(node) => node,
+        Err(error @ NodeError::Decommissioned { .. }) => {
+            return Err(Failure::Retired(anyhow::Error::from(error)));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::from(error)
+                .context("the node could not start")
+                .into());
+        }
+    };
     let asked = tokio::select! {
         () = shutdown_signal() => false,
         () = node.stop_requested() => true,
@@ -82,9 +90,9 @@ pub async fn run(args: &ServerArgs) -> Outcome {
     tracing::info!("shutting down");
     node.shutdown().await.context("shutting down")?;
     if removed {
-        return Err(
-            anyhow::anyhow!("this node was removed from the cluster by another node").into(),
-        );
+        return Err(Failure::Retired(anyhow::anyhow!(
+            "this node was removed from the cluster by another node"
+        )));
     }
     if asked && !left {
         return Err(anyhow::anyhow!("the node could not join the ring (see the log above)").into());

@@ -47,6 +47,17 @@ pub enum NodeError {
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
+
+    /// This node left the cluster for good (decommissioned): started again
+    /// on the same data directory, it refuses to run.
+    #[error(
+        "this node was decommissioned: its ranges were streamed away and its data in {data_dir} \
+         is stale; to join the cluster again, start it with an empty data directory"
+    )]
+    Decommissioned {
+        /// Its data directory.
+        data_dir: std::path::PathBuf,
+    },
 }
 
 impl From<ringstore_replication::ReplicationError> for NodeError {
@@ -74,7 +85,9 @@ impl NodeError {
             NodeError::AlreadyExists(_) => Code::AlreadyExists,
             NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
             NodeError::Timeout(_) => Code::DeadlineExceeded,
-            NodeError::FailedPrecondition(_) => Code::FailedPrecondition,
+            NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
+                Code::FailedPrecondition
+            }
             NodeError::Internal(_) | NodeError::Storage(_) | NodeError::Membership(_) => {
                 Code::Internal
             }

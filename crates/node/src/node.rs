@@ -89,11 +89,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let record = NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now)?;
     let store = open_store(&config)?;
     if saved::was_decommissioned(&store)? {
-        return Err(NodeError::FailedPrecondition(format!(
-            "this node was decommissioned: its ranges were streamed away and its data in {} is stale; \
-             to join the cluster again, start it with an empty data directory",
-            config.data_dir.display()
-        )));
+        return Err(NodeError::Decommissioned {
+            data_dir: config.data_dir.clone(),
+        });
     }
     if config.replace_address.is_some() && config.initial_token.is_some() {
         return Err(NodeError::InvalidArgument(
