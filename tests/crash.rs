@@ -20,27 +20,6 @@ fn node(i: usize) -> String {
     format!("node{i}")
 }
 
-/// Creates keyspace `ks` at RF 3 through node 0 and returns its id.
-fn create_keyspace(servers: &Processes) -> String {
-    let create = servers.cli(
-        0,
-        &[
-            "keyspace",
-            "create",
-            "ks",
-            "--replication",
-            "SimpleStrategy:3",
-        ],
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
-    let list = text(&servers.cli(0, &["keyspace", "list"]).stdout);
-    let line = list
-        .lines()
-        .find(|l| l.starts_with("ks "))
-        .expect("ks listed");
-    line.split_whitespace().last().unwrap().to_string()
-}
-
 /// A load of four clients on `coordinators`, each writing 50 keys of its own.
 fn start_load(coordinators: &Coordinators) -> Load {
     let settings = LoadSettings {
@@ -103,7 +82,7 @@ async fn every_acknowledged_write_survives_sigkill_of_every_node_in_batch_mode()
     }
     servers.wait_until_all_un(0, 3);
     assert_eq!(servers.info(0, "Durability"), "batch", "the default mode");
-    create_keyspace(&servers);
+    servers.create_keyspace("ks", "SimpleStrategy:3");
 
     let coordinators = Coordinators::default();
     for i in 0..3 {
@@ -206,7 +185,7 @@ async fn removenode_after_a_sigkill_under_writes_keeps_every_acknowledged_write(
         servers.start(i, &no_hints);
     }
     servers.wait_until_all_un(0, 5);
-    let keyspace_id = create_keyspace(&servers);
+    let keyspace_id = servers.create_keyspace("ks", "SimpleStrategy:3");
     let victim = 4;
     let victim_id = servers.info(victim, "ID");
 

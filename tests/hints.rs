@@ -11,15 +11,20 @@ use ringstore_proto::v1 as pb;
 
 use pb::ConsistencyLevel::{Any, One, Quorum};
 
-/// Pending hints on node `i`.
-async fn pending(cluster: &TestCluster, i: usize) -> u64 {
-    let hints = cluster
+/// Node `i`'s hints report (pending hints per target, counters).
+async fn hints_report(cluster: &TestCluster, i: usize) -> pb::HintsResponse {
+    cluster
         .admin(i)
         .await
         .hints(pb::HintsRequest {})
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+}
+
+/// Pending hints on node `i`.
+async fn pending(cluster: &TestCluster, i: usize) -> u64 {
+    let hints = hints_report(cluster, i).await;
     hints.targets.iter().map(|t| t.hints).sum()
 }
 
@@ -386,14 +391,7 @@ async fn a_decommissioned_node_hands_its_hints_to_another_node() {
 
 /// Node `i`'s hint counters.
 async fn counters(cluster: &TestCluster, i: usize) -> pb::HintCounters {
-    let hints = cluster
-        .admin(i)
-        .await
-        .hints(pb::HintsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    hints.counters.unwrap_or_default()
+    hints_report(cluster, i).await.counters.unwrap_or_default()
 }
 
 /// Pauses or resumes hint delivery on node `i`.

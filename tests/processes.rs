@@ -22,17 +22,7 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     }
     servers.wait_until_all_un(0, 3);
 
-    let create = servers.cli(
-        0,
-        &[
-            "keyspace",
-            "create",
-            "ks",
-            "--replication",
-            "SimpleStrategy:3",
-        ],
-    );
-    assert!(create.status.success(), "{}", text(&create.stderr));
+    servers.create_keyspace("ks", "SimpleStrategy:3");
     let put = servers.cli(
         0,
         &["put", "ks", "greeting", "hello", "--consistency", "QUORUM"],

@@ -91,6 +91,22 @@ impl Processes {
         self.servers[i].take().expect("server is running")
     }
 
+    /// Creates keyspace `name` with `replication` (as the CLI takes it)
+    /// through node 0; its id, as `keyspace list` shows it.
+    pub fn create_keyspace(&self, name: &str, replication: &str) -> String {
+        let create = self.cli(
+            0,
+            &["keyspace", "create", name, "--replication", replication],
+        );
+        assert!(create.status.success(), "{}", text(&create.stderr));
+        let list = text(&self.cli(0, &["keyspace", "list"]).stdout);
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} is not listed: {list}"));
+        line.split_whitespace().last().unwrap().to_string()
+    }
+
     /// Runs the CLI against node `host`.
     pub fn cli(&self, host: usize, args: &[&str]) -> Output {
         Command::new(BIN)

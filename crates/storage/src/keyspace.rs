@@ -22,7 +22,8 @@ const DATA_TREE_PREFIX: &str = "data/";
 pub struct KeyspaceId(pub Uuid);
 
 impl KeyspaceId {
-    /// A fresh random (v4) id, for a keyspace being created.
+    /// A fresh random (v4) id (tests; the schema derives the ids of the
+    /// keyspaces it creates from their names and history).
     pub fn random() -> KeyspaceId {
         KeyspaceId(Uuid::new_v4())
     }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The docker compose cluster, tried end to end as an operator would (CI runs
+# it): builds the FROM-scratch image (nothing is pulled), starts the three
+# nodes, waits until all are UN, writes and reads at QUORUM through two
+# different nodes, stops one container and checks that the others see it DN
+# and QUORUM still works, then tears everything down. Bounded: every wait
+# has a deadline, and the whole script gives up after 10 minutes of waiting.
+#
+# Usage: deploy/compose-test.sh   (needs docker and docker-compose)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+compose=(docker-compose -p ringstore-ci -f deploy/docker-compose.yml)
+cleanup() { "${compose[@]}" --profile grow down -v --remove-orphans >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# The CLI inside a node's container (static binary; addresses, not names:
+# a static glibc binary cannot use the system's name resolution in a scratch
+# image).
+cli() { # SERVICE ARGS...
+  local service=$1
+  shift
+  "${compose[@]}" exec -T "$service" /ringstore "$@"
+}
+
+# Polls `check` every second until it succeeds, failing after SECONDS.
+wait_for() { # SECONDS WHAT CHECK...
+  local seconds=$1 what=$2
+  shift 2
+  for _ in $(seq 1 "$seconds"); do
+    if "$@" >/dev/null 2>&1; then
+      echo "ok: $what"
+      return 0
+    fi
+    sleep 1
+  done
+  echo "FAILED: timed out after ${seconds}s waiting until $what" >&2
+  "${compose[@]}" logs --tail 30 >&2 || true
+  exit 1
+}
+
+count_state() { # STATE COUNT: node1 sees exactly COUNT nodes in STATE
+  [ "$(cli node1 --host 172.28.0.11:7100 status | grep -c "^$1 ")" = "$2" ]
+}
+
+echo "== building the image"
+deploy/build-image.sh >/dev/null
+
+echo "== starting three nodes"
+cleanup
+"${compose[@]}" up -d node1 node2 node3
+wait_for 120 "three nodes are UN" count_state UN 3
+
+echo "== QUORUM through two nodes"
+cli node1 --host 172.28.0.11:7100 keyspace create ci --replication NetworkTopologyStrategy:dc1=3
+for i in $(seq 1 20); do
+  cli node1 --host 172.28.0.11:7100 put ci "key$i" "value$i" --consistency QUORUM
+done
+for i in $(seq 1 20); do
+  got=$(cli node2 --host 172.28.0.12:7100 get ci "key$i" --consistency QUORUM)
+  [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' through node2" >&2; exit 1; }
+done
+echo "ok: 20 QUORUM writes through node1 read back at QUORUM through node2"
+
+echo "== one node stopped"
+"${compose[@]}" stop node3
+wait_for 60 "node3 is DN" count_state DN 1
+for i in $(seq 21 30); do
+  cli node2 --host 172.28.0.12:7100 put ci "key$i" "value$i" --consistency QUORUM
+done
+for i in $(seq 1 30); do
+  got=$(cli node1 --host 172.28.0.11:7100 get ci "key$i" --consistency QUORUM)
+  [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' with node3 down" >&2; exit 1; }
+done
+echo "ok: QUORUM writes and reads with one of three nodes down"
+echo "compose test passed"
