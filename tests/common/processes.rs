@@ -145,6 +145,16 @@ impl Processes {
         child.wait().unwrap();
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, …) to server `i`.
+    pub fn signal(&self, i: usize, signal: &str) {
+        let pid = self.servers[i].as_ref().expect("server is running").id();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
     /// Kills every running server with SIGKILL, as close to at once as one
     /// thread can: the signals go out back to back before any is reaped.
     pub fn kill_all(&mut self) {
