@@ -39,6 +39,8 @@ pub enum Command {
     Ring,
     /// The node itself (as `nodetool info`).
     Info(InfoArgs),
+    /// The node's software version (as `nodetool version`).
+    Version,
     /// Every range of a keyspace with its replicas (as `nodetool describering`).
     Describering(KeyspaceArg),
     /// A key's replicas, one client address per line, in placement order.

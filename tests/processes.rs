@@ -23,6 +23,11 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     servers.wait_until_all_un(0, 3);
 
     servers.create_keyspace("ks", "SimpleStrategy:3");
+    let version = servers.cli(1, &["version"]);
+    assert_eq!(
+        text(&version.stdout),
+        format!("ReleaseVersion: {}\n", env!("CARGO_PKG_VERSION"))
+    );
     let put = servers.cli(
         0,
         &["put", "ks", "greeting", "hello", "--consistency", "QUORUM"],

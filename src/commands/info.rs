@@ -26,6 +26,17 @@ pub fn hint_summary(c: pb::HintCounters) -> String {
     )
 }
 
+/// Prints the node's software version, as `nodetool version`.
+pub async fn version(connection: &Connection, out: &mut impl Write) -> Outcome {
+    let info = connection
+        .admin()
+        .info(pb::InfoRequest {})
+        .await?
+        .into_inner();
+    writeln!(out, "ReleaseVersion: {}", info.software_version).map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
 /// Prints `name : value` lines.
 pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write) -> Outcome {
     let info = connection
