@@ -41,6 +41,9 @@ pub enum Command {
     Info(InfoArgs),
     /// The node's software version (as `nodetool version`).
     Version,
+    /// The cluster's name, schema versions per node, node counts, data
+    /// centers, releases and keyspaces (as `nodetool describecluster`).
+    Describecluster,
     /// Every range of a keyspace with its replicas (as `nodetool describering`).
     Describering(KeyspaceArg),
     /// A key's replicas, one client address per line, in placement order.

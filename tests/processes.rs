@@ -23,6 +23,20 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     servers.wait_until_all_un(0, 3);
 
     servers.create_keyspace("ks", "SimpleStrategy:3");
+    // The new keyspace has spread: one schema version, on every node.
+    eventually(Duration::from_secs(20), "one schema version", || {
+        let described = text(&servers.cli(2, &["describecluster"]).stdout);
+        let versions: Vec<&str> = described
+            .lines()
+            .skip_while(|l| !l.contains("Schema versions:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("\t\t"))
+            .collect();
+        versions.len() == 1
+            && versions[0].matches(":7100").count() == 3
+            && described.contains("\tLive: 3\n")
+            && described.contains("\tks -> SimpleStrategy:3\n")
+    });
     let version = servers.cli(1, &["version"]);
     assert_eq!(
         text(&version.stdout),

@@ -109,7 +109,8 @@ pub fn parse_replication(text: &str) -> anyhow::Result<pb::Replication> {
     })
 }
 
-fn describe(replication: Option<&pb::Replication>) -> String {
+/// A keyspace's replication as `keyspace create` takes it.
+pub fn describe(replication: Option<&pb::Replication>) -> String {
     match replication.and_then(|r| r.strategy.as_ref()) {
         Some(pb::replication::Strategy::Simple(s)) => {
             format!("SimpleStrategy:{}", s.replication_factor)

@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod demo;
+pub mod describecluster;
 pub mod describering;
 pub mod getendpoints;
 pub mod hints;

@@ -83,6 +83,7 @@ fn node_status(member: &MemberInfo, ownership: f64) -> pb::NodeStatus {
         ownership,
         tokens: m.tokens.iter().map(|t| t.0).collect(),
         schema_version: m.schema_version.to_string(),
+        software_version: m.software_version.clone(),
     }
 }
 
