@@ -41,6 +41,9 @@ pub enum Command {
     Info(InfoArgs),
     /// The node's software version (as `nodetool version`).
     Version,
+    /// Syncs everything the node has written to disk (as `nodetool flush`;
+    /// in `periodic` durability, what the next sync would have made durable).
+    Flush,
     /// The cluster's name, schema versions per node, node counts, data
     /// centers, releases and keyspaces (as `nodetool describecluster`).
     Describecluster,

@@ -57,6 +57,7 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Ring => commands::ring::run(&connection, &mut out).await,
         Command::Info(args) => commands::info::run(&connection, args, &mut out).await,
         Command::Version => commands::info::version(&connection, &mut out).await,
+        Command::Flush => commands::info::flush(&connection).await,
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
         Command::Describering(args) => {
             commands::describering::run(&connection, args, &mut out).await

@@ -37,6 +37,8 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
             && described.contains("\tLive: 3\n")
             && described.contains("\tks -> SimpleStrategy:3\n")
     });
+    let flush = servers.cli(1, &["flush"]);
+    assert!(flush.status.success(), "{}", text(&flush.stderr));
     let version = servers.cli(1, &["version"]);
     assert_eq!(
         text(&version.stdout),

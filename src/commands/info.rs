@@ -1,4 +1,4 @@
-//! `ringstore info`: the node itself, as `nodetool info`.
+//! `ringstore info`, `version` and `flush`: the node itself, as nodetool's.
 
 use std::io::Write;
 
@@ -34,6 +34,12 @@ pub async fn version(connection: &Connection, out: &mut impl Write) -> Outcome {
         .await?
         .into_inner();
     writeln!(out, "ReleaseVersion: {}", info.software_version).map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// Asks the node to sync everything it has written, as `nodetool flush`.
+pub async fn flush(connection: &Connection) -> Outcome {
+    connection.admin().flush(pb::FlushRequest {}).await?;
     Ok(())
 }
 

@@ -256,6 +256,14 @@ impl Admin for AdminService {
         Ok(Response::new(pb::SetHandoffResponse {}))
     }
 
+    async fn flush(
+        &self,
+        _: Request<pb::FlushRequest>,
+    ) -> Result<Response<pb::FlushResponse>, Status> {
+        self.context.store.sync().await.map_err(NodeError::from)?;
+        Ok(Response::new(pb::FlushResponse {}))
+    }
+
     async fn truncate_hints(
         &self,
         request: Request<pb::TruncateHintsRequest>,
