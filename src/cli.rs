@@ -47,6 +47,8 @@ pub enum Command {
     /// The cluster's name, schema versions per node, node counts, data
     /// centers, releases and keyspaces (as `nodetool describecluster`).
     Describecluster,
+    /// What gossip says of every member (as `nodetool gossipinfo`).
+    Gossipinfo,
     /// Every range of a keyspace with its replicas (as `nodetool describering`).
     Describering(KeyspaceArg),
     /// A key's replicas, one client address per line, in placement order.

@@ -59,6 +59,7 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Version => commands::info::version(&connection, &mut out).await,
         Command::Flush => commands::info::flush(&connection).await,
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
+        Command::Gossipinfo => commands::gossipinfo::run(&connection, &mut out).await,
         Command::Describering(args) => {
             commands::describering::run(&connection, args, &mut out).await
         }

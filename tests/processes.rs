@@ -37,6 +37,9 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
             && described.contains("\tLive: 3\n")
             && described.contains("\tks -> SimpleStrategy:3\n")
     });
+    let gossip = text(&servers.cli(1, &["gossipinfo"]).stdout);
+    assert_eq!(gossip.matches("\n  STATUS:NORMAL\n").count(), 3, "{gossip}");
+    assert_eq!(gossip.matches("\n  LIVENESS:UP\n").count(), 3, "{gossip}");
     let flush = servers.cli(1, &["flush"]);
     assert!(flush.status.success(), "{}", text(&flush.stderr));
     let version = servers.cli(1, &["version"]);

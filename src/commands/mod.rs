@@ -5,6 +5,7 @@ pub mod demo;
 pub mod describecluster;
 pub mod describering;
 pub mod getendpoints;
+pub mod gossipinfo;
 pub mod hints;
 pub mod info;
 pub mod keyspace;

@@ -87,6 +87,26 @@ fn node_status(member: &MemberInfo, ownership: f64) -> pb::NodeStatus {
     }
 }
 
+fn gossip_endpoint(member: &MemberInfo) -> pb::GossipEndpoint {
+    let m = &member.metadata;
+    pb::GossipEndpoint {
+        gossip_address: m.gossip_addr.to_string(),
+        host_id: m.host_id.to_string(),
+        generation: m.stamp.generation.0,
+        version: m.stamp.version,
+        state: state_name(m.state).to_string(),
+        up: member.liveness == Liveness::Up,
+        load_bytes: m.load_bytes,
+        schema_version: m.schema_version.to_string(),
+        datacenter: m.dc.to_string(),
+        rack: m.rack.to_string(),
+        software_version: m.software_version.clone(),
+        client_address: m.client_addr.to_string(),
+        internode_address: m.internode_addr.to_string(),
+        token_count: m.tokens.len() as u32,
+    }
+}
+
 #[tonic::async_trait]
 impl Admin for AdminService {
     async fn status(
@@ -262,6 +282,15 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::FlushResponse>, Status> {
         self.context.store.sync().await.map_err(NodeError::from)?;
         Ok(Response::new(pb::FlushResponse {}))
+    }
+
+    async fn gossip_info(
+        &self,
+        _: Request<pb::GossipInfoRequest>,
+    ) -> Result<Response<pb::GossipInfoResponse>, Status> {
+        let view = self.context.view();
+        let endpoints = view.members.values().map(gossip_endpoint).collect();
+        Ok(Response::new(pb::GossipInfoResponse { endpoints }))
     }
 
     async fn truncate_hints(
