@@ -49,6 +49,11 @@ pub enum Command {
     Describecluster,
     /// What gossip says of every member (as `nodetool gossipinfo`).
     Gossipinfo,
+    /// Sets the log level of one module path, or of everything, at runtime
+    /// (as `nodetool setlogginglevel`).
+    Setlogginglevel(SetLoggingLevelArgs),
+    /// The log filter in force (as `nodetool getlogginglevels`).
+    Getlogginglevels,
     /// Every range of a keyspace with its replicas (as `nodetool describering`).
     Describering(KeyspaceArg),
     /// A key's replicas, one client address per line, in placement order.
@@ -275,6 +280,16 @@ pub struct TruncateHintsArgs {
 pub struct ThrottleArgs {
     /// KiB per second.
     pub kib_per_second: u64,
+}
+
+/// Arguments of `setlogginglevel`.
+#[derive(Debug, Args)]
+pub struct SetLoggingLevelArgs {
+    /// A module path (`ringstore_membership`, `ringstore_node::coordinator`);
+    /// with no level after it, the level for every module.
+    pub target: String,
+    /// trace, debug, info, warn, error or off.
+    pub level: Option<String>,
 }
 
 /// A `HOST:PORT` (an IP address, `[IPv6]`, or a host name such as a docker

@@ -60,6 +60,10 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Flush => commands::info::flush(&connection).await,
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
         Command::Gossipinfo => commands::gossipinfo::run(&connection, &mut out).await,
+        Command::Setlogginglevel(args) => {
+            commands::info::set_logging_level(&connection, args, &mut out).await
+        }
+        Command::Getlogginglevels => commands::info::logging_levels(&connection, &mut out).await,
         Command::Describering(args) => {
             commands::describering::run(&connection, args, &mut out).await
         }
@@ -100,13 +104,48 @@ async fn run(cli: &Cli) -> Outcome {
     }
 }
 
-/// Logs to stderr: `info` for a server, `warn` for the tools (`RUST_LOG` overrides).
+/// Logs to stderr: `info` for a server, `warn` for the tools (`RUST_LOG`
+/// overrides). The filter can be replaced at runtime (`setlogginglevel`).
 fn init_logging(server: bool) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, reload};
+
     let default = if server { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let text = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|t| EnvFilter::try_new(t).is_ok())
+        .unwrap_or_else(|| default.to_string());
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&text));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .init();
+    ringstore_node::log_levels::install(Box::new(ReloadableFilter {
+        handle,
+        text: std::sync::Mutex::new(text),
+    }));
+}
+
+/// The process's log filter, replaceable at runtime.
+struct ReloadableFilter {
+    handle: tracing_subscriber::reload::Handle<
+        tracing_subscriber::EnvFilter,
+        tracing_subscriber::Registry,
+    >,
+    /// The filter's text (an `EnvFilter` does not print back its input).
+    text: std::sync::Mutex<String>,
+}
+
+impl ringstore_node::log_levels::LogLevels for ReloadableFilter {
+    fn current(&self) -> String {
+        self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn replace(&self, filter: &str) -> Result<(), String> {
+        let parsed = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+        self.handle.reload(parsed).map_err(|e| e.to_string())?;
+        *self.text.lock().unwrap_or_else(|e| e.into_inner()) = filter.to_string();
+        Ok(())
+    }
 }

@@ -40,6 +40,26 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
     let gossip = text(&servers.cli(1, &["gossipinfo"]).stdout);
     assert_eq!(gossip.matches("\n  STATUS:NORMAL\n").count(), 3, "{gossip}");
     assert_eq!(gossip.matches("\n  LIVENESS:UP\n").count(), 3, "{gossip}");
+    // Log levels change at runtime: one module's, then everything's, and
+    // debug lines appear (the transport logs at debug on every request).
+    let set = servers.cli(1, &["setlogginglevel", "ringstore_membership", "debug"]);
+    assert_eq!(text(&set.stdout), "warn,ringstore_membership=debug\n");
+    let set = servers.cli(1, &["setlogginglevel", "debug"]);
+    assert_eq!(text(&set.stdout), "debug,ringstore_membership=debug\n");
+    let levels = servers.cli(1, &["getlogginglevels"]);
+    assert_eq!(text(&levels.stdout), "debug,ringstore_membership=debug\n");
+    eventually(Duration::from_secs(20), "debug lines are logged", || {
+        servers.cli(1, &["version"]);
+        servers.log(1).contains("DEBUG")
+    });
+    let refused = servers.cli(1, &["setlogginglevel", "ringstore_membership", "loud"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("unknown log level"),
+        "{}",
+        text(&refused.stderr)
+    );
+    servers.cli(1, &["setlogginglevel", "warn"]);
     let flush = servers.cli(1, &["flush"]);
     assert!(flush.status.success(), "{}", text(&flush.stderr));
     let version = servers.cli(1, &["version"]);

@@ -1,10 +1,11 @@
-//! `ringstore info`, `version` and `flush`: the node itself, as nodetool's.
+//! `ringstore info`, `version`, `flush` and the log levels: the node itself,
+//! as nodetool's.
 
 use std::io::Write;
 
 use ringstore_proto::v1 as pb;
 
-use crate::cli::InfoArgs;
+use crate::cli::{InfoArgs, SetLoggingLevelArgs};
 use crate::client::Connection;
 use crate::display::human_bytes;
 use crate::failure::Outcome;
@@ -40,6 +41,36 @@ pub async fn version(connection: &Connection, out: &mut impl Write) -> Outcome {
 /// Asks the node to sync everything it has written, as `nodetool flush`.
 pub async fn flush(connection: &Connection) -> Outcome {
     connection.admin().flush(pb::FlushRequest {}).await?;
+    Ok(())
+}
+
+/// Sets a log level: `TARGET LEVEL`, or `LEVEL` alone for every module.
+pub async fn set_logging_level(
+    connection: &Connection,
+    args: &SetLoggingLevelArgs,
+    out: &mut impl Write,
+) -> Outcome {
+    let (target, level) = match &args.level {
+        Some(level) => (args.target.clone(), level.clone()),
+        None => (String::new(), args.target.clone()),
+    };
+    let levels = connection
+        .admin()
+        .set_logging_level(pb::SetLoggingLevelRequest { target, level })
+        .await?
+        .into_inner();
+    writeln!(out, "{}", levels.filter).map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// Prints the log filter in force.
+pub async fn logging_levels(connection: &Connection, out: &mut impl Write) -> Outcome {
+    let levels = connection
+        .admin()
+        .get_logging_levels(pb::GetLoggingLevelsRequest {})
+        .await?
+        .into_inner();
+    writeln!(out, "{}", levels.filter).map_err(anyhow::Error::from)?;
     Ok(())
 }
 

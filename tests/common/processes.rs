@@ -91,6 +91,11 @@ impl Processes {
         self.servers[i].take().expect("server is running")
     }
 
+    /// What server `i` has logged so far (its stderr).
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("node{i}.log"))).unwrap_or_default()
+    }
+
     /// Creates keyspace `name` with `replication` (as the CLI takes it)
     /// through node 0; its id, as `keyspace list` shows it.
     pub fn create_keyspace(&self, name: &str, replication: &str) -> String {

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
 use crate::error::NodeError;
+use crate::log_levels;
 
 /// Serves `Admin` from a node's context.
 pub struct AdminService {
@@ -291,6 +292,25 @@ impl Admin for AdminService {
         let view = self.context.view();
         let endpoints = view.members.values().map(gossip_endpoint).collect();
         Ok(Response::new(pb::GossipInfoResponse { endpoints }))
+    }
+
+    async fn set_logging_level(
+        &self,
+        request: Request<pb::SetLoggingLevelRequest>,
+    ) -> Result<Response<pb::LoggingLevels>, Status> {
+        let request = request.into_inner();
+        let filter = log_levels::set(&request.target, &request.level)?;
+        tracing::info!(%filter, "log levels changed");
+        Ok(Response::new(pb::LoggingLevels { filter }))
+    }
+
+    async fn get_logging_levels(
+        &self,
+        _: Request<pb::GetLoggingLevelsRequest>,
+    ) -> Result<Response<pb::LoggingLevels>, Status> {
+        Ok(Response::new(pb::LoggingLevels {
+            filter: log_levels::current()?,
+        }))
     }
 
     async fn truncate_hints(
