@@ -56,6 +56,8 @@ pub mod agent;
 mod config;
 pub mod envelope;
 mod error;
+#[cfg(test)]
+mod fuzz_tests;
 mod identity;
 mod local_node;
 mod membership;

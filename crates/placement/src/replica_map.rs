@@ -28,7 +28,10 @@ impl ReplicaMap {
         let walker = Walker::new(strategy, ring.hosts().iter().map(|h| &h.location));
         let owners = ring.owners();
         let mut offsets = Vec::with_capacity(owners.len() + 1);
-        let mut replicas = Vec::with_capacity(owners.len() * strategy.total_rf() as usize);
+        // A range has at most one replica per host, whatever the factor asks
+        // (a client may ask for billions: that must not size the allocation).
+        let per_range = (strategy.total_rf() as usize).min(ring.hosts().len());
+        let mut replicas = Vec::with_capacity(owners.len() * per_range);
         let mut positions = Vec::new();
         offsets.push(0);
         for start in 0..owners.len() {
@@ -191,6 +194,22 @@ mod tests {
         );
         // Two racks, rf 2: rack b's only host holds everything.
         assert!((nts.effective_ownership()[&HostId::from_u128(3)] - 1.0).abs() < 1e-9);
+    }
+
+    /// Found by fuzzing: a keyspace created with a replication factor of
+    /// `u32::MAX` sized this allocation by it (terabytes: the process aborted),
+    /// and factors summing past `u32::MAX` overflowed.
+    #[test]
+    fn a_huge_replication_factor_places_every_host_once_without_overflow() {
+        let huge = [
+            ReplicationStrategy::simple(u32::MAX).unwrap(),
+            ReplicationStrategy::network_topology([("dc1", u32::MAX), ("dc2", 1)]).unwrap(),
+        ];
+        assert_eq!(huge[1].total_rf(), u32::MAX, "the sum saturates");
+        for strategy in huge {
+            let map = ReplicaMap::new(ring(), &strategy);
+            assert_eq!(map.replicas(Token(0)).ids().count(), 3);
+        }
     }
 
     #[test]

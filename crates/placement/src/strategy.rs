@@ -53,11 +53,15 @@ impl ReplicationStrategy {
         Ok(ReplicationStrategy::NetworkTopology { rf_per_dc })
     }
 
-    /// The total replication factor: the sum over DCs for NTS.
+    /// The total replication factor: the sum over DCs for NTS, saturating at
+    /// `u32::MAX` (factors come from clients; an overflowing sum must not
+    /// panic or wrap to a small one).
     pub fn total_rf(&self) -> u32 {
         match self {
             ReplicationStrategy::Simple { rf } => rf.get(),
-            ReplicationStrategy::NetworkTopology { rf_per_dc } => rf_per_dc.values().sum(),
+            ReplicationStrategy::NetworkTopology { rf_per_dc } => rf_per_dc
+                .values()
+                .fold(0u32, |total, &rf| total.saturating_add(rf)),
         }
     }
 

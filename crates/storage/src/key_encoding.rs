@@ -162,6 +162,22 @@ mod tests {
             prop_assert_eq!(encoded, (t1, &k1).cmp(&(t2, &k2)));
         }
 
+        /// Fuzz: any bytes decode to a token and key that encode back to
+        /// them, or to a `CorruptKey` error; never a panic. More cases:
+        /// `PROPTEST_CASES=100000 cargo test -p ringstore-storage key_encoding`.
+        #[test]
+        fn arbitrary_bytes_decode_as_a_data_key_that_re_encodes_to_them_or_as_an_error(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            match decode_data_key(&bytes) {
+                Ok((token, key)) => prop_assert_eq!(encode_data_key(token, key), bytes),
+                Err(error) => {
+                    prop_assert!(matches!(error, StorageError::CorruptKey { .. }), "{error:?}");
+                    prop_assert!(bytes.len() <= TOKEN_LEN);
+                }
+            }
+        }
+
         #[test]
         fn scans_cover_exactly_the_tokens_the_range_contains(
             start in any_token(), end in any_token(), token in any_token(),
