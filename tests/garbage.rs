@@ -148,6 +148,19 @@ fn client_port_rpcs() -> Vec<(&'static str, Undecodable)> {
             "/ringstore.v1.Admin/Metrics",
             undecodable::<pb::MetricsRequest>,
         ),
+        ("/ringstore.v1.Admin/Flush", undecodable::<pb::FlushRequest>),
+        (
+            "/ringstore.v1.Admin/GossipInfo",
+            undecodable::<pb::GossipInfoRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/SetLoggingLevel",
+            undecodable::<pb::SetLoggingLevelRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/GetLoggingLevels",
+            undecodable::<pb::GetLoggingLevelsRequest>,
+        ),
         (
             "/ringstore.v1.Topology/Decommission",
             undecodable::<pb::DecommissionRequest>,
