@@ -1,5 +1,6 @@
 //! The node-wide stream throttle: one token bucket
-//! ([`ringstore_throttle::Throttle`]) shared by every range this node sends.
+//! ([`ringstore_throttle::Throttle`]) shared by every range a node sends,
+//! with the tokio clock and sleeps around it.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
