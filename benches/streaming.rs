@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use ringstore_node::NodeConfig;
 use ringstore_node::convert::cell_from_pb;
-use ringstore_node::streaming::chunk::entry_bytes;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_client::InternodeClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
 use ringstore_storage::{Cell, Timestamp};
+use ringstore_streaming::entry_bytes;
 use tonic::transport::Channel;
 
 const MIB: f64 = (1 << 20) as f64;

@@ -57,7 +57,7 @@ fn local_cells(cluster: &TestCluster, i: usize) -> Vec<(String, Option<Vec<u8>>,
         .unwrap()
         .map(|entry| {
             let (_, key, cell) = entry.unwrap();
-            let bytes = ringstore_node::streaming::chunk::entry_bytes(&key, &cell);
+            let bytes = ringstore_streaming::entry_bytes(&key, &cell);
             (String::from_utf8(key).unwrap(), cell.value, bytes)
         })
         .collect()

@@ -16,7 +16,9 @@
 //!   open, a per-target byte cap that evicts the oldest, and expiry by age.
 //! - [`HintWindow`] (`window.rs`): whether a target has been down too long to
 //!   be worth hinting (default three hours).
-//! - [`Throttle`] (`throttle.rs`): a token bucket in bytes, runtime-adjustable.
+//! - The throttle is [`ringstore_throttle::Throttle`] (a token bucket in
+//!   bytes, runtime-adjustable), in a crate of its own because range
+//!   streaming paces its sends with it too.
 //! - [`ReplayScheduler`] (`replay.rs`): which target gets the next batch and
 //!   when — round-robin, one batch in flight per target, exponential backoff
 //!   on failure, throttled.
@@ -73,7 +75,6 @@ mod hint_id;
 mod hint_store;
 mod replay;
 mod stats;
-mod throttle;
 mod window;
 
 pub use error::{HintsError, Result};
@@ -82,5 +83,4 @@ pub use hint_id::HintId;
 pub use hint_store::{HintLimits, HintStore, StoreOutcome};
 pub use replay::{ReplayAction, ReplayConfig, ReplayScheduler};
 pub use stats::{HintCounters, TargetStats, Undeliverable};
-pub use throttle::{BURST, Throttle};
 pub use window::{DEFAULT_HINT_WINDOW, HintWindow};

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use ringstore_placement::HostId;
 
-use crate::throttle::Throttle;
+use ringstore_throttle::Throttle;
 
 /// How replay is paced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

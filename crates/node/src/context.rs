@@ -15,8 +15,7 @@ use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::schema::KeyspaceDef;
 use crate::schema_store::SchemaStore;
-use crate::streaming::registry::Streams;
-use crate::streaming::throttle::StreamThrottle;
+use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The running node's shared state: configuration, identity, storage,
 /// membership, schema and the placement cache. Services hold it in an `Arc`.

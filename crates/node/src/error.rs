@@ -44,6 +44,11 @@ pub enum NodeError {
     #[error("membership: {0}")]
     Membership(#[from] ringstore_membership::MembershipError),
 
+    /// Range streaming failed (checkpoints, estimates, or a fetch that ran
+    /// out of attempts).
+    #[error("streaming: {0}")]
+    Streaming(#[from] ringstore_streaming::StreamingError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -88,9 +93,10 @@ impl NodeError {
             NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
                 Code::FailedPrecondition
             }
-            NodeError::Internal(_) | NodeError::Storage(_) | NodeError::Membership(_) => {
-                Code::Internal
-            }
+            NodeError::Internal(_)
+            | NodeError::Storage(_)
+            | NodeError::Membership(_)
+            | NodeError::Streaming(_) => Code::Internal,
         }
     }
 }

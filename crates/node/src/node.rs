@@ -34,10 +34,9 @@ use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
-use crate::streaming::registry::Streams;
-use crate::streaming::throttle::StreamThrottle;
 use crate::topology::{bootstrap, saved};
 use crate::{schema_sync, tokens};
+use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The largest gRPC message accepted: a 16 MiB value plus its envelope.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

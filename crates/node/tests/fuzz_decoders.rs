@@ -25,12 +25,12 @@ use ringstore_node::convert::{
 use ringstore_node::error::NodeError;
 use ringstore_node::schema::Schema;
 use ringstore_node::schema_store::{SchemaStore, snapshot_of};
-use ringstore_node::streaming::checkpoint::Checkpoints;
-use ringstore_node::streaming::chunk::{Chunker, EntryChecksum};
 use ringstore_node::streaming::fetch::range_from_pb;
 use ringstore_placement::{Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, Durability, KeyspaceId, MemoryEngine, Store};
+use ringstore_streaming::Checkpoints;
+use ringstore_streaming::{Chunker, EntryChecksum};
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..max)

@@ -18,10 +18,9 @@ use crate::error::{NodeError, Result};
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
-use crate::streaming::estimate::estimate_ranges;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
-use crate::streaming::registry::operation_kind;
 use crate::streaming::source::send_range;
+use ringstore_streaming::{estimate_ranges, operation_kind};
 
 /// One replica write: keyspace, key, cell.
 type Write = (KeyspaceId, Vec<u8>, Cell);
@@ -254,7 +253,8 @@ impl Internode for InternodeService {
             .map(|range| range_from_pb(Some(range)))
             .collect::<Result<Vec<_>, _>>()?;
         let ranges = estimate_ranges(&self.context.store, keyspace, ranges)
-            .await?
+            .await
+            .map_err(NodeError::from)?
             .into_iter()
             .map(|estimate| pb::RangeStats {
                 estimated_bytes: estimate.bytes,

@@ -10,9 +10,9 @@ use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
 use crate::error::NodeError;
-use crate::streaming::registry::SessionState;
 use crate::topology::preview::{Change, preview};
 use crate::topology::{cleanup, decommission, removenode};
+use ringstore_streaming::SessionState;
 
 /// Serves `Topology` from a node's context.
 pub struct TopologyService {

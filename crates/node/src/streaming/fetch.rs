@@ -1,28 +1,27 @@
 //! The receiving side: fetching ranges from their sources, verified,
-//! checkpointed, retried and failed over.
+//! checkpointed, retried and failed over — the async shell around
+//! [`RangeFetcher`], which makes every one of those decisions. This module
+//! only does the I/O it asks for: `StreamRange` calls, applying chunks,
+//! recording checkpoints, sleeping.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::ClusterView;
 use ringstore_placement::{HostId, Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId};
+use ringstore_streaming::{
+    Checkpoints, Direction, FetchAction, FetchConfig, FetchEvent, FetchTotals, Position,
+    RangeFetcher, Session, SessionInfo, operation_kind,
+};
+use tokio::time::Instant;
+use tonic::Streaming;
 
 use crate::context::NodeContext;
 use crate::convert::cell_from_pb;
 use crate::error::{NodeError, Result};
-use crate::streaming::checkpoint::{Checkpoints, Position};
-use crate::streaming::chunk::EntryChecksum;
-use crate::streaming::registry::{Direction, Session, SessionInfo, operation_kind};
 
-/// Attempts per range before the fetch fails.
-const MAX_ATTEMPTS: u32 = 30;
-/// Failures after which a source gives way to the next one.
-const FAILURES_BEFORE_FAILOVER: u32 = 3;
-/// The longest wait between attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(3);
 /// How long a stream may go without a message before it counts as failed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -35,25 +34,6 @@ pub struct RangeFetch {
     pub range: TokenRange,
     /// Where to fetch it from, in order of preference.
     pub sources: Vec<HostId>,
-}
-
-/// What a fetch moved.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FetchTotals {
-    /// Ranges fetched (including ones an earlier run finished).
-    pub ranges: u64,
-    /// Bytes received by this run ([`entry_bytes`](crate::streaming::chunk::entry_bytes)).
-    pub bytes: u64,
-    /// Cells received by this run.
-    pub entries: u64,
-}
-
-impl std::ops::AddAssign for FetchTotals {
-    fn add_assign(&mut self, other: FetchTotals) {
-        self.ranges += other.ranges;
-        self.bytes += other.bytes;
-        self.entries += other.entries;
-    }
 }
 
 /// Fetches every range of `fetches` for `operation`, resuming from the
@@ -166,7 +146,8 @@ async fn estimate_remote(
     }
 }
 
-/// Fetches one range, from its checkpoint on, retrying and failing over.
+/// Fetches one range, from its checkpoint on: feeds a [`RangeFetcher`] and
+/// does what it asks until it is done or gives up.
 async fn fetch_range(
     context: &Arc<NodeContext>,
     checkpoints: &Checkpoints,
@@ -174,215 +155,187 @@ async fn fetch_range(
     operation: &str,
     fetch: &RangeFetch,
 ) -> Result<FetchTotals> {
-    let mut totals = FetchTotals {
-        ranges: 1,
-        ..FetchTotals::default()
-    };
-    let mut failures: HashMap<HostId, u32> = HashMap::new();
-    let mut warned = false;
-    let mut last_error = String::from("no source was up");
-    for attempt in 1..=MAX_ATTEMPTS {
-        let position = checkpoints.position(fetch.keyspace, fetch.range);
-        let start = match position {
-            Some(Position::Done) => return Ok(totals),
-            Some(Position::After(token)) if token == fetch.range.end => {
-                checkpoints
-                    .record(fetch.keyspace, fetch.range, Some(Position::Done))
-                    .await?;
-                return Ok(totals);
+    let (keyspace, range) = (fetch.keyspace, fetch.range);
+    let started = Instant::now();
+    let now = || started.elapsed();
+    let mut fetcher = RangeFetcher::new(
+        FetchConfig::default(),
+        range,
+        fetch.sources.clone(),
+        checkpoints.position(keyspace, range),
+    );
+    let mut stream: Option<Streaming<pb::StreamChunk>> = None;
+    let mut action = next_attempt(context, &mut fetcher, &fetch.sources, now());
+    loop {
+        let event = match action {
+            FetchAction::Open {
+                source,
+                remaining,
+                failover,
+            } => {
+                if failover {
+                    tracing::warn!(
+                        %range,
+                        preferred = %fetch.sources[0],
+                        %source,
+                        "the preferred source of the range is down or failing; fetching from another replica"
+                    );
+                }
+                match open_stream(context, operation, keyspace, source, remaining).await {
+                    Ok(opened) => receive(stream.insert(opened)).await,
+                    Err(error) => FetchEvent::SourceFailed(error),
+                }
             }
-            Some(Position::After(token)) => token,
-            None => fetch.range.start,
-        };
-        let view = context.view();
-        let Some(source) = choose_source(&view, &fetch.sources, &failures) else {
-            tokio::time::sleep(backoff(attempt)).await;
-            continue;
-        };
-        if source != fetch.sources[0] && !warned {
-            warned = true;
-            tracing::warn!(
-                range = %fetch.range,
-                preferred = %fetch.sources[0],
-                %source,
-                "the preferred source of the range is down or failing; fetching from another replica"
-            );
-        }
-        let remaining = TokenRange::new(start, fetch.range.end);
-        match stream_once(
-            context,
-            checkpoints,
-            session,
-            operation,
-            fetch,
-            source,
-            remaining,
-        )
-        .await
-        {
-            Ok(received) => {
-                totals.bytes += received.bytes;
-                totals.entries += received.entries;
-                checkpoints
-                    .record(fetch.keyspace, fetch.range, Some(Position::Done))
-                    .await?;
-                return Ok(totals);
+            FetchAction::Receive => match stream.as_mut() {
+                Some(open) => receive(open).await,
+                None => FetchEvent::SourceFailed("no stream is open".into()),
+            },
+            FetchAction::Apply {
+                entries,
+                bytes,
+                checkpoint,
+            } => {
+                let writes: Vec<(KeyspaceId, Vec<u8>, Cell)> = entries
+                    .into_iter()
+                    .map(|(key, cell)| (keyspace, key, cell))
+                    .collect();
+                match apply(context, checkpoints, fetch, &writes, checkpoint).await {
+                    Ok(()) => {
+                        session.add_bytes(bytes);
+                        FetchEvent::Applied
+                    }
+                    Err(error) => FetchEvent::ApplyFailed(Box::new(error)),
+                }
             }
-            Err((received, error)) => {
-                totals.bytes += received.bytes;
-                totals.entries += received.entries;
-                if let StreamError::Corrupt(_) = &error {
-                    // Start this range's pass over: its cells may be incomplete.
+            FetchAction::Rewind(position) => {
+                // The pass was corrupt: start it over; its cells may be incomplete.
+                warn_failed(&fetcher, range);
+                stream = None;
+                checkpoints.record(keyspace, range, position).await?;
+                FetchEvent::Tick
+            }
+            FetchAction::WaitUntil(until) => {
+                stream = None;
+                tokio::time::sleep_until(started + until).await;
+                action = next_attempt(context, &mut fetcher, &fetch.sources, now());
+                continue;
+            }
+            FetchAction::Continue => FetchEvent::Tick,
+            FetchAction::Done { record, totals } => {
+                if record {
                     checkpoints
-                        .record(fetch.keyspace, fetch.range, position)
+                        .record(keyspace, range, Some(Position::Done))
                         .await?;
                 }
-                *failures.entry(source).or_default() += 1;
-                last_error = format!("{source}: {error}");
-                tracing::warn!(range = %fetch.range, %source, attempt, %error, "range stream failed; retrying");
-                tokio::time::sleep(backoff(attempt)).await;
+                return Ok(totals);
             }
+            FetchAction::GiveUp(error) => return Err(error.into()),
+        };
+        let failed = matches!(
+            event,
+            FetchEvent::SourceFailed(_) | FetchEvent::ApplyFailed(_)
+        );
+        action = fetcher.step(event, now());
+        if failed {
+            warn_failed(&fetcher, range);
         }
     }
-    Err(NodeError::Internal(format!(
-        "could not fetch range {} after {MAX_ATTEMPTS} attempts; last error: {last_error}",
-        fetch.range
-    )))
 }
 
-/// The first live source, preferring those that have not failed
-/// [`FAILURES_BEFORE_FAILOVER`] times (then those that failed fewer rounds).
-fn choose_source(
-    view: &ClusterView,
-    sources: &[HostId],
-    failures: &HashMap<HostId, u32>,
-) -> Option<HostId> {
-    sources
-        .iter()
-        .enumerate()
-        .filter(|(_, h)| view.is_up(**h))
-        .min_by_key(|(i, h)| {
-            (
-                failures.get(h).copied().unwrap_or(0) / FAILURES_BEFORE_FAILOVER,
-                *i,
-            )
-        })
-        .map(|(_, h)| *h)
-}
-
-fn backoff(attempt: u32) -> Duration {
-    (Duration::from_millis(100) * 2u32.pow(attempt.min(5))).min(MAX_BACKOFF)
-}
-
-/// Why one pass over a range failed.
-#[derive(Debug, thiserror::Error)]
-enum StreamError {
-    /// The source or the network failed.
-    #[error("{0}")]
-    Transport(String),
-    /// A checksum did not match: the pass is discarded.
-    #[error("checksum mismatch: {0}")]
-    Corrupt(String),
-    /// Storing failed.
-    #[error("storing: {0}")]
-    Local(#[from] NodeError),
-}
-
-/// One pass over `remaining` of the range from `source`: stores each verified
-/// chunk, then checkpoints it. What it received, and how it ended.
-async fn stream_once(
+/// Tells the fetcher which sources are up now, then lets it begin the next
+/// attempt if one is due.
+fn next_attempt(
     context: &NodeContext,
-    checkpoints: &Checkpoints,
-    session: &Session,
+    fetcher: &mut RangeFetcher,
+    sources: &[HostId],
+    now: Duration,
+) -> FetchAction {
+    let view = context.view();
+    for &source in sources {
+        let event = if view.is_up(source) {
+            FetchEvent::SourceSeenUp(source)
+        } else {
+            FetchEvent::SourceSeenDown(source)
+        };
+        fetcher.step(event, now);
+    }
+    fetcher.step(FetchEvent::Tick, now)
+}
+
+fn warn_failed(fetcher: &RangeFetcher, range: TokenRange) {
+    if let Some(error) = fetcher.last_failure() {
+        let attempt = fetcher.attempts();
+        tracing::warn!(%range, attempt, %error, "range stream failed; retrying");
+    }
+}
+
+/// Opens a stream of `remaining` of `keyspace` from `source`.
+async fn open_stream(
+    context: &NodeContext,
     operation: &str,
-    fetch: &RangeFetch,
+    keyspace: KeyspaceId,
     source: HostId,
     remaining: TokenRange,
-) -> std::result::Result<FetchTotals, (FetchTotals, StreamError)> {
-    let mut received = FetchTotals::default();
+) -> std::result::Result<Streaming<pb::StreamChunk>, Box<dyn std::error::Error + Send + Sync>> {
     let address = match context.view().member(source) {
         Some(member) => member.metadata.internode_addr,
-        None => {
-            return Err((
-                received,
-                StreamError::Transport(format!("no address known for {source}")),
-            ));
-        }
+        None => return Err(format!("no address known for {source}").into()),
     };
     let request = pb::StreamRangeRequest {
-        keyspace_id: fetch.keyspace.to_string(),
+        keyspace_id: keyspace.to_string(),
         range: Some(range_to_pb(remaining)),
         requester_host_id: context.host_id.to_string(),
         operation: operation.to_string(),
     };
-    let transport = |status: tonic::Status| StreamError::Transport(status.message().to_string());
-    let mut stream = match context.peers.client(address).stream_range(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => return Err((received, transport(status))),
-    };
-    let mut total = EntryChecksum::default();
-    loop {
-        let message = match tokio::time::timeout(IDLE_TIMEOUT, stream.message()).await {
-            Ok(Ok(Some(message))) => message,
-            Ok(Ok(None)) => {
-                let error = StreamError::Transport("the stream ended early".into());
-                return Err((received, error));
-            }
-            Ok(Err(status)) => return Err((received, transport(status))),
-            Err(_) => {
-                let error = StreamError::Transport(format!("no data for {IDLE_TIMEOUT:?}"));
-                return Err((received, error));
-            }
-        };
-        if message.last {
-            if message.total_entries != total.entries() || message.total_checksum != total.value() {
-                let error = StreamError::Corrupt(format!(
-                    "the source sent {} entries with CRC {:08x}, {} arrived with CRC {:08x}",
-                    message.total_entries,
-                    message.total_checksum,
-                    total.entries(),
-                    total.value()
-                ));
-                return Err((received, error));
-            }
-            return Ok(received);
-        }
-        // Each cell is encoded once, for the chunk's and the stream's checksums.
-        let mut chunk = EntryChecksum::default();
-        let mut writes: Vec<(KeyspaceId, Vec<u8>, Cell)> =
-            Vec::with_capacity(message.entries.len());
-        for entry in message.entries {
-            let Some(cell) = entry.cell.map(cell_from_pb) else {
-                continue; // counted by neither sum: the checksums catch it
-            };
-            let encoded = cell.encode();
-            chunk.add(&entry.key, &encoded);
-            total.add(&entry.key, &encoded);
-            writes.push((fetch.keyspace, entry.key, cell));
-        }
-        if chunk.value() != message.checksum {
-            let error = StreamError::Corrupt(format!(
-                "a chunk's CRC is {:08x}, its entries' {:08x}",
-                message.checksum,
-                chunk.value()
-            ));
-            return Err((received, error));
-        }
-        let bytes = chunk.bytes();
-        if let Err(error) = context.store.apply_many(&writes).await {
-            return Err((received, StreamError::Local(error.into())));
-        }
-        let position = Position::After(Token(message.last_token));
-        if let Err(error) = checkpoints
-            .record(fetch.keyspace, fetch.range, Some(position))
-            .await
-        {
-            return Err((received, StreamError::Local(error)));
-        }
-        received.bytes += bytes;
-        received.entries += writes.len() as u64;
-        session.add_bytes(bytes);
+    match context.peers.client(address).stream_range(request).await {
+        Ok(response) => Ok(response.into_inner()),
+        Err(status) => Err(status.message().into()),
     }
+}
+
+/// The stream's next message, as the fetcher takes it: the wire converted to
+/// cells here, at the node's edge.
+async fn receive(stream: &mut Streaming<pb::StreamChunk>) -> FetchEvent {
+    let message = match tokio::time::timeout(IDLE_TIMEOUT, stream.message()).await {
+        Ok(Ok(Some(message))) => message,
+        Ok(Ok(None)) => return FetchEvent::SourceFailed("the stream ended early".into()),
+        Ok(Err(status)) => return FetchEvent::SourceFailed(status.message().into()),
+        Err(_) => {
+            return FetchEvent::SourceFailed(format!("no data for {IDLE_TIMEOUT:?}").into());
+        }
+    };
+    if message.last {
+        return FetchEvent::StreamEnded {
+            total_entries: message.total_entries,
+            total_checksum: message.total_checksum,
+        };
+    }
+    let entries = message
+        .entries
+        .into_iter()
+        // An entry without a cell is counted by neither sum: the checksums catch it.
+        .filter_map(|entry| Some((entry.key, cell_from_pb(entry.cell?))))
+        .collect();
+    FetchEvent::ChunkReceived {
+        entries,
+        checksum: message.checksum,
+        last_token: Token(message.last_token),
+    }
+}
+
+/// Applies a verified chunk, then records its checkpoint, durably.
+async fn apply(
+    context: &NodeContext,
+    checkpoints: &Checkpoints,
+    fetch: &RangeFetch,
+    writes: &[(KeyspaceId, Vec<u8>, Cell)],
+    checkpoint: Position,
+) -> Result<()> {
+    context.store.apply_many(writes).await?;
+    checkpoints
+        .record(fetch.keyspace, fetch.range, Some(checkpoint))
+        .await?;
+    Ok(())
 }
 
 /// A range as the internode messages carry it.

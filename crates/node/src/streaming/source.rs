@@ -11,8 +11,7 @@ use tonic::Status;
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::NodeError;
-use crate::streaming::chunk::{Chunk, Chunker, EntryChecksum};
-use crate::streaming::registry::{Direction, SessionInfo};
+use ringstore_streaming::{Chunk, Chunker, Direction, EntryChecksum, Session, SessionInfo};
 
 /// The most a chunk holds (it may exceed this by the cells of one token).
 pub const CHUNK_BYTES: u64 = 256 * 1024;
@@ -66,7 +65,7 @@ async fn stream(
     keyspace: KeyspaceId,
     range: TokenRange,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
-    session: &crate::streaming::registry::Session,
+    session: &Session,
 ) -> Result<(), String> {
     // The scan and the chunking run on the blocking pool (sled may block on
     // I/O), at most two chunks ahead of the throttled sender.
@@ -130,7 +129,7 @@ async fn send_chunk(
     context: &NodeContext,
     chunk: Chunk,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
-    session: &crate::streaming::registry::Session,
+    session: &Session,
 ) -> Result<(), String> {
     let bytes = chunk.bytes;
     context.stream_throttle.acquire(bytes).await;

@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::streaming::chunk::entry_bytes;
 use crate::topology::movements_under_way;
+use ringstore_streaming::entry_bytes;
 
 /// Keys deleted per storage batch.
 const BATCH_KEYS: usize = 1_000;

@@ -7,12 +7,12 @@ use ringstore_membership::NodeState;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::mark_decommissioned;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
     wait_ring_delay,
 };
+use ringstore_streaming::FetchTotals;
 
 /// What a decommission moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! allocates balanced tokens exactly as the joining node would), diffed
 //! against the current ring per keyspace ([`MovementPlan`]), and each moving
 //! range is sized by asking its source replica for a sampled estimate
-//! ([`estimate`](crate::streaming::estimate)). The time is the busiest
+//! ([`estimate`](ringstore_streaming::estimate_ranges)). The time is the busiest
 //! source's bytes at the stream throttle (every source has its own).
 
 use std::collections::BTreeMap;
@@ -20,8 +20,8 @@ use ringstore_storage::KeyspaceId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::estimate::estimate_ranges;
 use crate::streaming::fetch::range_to_pb;
+use ringstore_streaming::estimate_ranges;
 
 /// The change to plan.
 #[derive(Clone, Debug, PartialEq, Eq)]

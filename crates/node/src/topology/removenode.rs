@@ -8,11 +8,11 @@ use ringstore_placement::HostId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::FetchTotals;
 use crate::topology::saved::save_takeovers;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
 };
+use ringstore_streaming::FetchTotals;
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the

@@ -10,7 +10,8 @@ use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::{FetchTotals, RangeFetch, fetch_ranges, range_to_pb};
+use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_to_pb};
+use ringstore_streaming::FetchTotals;
 
 /// Attempts per receiver at having it fetch its ranges (it resumes each time).
 const FETCH_ATTEMPTS: u32 = 5;

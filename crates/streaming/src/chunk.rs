@@ -46,6 +46,16 @@ impl EntryChecksum {
     }
 }
 
+impl std::fmt::Debug for EntryChecksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryChecksum")
+            .field("entries", &self.entries)
+            .field("bytes", &self.bytes)
+            .field("value", &format_args!("{:08x}", self.value()))
+            .finish()
+    }
+}
+
 /// A chunk ready to send.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {

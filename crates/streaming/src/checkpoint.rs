@@ -13,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 use ringstore_placement::{Token, TokenRange};
 use ringstore_storage::{KeyspaceId, Store};
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, StreamingError};
 
 /// The record's format version.
 const FORMAT: u8 = 1;
@@ -42,9 +42,8 @@ impl Checkpoints {
         let name = format!("stream:{operation}");
         let positions = match store.meta_get(&name)? {
             None => BTreeMap::new(),
-            Some(bytes) => decode(&bytes).ok_or_else(|| {
-                NodeError::Internal(format!("the stream checkpoints {name:?} are corrupt"))
-            })?,
+            Some(bytes) => decode(&bytes)
+                .ok_or_else(|| StreamingError::CorruptCheckpoints { name: name.clone() })?,
         };
         Ok(Checkpoints {
             store: store.clone(),

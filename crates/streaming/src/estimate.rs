@@ -13,8 +13,8 @@
 use ringstore_placement::TokenRange;
 use ringstore_storage::{KeyspaceId, Store};
 
-use crate::error::{NodeError, Result};
-use crate::streaming::chunk::entry_bytes;
+use crate::chunk::entry_bytes;
+use crate::error::{Result, StreamingError};
 
 /// The keys counted exactly per range before extrapolating.
 pub const SAMPLE_KEYS: u64 = 2_000;
@@ -43,7 +43,10 @@ pub async fn estimate_ranges(
             .collect()
     })
     .await
-    .map_err(|e| NodeError::Internal(format!("estimating range sizes: {e}")))?
+    .map_err(|source| StreamingError::Task {
+        what: "estimating range sizes",
+        source,
+    })?
 }
 
 /// The estimated size of `range` of `keyspace` in `store` (see the module

@@ -1,10 +1,11 @@
 //! The node-wide stream throttle: one token bucket
-//! ([`ringstore_hints::Throttle`]) shared by every range this node sends.
+//! ([`ringstore_throttle::Throttle`]) shared by every range a node sends,
+//! with the tokio clock and sleeps around it.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use ringstore_hints::Throttle;
+use ringstore_throttle::Throttle;
 use tokio::time::Instant;
 
 /// A MiB in bytes.

@@ -1,28 +1,4 @@
-//! `Throttle`: a token bucket in bytes, so hint replay cannot swamp a replica
-//! that has just come back.
-//!
-//! # Design
-//! Tokens accrue at `bytes_per_second` up to a bucket of [`BURST`] worth
-//! (100 ms), so after any idle period at most 100 ms of extra traffic goes out
-//! at once and the rate holds over short windows too. A send may be larger
-//! than the bucket (a 64 KiB batch at 100 KiB/s): it is allowed once the
-//! bucket is full (or holds `bytes`, whichever is less), and [`consume`](Throttle::consume)
-//! may then drive the balance negative — a debt repaid at the current rate
-//! before the next send. So over any interval `T`, at most
-//! `rate × (T + BURST) + one send` bytes go out.
-//!
-//! Tokens are kept as integer micro-bytes (10⁻⁶ byte), because a rate in
-//! bytes per second is exactly micro-bytes per microsecond: refills and waits
-//! are exact integer arithmetic, and simulations are deterministic.
-//!
-//! Time is a [`Duration`] since any fixed start the caller chooses (sans-IO);
-//! a `now` earlier than one seen before counts as no time passing.
-//!
-//! # Runtime changes
-//! [`set_rate`](Throttle::set_rate) takes effect at once: tokens earned so
-//! far are kept (clipped to the new bucket), and any wait computed afterwards —
-//! including the repayment of an outstanding debt — runs at the new rate.
-//! A rate of `0` means unthrottled.
+//! [`Throttle`]: the token bucket itself (see the crate docs for its design).
 
 use std::time::Duration;
 
