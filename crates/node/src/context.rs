@@ -10,10 +10,10 @@ use ringstore_storage::{KeyspaceId, Store};
 use crate::clock::TimestampSource;
 use crate::config::NodeConfig;
 use crate::error::{NodeError, Result};
-use crate::handoff::Handoff;
+use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
 use crate::placements::Placements;
-use crate::schema::KeyspaceDef;
+use crate::schema::{KeyspaceDef, Schema};
 use crate::schema_store::SchemaStore;
 use ringstore_streaming::{StreamThrottle, Streams};
 
@@ -94,5 +94,35 @@ impl NodeContext {
             .placements
             .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
         (view, map)
+    }
+}
+
+impl HandoffHost for NodeContext {
+    fn host_id(&self) -> HostId {
+        self.host_id
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn handoff(&self) -> &Handoff {
+        &self.handoff
+    }
+
+    fn schema(&self) -> Arc<Schema> {
+        self.schema.current()
+    }
+
+    fn membership(&self) -> &MembershipHandle {
+        &self.membership
+    }
+
+    fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    fn write_timeout_ms(&self) -> u64 {
+        self.config.timeouts.write_ms
     }
 }

@@ -26,7 +26,7 @@ use ringstore_hints::{
     Hint, HintCounters, HintId, HintLimits, HintStore, HintWindow, ReplayAction, ReplayConfig,
     ReplayScheduler, TargetStats, Undeliverable,
 };
-use ringstore_membership::{ClusterView, Liveness, NodeState};
+use ringstore_membership::{ClusterView, Liveness, MembershipHandle, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
@@ -34,9 +34,30 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::HintsConfig;
-use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::{NodeError, Result};
+use crate::peers::Peers;
+use crate::schema::Schema;
+
+/// What hinted handoff needs from the running node, and nothing more: the
+/// node's context implements it (in `context.rs`), so this module never
+/// names the context and the two do not import each other.
+pub trait HandoffHost: Send + Sync {
+    /// This node's host id.
+    fn host_id(&self) -> HostId;
+    /// Its storage (hints taken over are applied to it).
+    fn store(&self) -> &Store;
+    /// Its handoff.
+    fn handoff(&self) -> &Handoff;
+    /// The current schema.
+    fn schema(&self) -> Arc<Schema>;
+    /// Its membership task (views to watch, the current view).
+    fn membership(&self) -> &MembershipHandle;
+    /// Internode clients.
+    fn peers(&self) -> &Peers;
+    /// The write timeout, in milliseconds.
+    fn write_timeout_ms(&self) -> u64;
+}
 
 /// The node's hinted handoff.
 pub struct Handoff {
@@ -99,9 +120,9 @@ impl Handoff {
     /// `hints.gc_grace_seconds` for a keyspace the schema does not know.
     fn gc_grace_lookup(
         &self,
-        context: &NodeContext,
+        context: &dyn HandoffHost,
     ) -> impl Fn(KeyspaceId) -> Duration + Send + 'static {
-        let (schema, fallback) = (context.schema.current(), self.gc_grace);
+        let (schema, fallback) = (context.schema(), self.gc_grace);
         move |id| {
             schema
                 .entries()
@@ -128,7 +149,7 @@ impl Handoff {
     /// the async workers.
     async fn next_batch(
         &self,
-        context: &NodeContext,
+        context: &dyn HandoffHost,
         target: HostId,
         max_bytes: u64,
     ) -> Result<Vec<(HintId, Hint)>> {
@@ -142,10 +163,9 @@ impl Handoff {
     }
 
     /// Whether this node's schema knows keyspace `id` to be dropped.
-    fn is_dropped(context: &NodeContext, id: KeyspaceId) -> bool {
+    fn is_dropped(context: &dyn HandoffHost, id: KeyspaceId) -> bool {
         context
-            .schema
-            .current()
+            .schema()
             .entries()
             .any(|e| e.dropped && e.keyspace.id == id)
     }
@@ -215,10 +235,10 @@ impl Handoff {
     /// Takes hints handed over by a leaving node: those for this node are
     /// applied at once, the others stored as this node's own (they keep
     /// their age; the hint window was the leaving node's business).
-    pub async fn take(&self, context: &NodeContext, hints: &[Hint]) -> Result<u64> {
+    pub async fn take(&self, context: &dyn HandoffHost, hints: &[Hint]) -> Result<u64> {
         let (mine, others): (Vec<&Hint>, Vec<Hint>) = {
             let (mine, others): (Vec<&Hint>, Vec<&Hint>) =
-                hints.iter().partition(|h| h.target == context.host_id);
+                hints.iter().partition(|h| h.target == context.host_id());
             (mine, others.into_iter().cloned().collect())
         };
         // A hint of a keyspace dropped since can never be applied: one such
@@ -236,7 +256,7 @@ impl Handoff {
             .iter()
             .map(|h| (h.keyspace, h.key.clone(), h.cell.clone()))
             .collect();
-        context.store.apply_many(&writes).await?;
+        context.store().apply_many(&writes).await?;
         let stored = self
             .off_worker(move |hints| {
                 let mut stored = 0;
@@ -249,7 +269,7 @@ impl Handoff {
                 Ok(stored)
             })
             .await?;
-        context.store.sync().await?;
+        context.store().sync().await?;
         self.wake.notify_one();
         Ok(stored + writes.len() as u64)
     }
@@ -259,7 +279,7 @@ impl Handoff {
     /// many hints it handed over.
     pub async fn hand_off(
         &self,
-        context: &NodeContext,
+        context: &dyn HandoffHost,
         recipient: std::net::SocketAddr,
     ) -> Result<u64> {
         let mut handed = 0;
@@ -282,7 +302,7 @@ impl Handoff {
                         .collect(),
                 };
                 context
-                    .peers
+                    .peers()
                     .client(recipient)
                     .take_hints(request)
                     .await
@@ -415,11 +435,11 @@ impl Handoff {
 
     /// The view changed (or the task started): rescans liveness and settles
     /// the hints of departed nodes.
-    fn on_view(&self, context: &NodeContext, view: &ClusterView) {
+    fn on_view(&self, context: &dyn HandoffHost, view: &ClusterView) {
         self.rescan(
             view.members
                 .values()
-                .filter(|m| m.metadata.host_id != context.host_id)
+                .filter(|m| m.metadata.host_id != context.host_id())
                 .map(|m| (m.metadata.host_id, m.liveness)),
         );
         self.on_departures(view);
@@ -469,15 +489,16 @@ impl Handoff {
     }
 
     /// Replays hints until the node stops.
-    pub async fn run(context: Arc<NodeContext>) {
-        let handoff = &context.handoff;
-        let mut views = context.membership.watch_view();
+    pub async fn run(context: Arc<dyn HandoffHost>) {
+        let context = &*context;
+        let handoff = context.handoff();
+        let mut views = context.membership().watch_view();
         let view = views.borrow_and_update().clone();
-        handoff.on_view(&context, &view);
+        handoff.on_view(context, &view);
         loop {
             let wait_until = match handoff.next_action() {
                 ReplayAction::Deliver { target, max_bytes } => {
-                    handoff.deliver(&context, target, max_bytes).await;
+                    handoff.deliver(context, target, max_bytes).await;
                     continue;
                 }
                 ReplayAction::WaitUntil(at) => Some(handoff.started + at),
@@ -497,7 +518,7 @@ impl Handoff {
                         return; // Membership stopped: the node is stopping.
                     }
                     let view = views.borrow_and_update().clone();
-                    handoff.on_view(&context, &view);
+                    handoff.on_view(context, &view);
                 }
             }
         }
@@ -505,7 +526,7 @@ impl Handoff {
 
     /// Sends one batch of `target`'s hints; deletes them once acknowledged,
     /// and discards those that can never be applied.
-    async fn deliver(&self, context: &NodeContext, target: HostId, max_bytes: u64) {
+    async fn deliver(&self, context: &dyn HandoffHost, target: HostId, max_bytes: u64) {
         let batch = match self.next_batch(context, target, max_bytes).await {
             Ok(batch) => batch,
             Err(error) => {
@@ -525,6 +546,7 @@ impl Handoff {
             return;
         }
         let Some(address) = context
+            .membership()
             .view()
             .member(target)
             .map(|m| m.metadata.internode_addr)
@@ -542,9 +564,9 @@ impl Handoff {
                 })
                 .collect(),
         };
-        let timeout = Duration::from_millis(context.config.timeouts.write_ms.max(1000) * 5);
+        let timeout = Duration::from_millis(context.write_timeout_ms().max(1000) * 5);
         let sent =
-            tokio::time::timeout(timeout, context.peers.client(address).apply(request)).await;
+            tokio::time::timeout(timeout, context.peers().client(address).apply(request)).await;
         match sent {
             Ok(Ok(response)) => {
                 let ids: Vec<HintId> = batch.iter().map(|(id, _)| *id).collect();

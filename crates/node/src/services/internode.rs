@@ -309,7 +309,7 @@ impl Internode for InternodeService {
                 created_at: Timestamp(hint.created_at_micros),
             });
         }
-        let stored = self.context.handoff.take(&self.context, &hints).await?;
+        let stored = self.context.handoff.take(&*self.context, &hints).await?;
         Ok(Response::new(pb::TakeHintsResponse { stored }))
     }
 }

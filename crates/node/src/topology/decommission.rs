@@ -79,7 +79,7 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
         .map(|m| m.metadata.internode_addr)
         .next();
     let hints_handed_off = match recipient {
-        Some(address) => context.handoff.hand_off(context, address).await?,
+        Some(address) => context.handoff.hand_off(&**context, address).await?,
         None => 0,
     };
     tracing::info!(
