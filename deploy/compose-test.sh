@@ -39,6 +39,21 @@ wait_for() { # SECONDS WHAT CHECK...
   exit 1
 }
 
+# Writes keyN = valueN for N in FROM..TO at QUORUM through SERVICE at IP.
+write_keys() { # SERVICE IP FROM TO
+  for i in $(seq "$3" "$4"); do
+    cli "$1" --host "$2:7100" put ci "key$i" "value$i" --consistency QUORUM >/dev/null
+  done
+}
+
+# Reads keyN at QUORUM through SERVICE at IP and checks it is valueN.
+check_keys() { # SERVICE IP FROM TO
+  for i in $(seq "$3" "$4"); do
+    got=$(cli "$1" --host "$2:7100" get ci "key$i" --consistency QUORUM)
+    [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' through $1" >&2; exit 1; }
+  done
+}
+
 count_state() { # STATE COUNT: node1 sees exactly COUNT nodes in STATE
   [ "$(cli node1 --host 172.28.0.11:7100 status | grep -c "^$1 ")" = "$2" ]
 }
@@ -53,24 +68,14 @@ wait_for 120 "three nodes are UN" count_state UN 3
 
 echo "== QUORUM through two nodes"
 cli node1 --host 172.28.0.11:7100 keyspace create ci --replication NetworkTopologyStrategy:dc1=3
-for i in $(seq 1 20); do
-  cli node1 --host 172.28.0.11:7100 put ci "key$i" "value$i" --consistency QUORUM
-done
-for i in $(seq 1 20); do
-  got=$(cli node2 --host 172.28.0.12:7100 get ci "key$i" --consistency QUORUM)
-  [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' through node2" >&2; exit 1; }
-done
+write_keys node1 172.28.0.11 1 20
+check_keys node2 172.28.0.12 1 20
 echo "ok: 20 QUORUM writes through node1 read back at QUORUM through node2"
 
 echo "== one node stopped"
 "${compose[@]}" stop node3
 wait_for 60 "node3 is DN" count_state DN 1
-for i in $(seq 21 30); do
-  cli node2 --host 172.28.0.12:7100 put ci "key$i" "value$i" --consistency QUORUM
-done
-for i in $(seq 1 30); do
-  got=$(cli node1 --host 172.28.0.11:7100 get ci "key$i" --consistency QUORUM)
-  [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' with node3 down" >&2; exit 1; }
-done
+write_keys node2 172.28.0.12 21 30
+check_keys node1 172.28.0.11 1 30
 echo "ok: QUORUM writes and reads with one of three nodes down"
 echo "compose test passed"

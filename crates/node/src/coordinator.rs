@@ -225,7 +225,7 @@ pub async fn read(
     key: Vec<u8>,
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
-    let natural = candidates(context, &context.view(), keyspace, &key)?;
+    let natural = candidates(context, &context.view(), keyspace, token_of(&key)?);
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
     let key = Arc::new(key);
@@ -325,13 +325,12 @@ fn candidates(
     context: &NodeContext,
     view: &ClusterView,
     keyspace: &KeyspaceDef,
-    key: &[u8],
-) -> Result<Vec<ReplicaCandidate>> {
-    let token = token_of(key)?;
+    token: Token,
+) -> Vec<ReplicaCandidate> {
     let map = context
         .placements
         .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
-    Ok(replica_candidates(view, &map, token, |_| true))
+    replica_candidates(view, &map, token, |_| true)
 }
 
 /// What a write goes to: the key's natural replicas and, during a range
@@ -343,14 +342,15 @@ fn write_candidates(
     keyspace: &KeyspaceDef,
     key: &[u8],
 ) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
-    let natural = candidates(context, view, keyspace, key)?;
+    let token = token_of(key)?;
+    let natural = candidates(context, view, keyspace, token);
     let Some(ring) = &view.pending_ring else {
         return Ok((natural, Vec::new()));
     };
     let map = context
         .placements
         .replica_map(ring, keyspace.id, &keyspace.strategy);
-    let pending = replica_candidates(view, &map, token_of(key)?, |host| {
+    let pending = replica_candidates(view, &map, token, |host| {
         !natural.iter().any(|n| n.host == host)
     });
     Ok((natural, pending))
