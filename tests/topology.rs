@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::load::{Coordinators, Load, LoadSettings, check_read};
+use common::load::{Coordinators, Load, LoadSettings, check_read, version_of};
 use common::{TestCluster, eventually, get, put};
 use ringstore_node::NodeConfig;
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token, TokenRange};
@@ -95,6 +95,32 @@ fn assert_placement_exact(cluster: &TestCluster, keys: &[String]) {
             }
         }
     }
+}
+
+/// The acknowledged writes (`key → version`) that some replica the
+/// placement names does not hold at that version or later, as
+/// `(node, key)`.
+fn replicas_behind(cluster: &TestCluster, acked: &HashMap<String, u64>) -> Vec<(usize, String)> {
+    let running: Vec<usize> = (0..cluster.nodes.len())
+        .filter(|&i| cluster.nodes[i].is_some())
+        .collect();
+    let map = replica_map(cluster, running[0]);
+    let mut behind = Vec::new();
+    for &i in &running {
+        let me = cluster.context(i).host_id;
+        for (key, &version) in acked {
+            if !map.replicas(token(key)).contains(me) {
+                continue;
+            }
+            let held = cluster
+                .local_value(i, "ks", key)
+                .and_then(|value| version_of(key, &value));
+            if held.is_none_or(|held| held < version) {
+                behind.push((i, key.clone()));
+            }
+        }
+    }
+    behind
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -194,6 +220,17 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
         "stale reads: {:#?}",
         report.stale_reads
     );
+
+    // Every replica of the new ring holds every acknowledged version: writes
+    // went to pending replicas too and the rest was streamed (checked before
+    // any QUORUM read can repair a replica; a hint may still be landing, so
+    // poll).
+    eventually(
+        Duration::from_secs(30),
+        "every replica holds every acknowledged version",
+        || async { replicas_behind(&cluster, &report.acked).is_empty() },
+    )
+    .await;
 
     // Every acknowledged write is readable at QUORUM afterwards, and every
     // preloaded key.
