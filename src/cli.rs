@@ -95,6 +95,15 @@ pub enum Command {
     /// Delete this node's local data of ranges it no longer replicates (run it
     /// on the old replicas after a node joins).
     Cleanup(CleanupArgs),
+    /// Make every replica of a keyspace's ranges hold the same cells:
+    /// compares Merkle trees, then copies only the rows that differ, newest
+    /// version winning (as `nodetool repair`, for the whole ring); blocks
+    /// until done and fails naming the ranges that could not be repaired.
+    /// `repair status` shows the running repair and each range's history.
+    Repair(RepairArgs),
+    /// Purge this node's tombstones and expired cells that the
+    /// `repair.tombstone_gc` rule allows, now (as `nodetool garbagecollect`).
+    Garbagecollect(CleanupArgs),
     /// This node's mode, its streams and the stream throttle (as `nodetool netstats`).
     Netstats,
     /// Set this node's stream throttle in MiB/s (0 = unthrottled).
@@ -336,6 +345,49 @@ fn parse_host_id(text: &str) -> Result<HostId, String> {
 pub struct CleanupArgs {
     /// Clean only this keyspace; every keyspace when absent.
     pub keyspace: Option<String>,
+}
+
+/// Arguments of `ringstore repair`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RepairArgs {
+    /// `status`: the running (or last) repair of the node and its schedule.
+    #[command(subcommand)]
+    pub command: Option<RepairCommand>,
+    /// Repair only this keyspace; every keyspace when absent.
+    pub keyspace: Option<String>,
+    /// The sub-range's exclusive start token (with --end-token; as `-st`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        allow_hyphen_values = true,
+        requires = "end_token"
+    )]
+    pub start_token: Option<i64>,
+    /// The sub-range's inclusive end token (with --start-token; as `-et`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        allow_hyphen_values = true,
+        requires = "start_token"
+    )]
+    pub end_token: Option<i64>,
+    /// Only the replicas in the node's data center take part (nothing is
+    /// recorded as repaired for garbage collection).
+    #[arg(long)]
+    pub dc_local: bool,
+    /// Report the ranges that differ and their key counts; move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ringstore repair ...` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RepairCommand {
+    /// The node's running or last repair (ranges done, bytes, ETA), the
+    /// scheduler's settings, and when each range it looks after was last
+    /// repaired.
+    Status,
 }
 
 /// Arguments of `ringstore setstreamthroughput`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
+use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
 use tonic::transport::{Channel, Endpoint};
@@ -52,6 +53,11 @@ impl Connection {
     /// The `Admin` service.
     pub fn admin(&self) -> AdminClient<Channel> {
         AdminClient::new(self.channel.clone())
+    }
+
+    /// The `Repair` service.
+    pub fn repair(&self) -> RepairClient<Channel> {
+        RepairClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// The `Topology` service. A plan lists every moving range (vnodes times

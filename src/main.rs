@@ -92,6 +92,10 @@ async fn run(cli: &Cli) -> Outcome {
             commands::topology::removenode(&connection, args, &mut out).await
         }
         Command::Cleanup(args) => commands::topology::cleanup(&connection, args, &mut out).await,
+        Command::Repair(args) => commands::repair::run(&connection, args, &mut out).await,
+        Command::Garbagecollect(args) => {
+            commands::repair::garbage_collect(&connection, args, &mut out).await
+        }
         Command::Netstats => commands::netstats::show(&connection, &mut out).await,
         Command::Setstreamthroughput(args) => {
             commands::netstats::set_throughput(&connection, args).await

@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "client",
         "common",
         "internode",
+        "repair",
         "schema",
         "topology",
     ]

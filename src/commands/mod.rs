@@ -11,6 +11,7 @@ pub mod info;
 pub mod keyspace;
 pub mod netstats;
 pub mod plan;
+pub mod repair;
 pub mod ring;
 pub mod server;
 pub mod status;

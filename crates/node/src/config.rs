@@ -100,6 +100,8 @@ pub struct NodeConfig {
     /// Cassandra's `stream_throughput_outbound`; 0 = unthrottled; runtime:
     /// `setstreamthroughput`).
     pub stream_throughput_mib_per_sec: u64,
+    /// Anti-entropy repair and tombstone garbage collection.
+    pub repair: RepairConfig,
     /// At a fresh node's first start: the dead node it replaces (its host id,
     /// or an IP address it used), whose tokens it takes over and whose data it
     /// streams from the surviving replicas.
@@ -134,6 +136,67 @@ impl Default for HintsConfig {
             hinted_handoff_throttle_kib: 1024,
             max_hint_bytes_per_target: 1 << 30,
             gc_grace_seconds: 864_000,
+        }
+    }
+}
+
+/// Repair and garbage-collection settings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepairConfig {
+    /// `off`, or `continuous`: the node repairs the ranges it is the primary
+    /// replica of, each once per `interval_seconds`, one at a time.
+    pub schedule: RepairSchedule,
+    /// How often the scheduler repairs each range (seconds; 3 days, well
+    /// under the default `gc_grace_seconds` of 10 days).
+    pub interval_seconds: u64,
+    /// When tombstones and expired cells may be purged: `repair` (after
+    /// `gc_grace_seconds` and a successful repair that began after the
+    /// deletion; the default), `timeout` (after `gc_grace_seconds`, as
+    /// Cassandra) or `disabled`.
+    pub tombstone_gc: ringstore_repair::TombstoneGc,
+    /// With `tombstone_gc = "repair"`: how long after a deletion a repair
+    /// must begin to let it be purged, covering writes still in flight
+    /// (seconds; 1 hour, as ScyllaDB's `propagation_delay_in_seconds`).
+    pub propagation_delay_seconds: u64,
+    /// Seconds between background garbage-collection passes over this
+    /// node's data (1 hour; 0 = only on `garbagecollect`).
+    pub gc_interval_seconds: u64,
+    /// The rate at which building repair trees reads this node's data, in
+    /// MiB/s (as Cassandra's validation under `compaction_throughput`;
+    /// 0 = unthrottled), so that repair leaves client requests room.
+    pub validation_mib_per_sec: u64,
+}
+
+impl Default for RepairConfig {
+    fn default() -> Self {
+        RepairConfig {
+            schedule: RepairSchedule::Off,
+            interval_seconds: 3 * 24 * 3600,
+            tombstone_gc: ringstore_repair::TombstoneGc::Repair,
+            propagation_delay_seconds: 3600,
+            gc_interval_seconds: 3600,
+            validation_mib_per_sec: 16,
+        }
+    }
+}
+
+/// Whether the node repairs on its own.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairSchedule {
+    /// Only `ringstore repair` repairs.
+    Off,
+    /// The built-in scheduler repairs continuously.
+    Continuous,
+}
+
+impl RepairSchedule {
+    /// The name used in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepairSchedule::Off => "off",
+            RepairSchedule::Continuous => "continuous",
         }
     }
 }
@@ -214,6 +277,7 @@ impl Default for NodeConfig {
             failure_detection: FailureDetection::Lan,
             hints: HintsConfig::default(),
             stream_throughput_mib_per_sec: 24,
+            repair: RepairConfig::default(),
             replace_address: None,
         }
     }

@@ -13,6 +13,7 @@ use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
 use crate::placements::Placements;
+use crate::repair::state::RepairState;
 use crate::schema::{KeyspaceDef, Schema};
 use crate::schema_store::SchemaStore;
 use ringstore_streaming::{StreamThrottle, Streams};
@@ -48,6 +49,8 @@ pub struct NodeContext {
     pub streams: Streams,
     /// Held by the topology operation this node runs (one at a time).
     pub operation: tokio::sync::Mutex<()>,
+    /// Repair: trees, history, progress.
+    pub repair: RepairState,
     /// Set to ask the node to stop (after a decommission).
     pub stop_requested: tokio::sync::watch::Sender<bool>,
 }

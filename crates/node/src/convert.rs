@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use ringstore_placement::ReplicationStrategy;
+use ringstore_placement::{ReplicationStrategy, Token};
 use ringstore_proto::v1 as pb;
+use ringstore_repair::{ListedRow, RowVersion};
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
 use crate::error::NodeError;
@@ -134,6 +135,36 @@ pub fn cell_from_pb(cell: pb::Cell) -> Cell {
         timestamp: Timestamp(cell.timestamp_micros),
         expires_at: cell.expires_at_micros.map(Timestamp),
         value: cell.value,
+    }
+}
+
+/// A replica's row version, for a repair's `ListRows`.
+pub fn row_version_to_pb(token: Token, key: Vec<u8>, cell: &Cell) -> pb::RowVersionMessage {
+    let version = RowVersion::of(cell);
+    let bytes = (key.len() + cell.value.as_ref().map_or(0, Vec::len)) as u64;
+    pb::RowVersionMessage {
+        key,
+        token: token.0,
+        timestamp_micros: version.timestamp.0,
+        tombstone: version.tombstone,
+        expires_at_micros: version.expires_at.map(|t| t.0),
+        value_hash: version.value_hash,
+        bytes,
+    }
+}
+
+/// A listed row from its wire form.
+pub fn listed_row_from_pb(row: pb::RowVersionMessage) -> ListedRow {
+    ListedRow {
+        token: Token(row.token),
+        version: RowVersion {
+            timestamp: Timestamp(row.timestamp_micros),
+            tombstone: row.tombstone,
+            expires_at: row.expires_at_micros.map(Timestamp),
+            value_hash: row.value_hash,
+        },
+        key: row.key,
+        bytes: row.bytes,
     }
 }
 

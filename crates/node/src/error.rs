@@ -49,6 +49,10 @@ pub enum NodeError {
     #[error("streaming: {0}")]
     Streaming(#[from] ringstore_streaming::StreamingError),
 
+    /// A repair step failed (a replica's malformed answer, a bad setting).
+    #[error("repair: {0}")]
+    Repair(#[from] ringstore_repair::RepairError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -85,7 +89,10 @@ impl NodeError {
     /// The gRPC status code of this error.
     pub fn code(&self) -> Code {
         match self {
-            NodeError::InvalidArgument(_) => Code::InvalidArgument,
+            NodeError::InvalidArgument(_)
+            | NodeError::Repair(ringstore_repair::RepairError::UnknownGcMode(_)) => {
+                Code::InvalidArgument
+            }
             NodeError::KeyspaceNotFound(_) => Code::NotFound,
             NodeError::AlreadyExists(_) => Code::AlreadyExists,
             NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
@@ -96,7 +103,8 @@ impl NodeError {
             NodeError::Internal(_)
             | NodeError::Storage(_)
             | NodeError::Membership(_)
-            | NodeError::Streaming(_) => Code::Internal,
+            | NodeError::Streaming(_)
+            | NodeError::Repair(_) => Code::Internal,
         }
     }
 }

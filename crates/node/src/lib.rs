@@ -29,12 +29,14 @@
 //!   replicas too while the ranges are streamed ([`streaming`]: pulled,
 //!   checksummed, throttled, resumable), and only then does the ring change.
 //!
+//! - **Repair** ([`repair`]): Merkle-tree anti-entropy repair of token
+//!   ranges (`ringstore repair`, or continuously by the built-in
+//!   scheduler), and garbage collection of tombstones and expired cells once
+//!   a repair has made them safe to drop.
+//!
 //! # Caveats
 //! - Gossiped metadata is in format 2 (with `takeovers`): nodes of format 1
 //!   cannot decode it, so a cluster is upgraded to it all at once.
-//! - Data is repaired by hints, read repair and streaming only: there is no
-//!   anti-entropy (Merkle-tree) repair yet, so a replica down longer than the
-//!   hint window stays stale on the keys nobody reads.
 
 #![deny(missing_docs)]
 
@@ -50,6 +52,7 @@ pub mod metrics;
 mod node;
 pub mod peers;
 pub mod placements;
+pub mod repair;
 pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;

@@ -13,6 +13,7 @@ use ringstore_membership::{
 use ringstore_proto::v1::admin_server::AdminServer;
 use ringstore_proto::v1::client_server::ClientServer;
 use ringstore_proto::v1::internode_server::InternodeServer;
+use ringstore_proto::v1::repair_server::RepairServer;
 use ringstore_proto::v1::schema_server::SchemaServer;
 use ringstore_proto::v1::topology_server::TopologyServer;
 use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
@@ -28,10 +29,12 @@ use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
 use crate::peers::Peers;
 use crate::placements::Placements;
+use crate::repair::{self, state::RepairState};
 use crate::schema_store::SchemaStore;
 use crate::services::admin::AdminService;
 use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
+use crate::services::repair::RepairService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
 use crate::topology::{bootstrap, saved};
@@ -176,6 +179,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         "node starting"
     );
     let config_throughput = config.stream_throughput_mib_per_sec;
+    let repair = RepairState::load(&store, config.repair.validation_mib_per_sec)?;
     let context = Arc::new(NodeContext {
         config,
         host_id: record.host_id,
@@ -191,6 +195,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         stream_throttle: StreamThrottle::new(config_throughput),
         streams: Streams::default(),
         operation: tokio::sync::Mutex::new(()),
+        repair,
         stop_requested: watch::channel(false).0,
     });
 
@@ -204,6 +209,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         .add_service(SchemaServer::new(SchemaService::new(context.clone())))
         .add_service(AdminServer::new(AdminService::new(context.clone())))
         .add_service(TopologyServer::new(TopologyService::new(context.clone())))
+        .add_service(RepairServer::new(RepairService::new(context.clone())))
         .serve_with_incoming_shutdown(incoming(client_listener), wait_for(stopped.clone()));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = client_server.await {
@@ -241,6 +247,23 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     ));
     tasks.push(spawn_until_stopped(
         stop_if_removed(context.clone()),
+        stopped.clone(),
+    ));
+    tasks.push(spawn_until_stopped(
+        repair::scheduler::run(context.clone()),
+        stopped.clone(),
+    ));
+    tasks.push(spawn_until_stopped(
+        repair::gc::run(context.clone()),
+        stopped.clone(),
+    ));
+    let resuming = context.clone();
+    tasks.push(spawn_until_stopped(
+        async move {
+            if let Err(error) = repair::job::resume(resuming).await {
+                tracing::warn!(%error, "could not resume the interrupted repair");
+            }
+        },
         stopped.clone(),
     ));
     let joining = context.clone();

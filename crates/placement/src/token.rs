@@ -153,6 +153,32 @@ impl TokenRange {
     }
 }
 
+impl TokenRange {
+    /// The range of the inclusive piece `[first, last]` (`first <= last`).
+    fn from_inclusive(first: Token, last: Token) -> TokenRange {
+        TokenRange::new(first.advance(u64::MAX), last)
+    }
+
+    /// The tokens in both `self` and `other`, as at most two ranges in
+    /// token order (none when they do not overlap).
+    pub fn intersection(&self, other: &TokenRange) -> Vec<TokenRange> {
+        let mut pieces = Vec::new();
+        for (a_first, a_last) in self.to_inclusive_pieces() {
+            for (b_first, b_last) in other.to_inclusive_pieces() {
+                let (first, last) = (a_first.max(b_first), a_last.min(b_last));
+                if first <= last {
+                    pieces.push((first, last));
+                }
+            }
+        }
+        pieces.sort();
+        pieces
+            .into_iter()
+            .map(|(first, last)| TokenRange::from_inclusive(first, last))
+            .collect()
+    }
+}
+
 impl fmt::Display for TokenRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "({}, {}]", self.start, self.end)
@@ -226,5 +252,22 @@ mod tests {
             parse_token_list("1,,2"),
             Err(PlacementError::InvalidToken { .. })
         ));
+    }
+
+    #[test]
+    fn intersections_of_plain_wrapping_and_whole_ranges() {
+        let r = |a: i64, b: i64| TokenRange::new(Token(a), Token(b));
+        assert_eq!(r(0, 100).intersection(&r(50, 200)), vec![r(50, 100)]);
+        assert_eq!(r(0, 100).intersection(&r(100, 200)), vec![]);
+        assert_eq!(r(0, 100).intersection(&r(7, 7)), vec![r(0, 100)]);
+        assert_eq!(
+            r(100, -100).intersection(&r(-200, 200)),
+            vec![r(-200, -100), r(100, 200)]
+        );
+        // Pieces touching the ends of the ring keep them.
+        let whole = r(5, 5).intersection(&r(100, -100));
+        assert_eq!(whole, vec![r(i64::MAX, -100), r(100, i64::MAX)]);
+        assert!(whole[0].contains(Token::MIN) && !whole[0].contains(Token::MAX));
+        assert_eq!(r(5, 5).intersection(&r(9, 9)), vec![r(i64::MAX, i64::MAX)]);
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! Services: `Client` (reads and writes at a consistency level), `Schema`
 //! (keyspaces), `Admin` (what `status`, `ring`, `info`, `describering` and
-//! `getendpoints` show) on the client port, and `Internode` (replica reads
-//! and writes, schema exchange) on the internode port.
+//! `getendpoints` show) and `Repair` (anti-entropy repair and garbage
+//! collection) on the client port, and `Internode` (replica reads and
+//! writes, schema exchange, streaming, repair's trees and rows) on the
+//! internode port.
 
 /// Version 1 of the API.
 pub mod v1 {

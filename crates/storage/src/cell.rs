@@ -51,9 +51,12 @@ impl fmt::Display for Timestamp {
 pub struct Cell {
     /// The time the write claims; orders writes.
     pub timestamp: Timestamp,
-    /// When a TTL write stops being visible: the coordinator's wall time when
-    /// it accepted the write plus the TTL, independent of `timestamp`;
-    /// `None` never.
+    /// When the cell began hiding its key, on the coordinator's wall clock
+    /// (Cassandra's *local deletion time*), independent of `timestamp`:
+    /// for a TTL write, when it stops being visible (the time the write was
+    /// accepted plus the TTL); for a tombstone, when the delete was accepted
+    /// ([`Cell::deletion`]; `None` for tombstones made without it);
+    /// `None` for a value that never expires.
     pub expires_at: Option<Timestamp>,
     /// The value; `None` for a tombstone (a delete).
     pub value: Option<Vec<u8>>,
@@ -96,6 +99,29 @@ impl Cell {
             timestamp,
             expires_at: None,
             value: None,
+        }
+    }
+
+    /// A deletion at `timestamp`, accepted by its coordinator at wall time
+    /// `now`: tombstone garbage collection counts from `now`, whatever
+    /// timestamp the client claimed (see [`Cell::deletion_time`]).
+    pub fn deletion(timestamp: Timestamp, now: Timestamp) -> Cell {
+        Cell {
+            timestamp,
+            expires_at: Some(now),
+            value: None,
+        }
+    }
+
+    /// When the cell began (or begins) hiding its key on its coordinator's
+    /// wall clock: a tombstone's deletion time (its timestamp if it has
+    /// none), a TTL cell's expiry; `None` for a value that never expires.
+    /// Garbage collection of the cell counts from this time.
+    pub fn deletion_time(&self) -> Option<Timestamp> {
+        if self.is_tombstone() {
+            Some(self.expires_at.unwrap_or(self.timestamp))
+        } else {
+            self.expires_at
         }
     }
 

@@ -23,7 +23,7 @@
 //! # Threads
 //! sled may block on I/O (a page fault, a log segment rollover). Work that
 //! loops over many keys ([`Store::apply_many`] of several, [`Store::purge`],
-//! [`Store::drop_keyspace`], [`Store::meta_put`]) therefore runs on tokio's
+//! [`Store::purge_unchanged`], [`Store::drop_keyspace`], [`Store::meta_put`]) therefore runs on tokio's
 //! blocking pool, never on an async worker, and [`Store::scan`] is for
 //! callers already off the workers (a `spawn_blocking` task). A single-key
 //! [`Store::apply`] or [`Store::read`] runs inline: it takes microseconds
@@ -213,6 +213,44 @@ impl Store {
                     for key in &keys {
                         let data_key = encode_data_key(token_of(key)?, key);
                         removed += usize::from(tree.remove(&data_key)?.is_some());
+                    }
+                    Ok(removed)
+                })
+            })
+            .await?;
+        self.inner.group.wait(ticket).await?;
+        Ok(removed)
+    }
+
+    /// Removes each `(key, cell)` of `ks` whose stored cell is still exactly
+    /// `cell` — garbage collection of tombstones and expired cells, which
+    /// must keep a write that arrived after the cell was chosen. Durable on
+    /// return, whatever the mode. How many cells were removed.
+    pub async fn purge_unchanged(
+        &self,
+        ks: KeyspaceId,
+        cells: Vec<(Vec<u8>, Cell)>,
+    ) -> Result<usize> {
+        let (removed, ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    let tree = store.data_tree(ks)?;
+                    let mut removed = 0;
+                    for (key, expected) in &cells {
+                        let data_key = encode_data_key(token_of(key)?, key);
+                        let mut unchanged = false;
+                        tree.update(&data_key, &mut |stored| {
+                            // Overwritten on every call: the engine may retry.
+                            unchanged = stored.is_some_and(|bytes| {
+                                Cell::decode(bytes).is_ok_and(|c| &c == expected)
+                            });
+                            if unchanged {
+                                None
+                            } else {
+                                stored.map(<[u8]>::to_vec)
+                            }
+                        })?;
+                        removed += usize::from(unchanged);
                     }
                     Ok(removed)
                 })

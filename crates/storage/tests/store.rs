@@ -303,3 +303,31 @@ async fn purge_removes_cells_outright_without_tombstones() {
     assert_eq!(store.read(ks, b"a").unwrap(), None, "no tombstone is left");
     assert_eq!(store.read(ks, b"b").unwrap(), Some(live(1, b"y")));
 }
+
+#[tokio::test]
+async fn purge_unchanged_keeps_a_cell_overwritten_since_it_was_chosen() {
+    let store = memory_store();
+    let ks = KeyspaceId::random();
+    let dead = Cell::tombstone(Timestamp(5));
+    store.apply(ks, b"gone", dead.clone()).await.unwrap();
+    store.apply(ks, b"rewritten", dead.clone()).await.unwrap();
+    // A newer write lands after garbage collection chose the tombstone.
+    store
+        .apply(ks, b"rewritten", live(9, b"new"))
+        .await
+        .unwrap();
+    let removed = store
+        .purge_unchanged(
+            ks,
+            vec![
+                (b"gone".to_vec(), dead.clone()),
+                (b"rewritten".to_vec(), dead.clone()),
+                (b"missing".to_vec(), dead),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(store.read(ks, b"gone").unwrap(), None);
+    assert_eq!(store.read(ks, b"rewritten").unwrap(), Some(live(9, b"new")));
+}

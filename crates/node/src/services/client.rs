@@ -85,7 +85,7 @@ impl ClientService {
                 Some(ttl) => Cell::expiring(timestamp, value, ttl, Timestamp::now()),
                 None => Cell::live(timestamp, value),
             },
-            None => Cell::tombstone(timestamp),
+            None => Cell::deletion(timestamp, Timestamp::now()),
         })
     }
 }

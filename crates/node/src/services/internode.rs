@@ -15,11 +15,13 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
 use crate::error::{NodeError, Result};
+use crate::repair::replica;
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
 use crate::streaming::source::send_range;
+use ringstore_repair::MAX_DEPTH;
 use ringstore_streaming::{estimate_ranges, operation_kind};
 
 /// One replica write: keyspace, key, cell.
@@ -312,4 +314,105 @@ impl Internode for InternodeService {
         let stored = self.context.handoff.take(&*self.context, &hints).await?;
         Ok(Response::new(pb::TakeHintsResponse { stored }))
     }
+
+    async fn build_tree(
+        &self,
+        request: Request<pb::BuildTreeRequest>,
+    ) -> Result<Response<pb::BuildTreeResponse>, Status> {
+        let request = request.into_inner();
+        let session = session_from_pb(&request.session_id)?;
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let range = range_from_pb(request.range)?;
+        let depth = u8::try_from(request.depth)
+            .ok()
+            .filter(|&d| d <= MAX_DEPTH)
+            .ok_or_else(|| {
+                NodeError::InvalidArgument(format!(
+                    "tree depth {} is over the limit of {MAX_DEPTH}",
+                    request.depth
+                ))
+            })?;
+        let tree = replica::build_tree(&self.context, session, keyspace, range, depth).await?;
+        Ok(Response::new(pb::BuildTreeResponse {
+            root: tree.root(),
+            rows: tree.rows(),
+            bytes: tree.bytes(),
+        }))
+    }
+
+    async fn tree_nodes(
+        &self,
+        request: Request<pb::TreeNodesRequest>,
+    ) -> Result<Response<pb::TreeNodesResponse>, Status> {
+        let request = request.into_inner();
+        let session = session_from_pb(&request.session_id)?;
+        let keyspace = keyspace_id_from_pb(&request.keyspace_id)?;
+        let range = range_from_pb(request.range)?;
+        let hashes = replica::tree_nodes(&self.context, session, keyspace, range, &request.nodes)?;
+        Ok(Response::new(pb::TreeNodesResponse { hashes }))
+    }
+
+    type ListRowsStream = ReceiverStream<Result<pb::ListRowsPage, Status>>;
+
+    async fn list_rows(
+        &self,
+        request: Request<pb::ListRowsRequest>,
+    ) -> Result<Response<Self::ListRowsStream>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let ranges = request
+            .ranges
+            .into_iter()
+            .map(|range| range_from_pb(Some(range)))
+            .collect::<Result<Vec<_>>>()?;
+        let pages = replica::list_rows(&self.context, keyspace, ranges);
+        Ok(Response::new(ReceiverStream::new(pages)))
+    }
+
+    async fn read_cells(
+        &self,
+        request: Request<pb::ReadCellsRequest>,
+    ) -> Result<Response<pb::ReadCellsResponse>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        for key in &request.keys {
+            check_key(key)?;
+        }
+        let cells = replica::read_cells(&self.context, keyspace, request.keys)
+            .await?
+            .into_iter()
+            .map(|(key, cell)| pb::KeyCell {
+                key,
+                cell: cell.as_ref().map(cell_to_pb),
+            })
+            .collect();
+        Ok(Response::new(pb::ReadCellsResponse { cells }))
+    }
+
+    async fn end_repair_session(
+        &self,
+        request: Request<pb::EndRepairSessionRequest>,
+    ) -> Result<Response<pb::EndRepairSessionResponse>, Status> {
+        let request = request.into_inner();
+        let session = session_from_pb(&request.session_id)?;
+        let repaired = request
+            .repaired
+            .into_iter()
+            .map(|r| {
+                Ok((
+                    keyspace_id_from_pb(&r.keyspace_id)?,
+                    range_from_pb(r.range)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let began = Timestamp(request.began_micros);
+        replica::end_session(&self.context, session, &repaired, began).await?;
+        Ok(Response::new(pb::EndRepairSessionResponse {}))
+    }
+}
+
+/// A repair session id from its wire form.
+fn session_from_pb(id: &str) -> Result<uuid::Uuid> {
+    id.parse()
+        .map_err(|_| NodeError::InvalidArgument(format!("repair session id {id:?} is not a UUID")))
 }

@@ -1,8 +1,10 @@
-//! The gRPC services, one module each: `Client`, `Schema`, `Admin` and
-//! `Topology` on the client port, `Internode` on the internode port.
+//! The gRPC services, one module each: `Client`, `Schema`, `Admin`,
+//! `Topology` and `Repair` on the client port, `Internode` on the internode
+//! port.
 
 pub mod admin;
 pub mod client;
 pub mod internode;
+pub mod repair;
 pub mod schema;
 pub mod topology;

@@ -17,6 +17,7 @@ use ringstore_placement::HostId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::repair::node_ops::sync_gained_ranges;
 use crate::streaming::fetch::fetch_ranges;
 use crate::tokens::{save_tokens, wait_until_connected};
 use crate::topology::saved::{save_takeovers, set_unfinished_bootstrap};
@@ -52,8 +53,13 @@ pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) ->
         ranges,
         bytes = totals.bytes,
         cells = totals.entries,
-        "streamed every gained range; joining the ring"
+        "streamed every gained range"
     );
+    if replaced.is_some() {
+        // A replacement streamed each range from one survivor: sync it
+        // among all its new replicas.
+        sync_gained_ranges(context, &view.ring, &pending, Some(context.host_id)).await?;
+    }
     set_unfinished_bootstrap(&context.store, None).await?;
     context
         .membership

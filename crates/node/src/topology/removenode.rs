@@ -8,6 +8,7 @@ use ringstore_placement::HostId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::repair::node_ops::sync_gained_ranges;
 use crate::topology::saved::save_takeovers;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
@@ -76,5 +77,7 @@ async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals
     )
     .await?;
     tracing::info!(%dead, ranges = totals.ranges, bytes = totals.bytes, "restored the dead node's replicas");
+    // Each range came from one survivor: sync it among all its new replicas.
+    sync_gained_ranges(context, &view.ring, &pending, None).await?;
     Ok(totals)
 }

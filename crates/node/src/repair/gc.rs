@@ -1,0 +1,156 @@
+//! Garbage collection: purging this node's tombstones and expired cells
+//! that the keyspace's [`GcRule`] allows, in a background pass every
+//! `repair.gc_interval_seconds` and on `ringstore garbagecollect`.
+//!
+//! A pass scans a keyspace on the blocking pool and hands the purgeable
+//! cells, in batches, to [`Store::purge_unchanged`], which removes a cell
+//! only if it is still the one chosen: a write that lands meanwhile is kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_repair::{GcRule, RepairHistory};
+use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
+use tokio::sync::mpsc;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::schema::KeyspaceDef;
+
+/// Cells handed to the store per purge.
+const PURGE_BATCH: usize = 1000;
+
+/// What a pass did in one keyspace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// The keyspace's name.
+    pub keyspace: String,
+    /// Cells looked at.
+    pub scanned: u64,
+    /// Cells purged.
+    pub purged: u64,
+    /// Tombstones and expired cells kept (not purgeable yet).
+    pub deleted_kept: u64,
+}
+
+/// What the scan hands to the purging side.
+enum Scanned {
+    /// Purgeable cells.
+    Batch(Vec<(Vec<u8>, Cell)>),
+    /// The scan is over: cells scanned, deleted cells kept.
+    Done { scanned: u64, kept: u64 },
+}
+
+/// The rule of `keyspace` on this node.
+pub fn rule_of(context: &NodeContext, keyspace: &KeyspaceDef) -> GcRule {
+    GcRule {
+        mode: context.config.repair.tombstone_gc,
+        gc_grace: Duration::from_secs(keyspace.gc_grace_seconds.into()),
+        propagation_delay: Duration::from_secs(context.config.repair.propagation_delay_seconds),
+    }
+}
+
+/// Purges what may be purged in `keyspaces`, now.
+pub async fn collect(context: &NodeContext, keyspaces: &[KeyspaceDef]) -> Result<Vec<Collected>> {
+    let mut reports = Vec::with_capacity(keyspaces.len());
+    for keyspace in keyspaces {
+        reports.push(collect_keyspace(context, keyspace).await?);
+    }
+    Ok(reports)
+}
+
+async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<Collected> {
+    let rule = rule_of(context, keyspace);
+    let history = context.repair.history.snapshot();
+    let (batches, mut scanned) = mpsc::channel(2);
+    let store = context.store.clone();
+    let id = keyspace.id;
+    let scan = tokio::task::spawn_blocking(move || {
+        scan_purgeable(&store, id, &rule, &history, Timestamp::now(), &batches)
+    });
+    let mut report = Collected {
+        keyspace: keyspace.name.clone(),
+        ..Collected::default()
+    };
+    while let Some(message) = scanned.recv().await {
+        match message {
+            Scanned::Batch(cells) => {
+                report.purged += context.store.purge_unchanged(id, cells).await? as u64;
+            }
+            Scanned::Done { scanned, kept } => {
+                report.scanned = scanned;
+                report.deleted_kept = kept;
+            }
+        }
+    }
+    scan.await
+        .map_err(|e| NodeError::Internal(format!("the garbage-collection scan failed: {e}")))??;
+    Ok(report)
+}
+
+/// Scans `keyspace` and sends its purgeable cells in batches. Blocking.
+fn scan_purgeable(
+    store: &Store,
+    keyspace: KeyspaceId,
+    rule: &GcRule,
+    history: &RepairHistory,
+    now: Timestamp,
+    batches: &mpsc::Sender<Scanned>,
+) -> Result<()> {
+    let whole_ring = ringstore_placement::TokenRange::new(
+        ringstore_placement::Token::MIN,
+        ringstore_placement::Token::MIN,
+    );
+    let (mut scanned, mut kept) = (0u64, 0u64);
+    let mut batch = Vec::new();
+    for entry in store.scan(keyspace, whole_ring)? {
+        let (token, key, cell) = entry?;
+        scanned += 1;
+        if cell.deletion_time().is_none_or(|deleted| deleted > now) {
+            continue;
+        }
+        if !rule.purgeable(&cell, history.repaired_at(keyspace, token), now) {
+            kept += 1;
+            continue;
+        }
+        batch.push((key, cell));
+        if batch.len() == PURGE_BATCH
+            && batches
+                .blocking_send(Scanned::Batch(std::mem::take(&mut batch)))
+                .is_err()
+        {
+            return Ok(());
+        }
+    }
+    if !batch.is_empty() {
+        let _ = batches.blocking_send(Scanned::Batch(batch));
+    }
+    let _ = batches.blocking_send(Scanned::Done { scanned, kept });
+    Ok(())
+}
+
+/// Runs a pass over every keyspace every `repair.gc_interval_seconds`
+/// (never when it is 0), until the node stops.
+pub async fn run(context: Arc<NodeContext>) {
+    let every = context.config.repair.gc_interval_seconds;
+    if every == 0 {
+        return;
+    }
+    let mut ticker = tokio::time::interval(Duration::from_secs(every));
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        match collect(&context, &context.keyspaces()).await {
+            Ok(reports) => {
+                let purged: u64 = reports.iter().map(|r| r.purged).sum();
+                if purged > 0 {
+                    tracing::info!(
+                        purged,
+                        "garbage collection purged tombstones and expired cells"
+                    );
+                }
+            }
+            Err(error) => tracing::warn!(%error, "garbage collection failed"),
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `ringstore repair`: a job over every ring range of the chosen keyspaces
+//! (cut to a sub-range if one is given), repaired one unit at a time by
+//! this node, checkpointed after each unit in the store's metadata. A node
+//! that restarts with an unfinished job resumes it in the background.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ringstore_placement::TokenRange;
+use ringstore_repair::{RepairJob, RepairOptions, UnitState};
+use ringstore_storage::{KeyspaceId, Timestamp};
+use ringstore_streaming::{Direction, SessionInfo};
+use tokio::sync::OwnedMutexGuard;
+use uuid::Uuid;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::repair::state::{JobProgress, JobState};
+use crate::repair::unit::repair_unit;
+use crate::schema::KeyspaceDef;
+
+/// The metadata record of the job checkpoint.
+const JOB_RECORD: &str = "repair_job";
+
+/// What to repair.
+#[derive(Clone, Debug)]
+pub struct RepairScope {
+    /// The keyspaces.
+    pub keyspaces: Vec<KeyspaceDef>,
+    /// Only this part of the ring, if given.
+    pub sub_range: Option<TokenRange>,
+    /// How.
+    pub options: RepairOptions,
+}
+
+/// The units of a job over `scope` on the current ring: each keyspace's
+/// ring ranges in token order, cut to the sub-range.
+fn plan_units(context: &NodeContext, scope: &RepairScope) -> Vec<(KeyspaceId, TokenRange)> {
+    let mut units = Vec::new();
+    for keyspace in &scope.keyspaces {
+        let (_, map) = context.placement(keyspace);
+        for replicas in map.ranges() {
+            let range = replicas.range();
+            match scope.sub_range {
+                None => units.push((keyspace.id, range)),
+                Some(sub) => units.extend(
+                    range
+                        .intersection(&sub)
+                        .into_iter()
+                        .map(|r| (keyspace.id, r)),
+                ),
+            }
+        }
+    }
+    units
+}
+
+/// Starts a repair of `scope`, coordinated by this node, in the background;
+/// refused while another runs here. Its id.
+pub async fn start(context: Arc<NodeContext>, scope: RepairScope) -> Result<Uuid> {
+    let guard = Arc::clone(&context.repair.running)
+        .try_lock_owned()
+        .map_err(|_| already_running(&context))?;
+    let units = plan_units(&context, &scope);
+    if units.is_empty() {
+        return Err(NodeError::FailedPrecondition(
+            "nothing to repair: the ring is empty or the sub-range holds no range".into(),
+        ));
+    }
+    let job = RepairJob::new(Uuid::new_v4(), Timestamp::now(), scope.options, units);
+    save(&context, &job).await?;
+    let id = job.id;
+    tokio::spawn(run(context, job, guard));
+    Ok(id)
+}
+
+/// Resumes the job a previous run of this node left unfinished, if any.
+pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
+    let Some(bytes) = context.store.meta_get(JOB_RECORD)? else {
+        return Ok(());
+    };
+    let Some(job) = RepairJob::decode(&bytes) else {
+        tracing::warn!("the saved repair job is corrupt; it will not be resumed");
+        return Ok(());
+    };
+    if job.is_finished() {
+        publish(&context, &job, final_state(&job), Instant::now(), 0);
+        return Ok(());
+    }
+    let guard = Arc::clone(&context.repair.running).lock_owned().await;
+    let totals = job.totals();
+    tracing::info!(
+        id = %job.id,
+        done = totals.done,
+        total = totals.units,
+        "resuming the repair interrupted by the restart"
+    );
+    run(context, job, guard).await;
+    Ok(())
+}
+
+fn already_running(context: &NodeContext) -> NodeError {
+    let id = context
+        .repair
+        .progress
+        .borrow()
+        .as_ref()
+        .filter(|p| p.state == JobState::Running)
+        .map(|p| p.job.id.to_string());
+    NodeError::FailedPrecondition(match id {
+        Some(id) => format!("repair {id} is running on this node; see `ringstore repair status`"),
+        None => "a repair is running on this node; see `ringstore repair status`".into(),
+    })
+}
+
+/// Runs `job`'s pending units one by one, checkpointing after each.
+async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutexGuard<()>) {
+    let started = Instant::now();
+    let done_at_start = job.totals().done + job.totals().failed;
+    publish(&context, &job, JobState::Running, started, done_at_start);
+    let session = context.streams.open(SessionInfo {
+        operation: format!("repair {}", job.id),
+        direction: Direction::Receiving,
+        peer: context.host_id,
+        peer_address: Some(context.config.advertised_client_address()),
+        keyspace: keyspace_names(&context, &job),
+        ranges_total: job.units.len() as u32,
+        bytes_total: 0,
+    });
+    while let Some(index) = job.next_pending() {
+        let unit = &job.units[index];
+        let state = repair_unit(&context, unit.keyspace, unit.range, job.options, job.began).await;
+        if let UnitState::Done(report) = &state {
+            session.add_bytes(report.bytes);
+        }
+        session.range_done();
+        job.finish_unit(index, state);
+        if let Err(error) = save(&context, &job).await {
+            tracing::warn!(%error, "could not checkpoint the repair");
+        }
+        publish(&context, &job, JobState::Running, started, done_at_start);
+    }
+    let state = final_state(&job);
+    let failures = job.totals().failed;
+    session.finish(if failures == 0 {
+        Ok(())
+    } else {
+        Err(format!("{failures} ranges failed"))
+    });
+    tracing::info!(id = %job.id, state = state.as_str(), "repair ended");
+    publish(&context, &job, state, started, done_at_start);
+}
+
+fn final_state(job: &RepairJob) -> JobState {
+    if job.totals().failed == 0 {
+        JobState::Finished
+    } else {
+        JobState::Failed
+    }
+}
+
+fn publish(
+    context: &NodeContext,
+    job: &RepairJob,
+    state: JobState,
+    started: Instant,
+    done_at_start: usize,
+) {
+    context.repair.progress.send_replace(Some(JobProgress {
+        job: job.clone(),
+        state,
+        started,
+        done_at_start,
+    }));
+}
+
+async fn save(context: &NodeContext, job: &RepairJob) -> Result<()> {
+    context.store.meta_put(JOB_RECORD, &job.encode()).await?;
+    Ok(())
+}
+
+/// The names of the job's keyspaces, for `netstats`.
+fn keyspace_names(context: &NodeContext, job: &RepairJob) -> String {
+    let mut ids: Vec<KeyspaceId> = job.units.iter().map(|u| u.keyspace).collect();
+    ids.dedup();
+    ids.iter()
+        .map(|&id| context.keyspace_name(id))
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -1,0 +1,179 @@
+//! The replica side of a repair: building a range's tree (at the validation
+//! rate), answering node hashes, listing row versions, reading cells, and
+//! ending a session.
+
+use std::sync::Arc;
+
+use ringstore_placement::TokenRange;
+use ringstore_proto::v1 as pb;
+use ringstore_repair::{MerkleTree, TreeBuilder, row_hash};
+use ringstore_storage::{KeyspaceId, Store, Timestamp};
+use ringstore_streaming::StreamThrottle;
+use tokio::sync::mpsc;
+use tonic::Status;
+use uuid::Uuid;
+
+use crate::context::NodeContext;
+use crate::convert::row_version_to_pb;
+use crate::error::{NodeError, Result};
+
+/// Bytes read between two calls to the validation throttle.
+const THROTTLE_STEP: u64 = 64 * 1024;
+/// Rows per `ListRows` page.
+const ROWS_PER_PAGE: usize = 1000;
+
+/// Builds this replica's tree of `range` of `keyspace` at `depth`, keeps it
+/// for `session`, and returns it.
+pub async fn build_tree(
+    context: &NodeContext,
+    session: Uuid,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    depth: u8,
+) -> Result<Arc<MerkleTree>> {
+    let store = context.store.clone();
+    let throttle = Arc::clone(&context.repair.validation);
+    let runtime = tokio::runtime::Handle::current();
+    let tree = tokio::task::spawn_blocking(move || {
+        scan_tree(&store, &throttle, &runtime, keyspace, range, depth)
+    })
+    .await
+    .map_err(|e| NodeError::Internal(format!("building a repair tree failed: {e}")))??;
+    let tree = Arc::new(tree);
+    context
+        .repair
+        .trees
+        .insert(session, keyspace, Arc::clone(&tree));
+    Ok(tree)
+}
+
+/// Scans the range into a tree, pacing the reads. Blocking.
+fn scan_tree(
+    store: &Store,
+    throttle: &StreamThrottle,
+    runtime: &tokio::runtime::Handle,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    depth: u8,
+) -> Result<MerkleTree> {
+    let mut builder = TreeBuilder::new(range, depth);
+    let mut unpaced = 0u64;
+    for entry in store.scan(keyspace, range)? {
+        let (token, key, cell) = entry?;
+        let bytes = (key.len() + cell.value.as_ref().map_or(0, Vec::len)) as u64;
+        builder.add(token, row_hash(&key, &cell), bytes);
+        unpaced += bytes;
+        if unpaced >= THROTTLE_STEP {
+            runtime.block_on(throttle.acquire(unpaced));
+            unpaced = 0;
+        }
+    }
+    Ok(builder.finish())
+}
+
+/// The hashes of `nodes` of the tree kept for `session`.
+pub fn tree_nodes(
+    context: &NodeContext,
+    session: Uuid,
+    keyspace: KeyspaceId,
+    range: TokenRange,
+    nodes: &[u32],
+) -> Result<Vec<u64>> {
+    let tree = context
+        .repair
+        .trees
+        .get(session, keyspace, range)
+        .ok_or_else(|| {
+            NodeError::FailedPrecondition(format!(
+                "no repair tree of range {range} for session {session} (never built, or expired)"
+            ))
+        })?;
+    nodes
+        .iter()
+        .map(|&node| {
+            tree.node(node as usize).ok_or_else(|| {
+                NodeError::InvalidArgument(format!(
+                    "the tree of depth {} has no node {node}",
+                    tree.depth()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Lists this replica's row versions in `ranges`, in token order, in pages
+/// that a task fills (stopping when the receiver goes away).
+pub fn list_rows(
+    context: &NodeContext,
+    keyspace: KeyspaceId,
+    ranges: Vec<TokenRange>,
+) -> mpsc::Receiver<Result<pb::ListRowsPage, Status>> {
+    let (pages, receiver) = mpsc::channel(2);
+    let store = context.store.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = scan_rows(&store, keyspace, &ranges, &pages) {
+            let _ = pages.blocking_send(Err(Status::from(error)));
+        }
+    });
+    receiver
+}
+
+/// Scans `ranges` and sends their rows in pages. Blocking.
+fn scan_rows(
+    store: &Store,
+    keyspace: KeyspaceId,
+    ranges: &[TokenRange],
+    pages: &mpsc::Sender<Result<pb::ListRowsPage, Status>>,
+) -> Result<()> {
+    let mut page = Vec::with_capacity(ROWS_PER_PAGE);
+    for &range in ranges {
+        for entry in store.scan(keyspace, range)? {
+            let (token, key, cell) = entry?;
+            page.push(row_version_to_pb(token, key, &cell));
+            if page.len() == ROWS_PER_PAGE {
+                let rows = std::mem::replace(&mut page, Vec::with_capacity(ROWS_PER_PAGE));
+                if pages.blocking_send(Ok(pb::ListRowsPage { rows })).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    if !page.is_empty() {
+        let _ = pages.blocking_send(Ok(pb::ListRowsPage { rows: page }));
+    }
+    Ok(())
+}
+
+/// This replica's cells of `keys` (absent ones as `None`), in order.
+pub async fn read_cells(
+    context: &NodeContext,
+    keyspace: KeyspaceId,
+    keys: Vec<Vec<u8>>,
+) -> Result<Vec<(Vec<u8>, Option<ringstore_storage::Cell>)>> {
+    let store = context.store.clone();
+    tokio::task::spawn_blocking(move || {
+        keys.into_iter()
+            .map(|key| {
+                let cell = store.read(keyspace, &key)?;
+                Ok((key, cell))
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+    .await
+    .map_err(|e| NodeError::Internal(format!("reading cells for a repair failed: {e}")))?
+}
+
+/// Ends `session` here: drops its trees and records `repaired` as repaired
+/// as of `began`.
+pub async fn end_session(
+    context: &NodeContext,
+    session: Uuid,
+    repaired: &[(KeyspaceId, TokenRange)],
+    began: Timestamp,
+) -> Result<()> {
+    context.repair.trees.end_session(session);
+    if !repaired.is_empty() {
+        context.repair.history.record(repaired, began).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! The built-in repair scheduler (`repair.schedule = "continuous"`): the
+//! async shell around [`next_repair`]. It looks after the ranges this node
+//! is the primary replica of, repairs the one that is most overdue, one at
+//! a time (waiting while a `ringstore repair` runs here), and warns about
+//! ranges left unrepaired longer than `gc_grace_seconds`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_placement::TokenRange;
+use ringstore_repair::{
+    RepairOptions, ScheduleDecision, ScheduledRange, UnitState, next_repair, overdue,
+};
+use ringstore_storage::{KeyspaceId, Timestamp};
+
+use crate::config::RepairSchedule;
+use crate::context::NodeContext;
+use crate::repair::unit::repair_unit;
+
+/// The longest the scheduler sleeps before looking at the ring again.
+const RECHECK: Duration = Duration::from_secs(60);
+/// How long a range that failed waits before it is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(300);
+/// How often the overdue warning may repeat.
+const WARN_EVERY: Duration = Duration::from_secs(3600);
+
+/// The ranges this node schedules: those it is the primary replica of, in
+/// every keyspace, with their history. Also used by `repair status`.
+pub fn scheduled_ranges(context: &NodeContext) -> Vec<ScheduledRange> {
+    let history = context.repair.history.snapshot();
+    let mut ranges = Vec::new();
+    for keyspace in context.keyspaces() {
+        let (_, map) = context.placement(&keyspace);
+        for replicas in map.ranges() {
+            if replicas.ids().next() != Some(context.host_id) {
+                continue;
+            }
+            let range = replicas.range();
+            ranges.push(ScheduledRange {
+                keyspace: keyspace.id,
+                range,
+                last_repaired: history.range_repaired_at(keyspace.id, range),
+                retry_at: None,
+            });
+        }
+    }
+    ranges
+}
+
+/// The `gc_grace_seconds` of a keyspace (10 days if the schema forgot it).
+pub fn gc_grace_of(context: &NodeContext) -> impl Fn(KeyspaceId) -> Duration {
+    let grace: HashMap<KeyspaceId, u32> = context
+        .keyspaces()
+        .into_iter()
+        .map(|k| (k.id, k.gc_grace_seconds))
+        .collect();
+    move |id| Duration::from_secs(grace.get(&id).copied().unwrap_or(864_000).into())
+}
+
+/// Runs the scheduler until the node stops (returns at once when it is off).
+pub async fn run(context: Arc<NodeContext>) {
+    if context.config.repair.schedule != RepairSchedule::Continuous {
+        return;
+    }
+    let interval = Duration::from_secs(context.config.repair.interval_seconds.max(1));
+    let since = Timestamp::now();
+    let mut failures: HashMap<(KeyspaceId, TokenRange), Timestamp> = HashMap::new();
+    let mut warned_at: Option<tokio::time::Instant> = None;
+    loop {
+        let now = Timestamp::now();
+        let mut ranges = scheduled_ranges(&context);
+        for range in &mut ranges {
+            range.retry_at = failures.get(&(range.keyspace, range.range)).copied();
+        }
+        warn_overdue(&context, &ranges, since, now, &mut warned_at);
+        match next_repair(&ranges, interval, now) {
+            ScheduleDecision::Repair(index) => {
+                let ScheduledRange {
+                    keyspace, range, ..
+                } = ranges[index];
+                let _running = context.repair.running.lock().await;
+                let began = Timestamp::now();
+                let state =
+                    repair_unit(&context, keyspace, range, RepairOptions::default(), began).await;
+                if let UnitState::Failed(_) = state {
+                    let retry = Timestamp(began.0 + RETRY_AFTER.as_micros() as i64);
+                    failures.insert((keyspace, range), retry);
+                } else {
+                    failures.remove(&(keyspace, range));
+                }
+            }
+            ScheduleDecision::WaitUntil(due) => {
+                let wait = Duration::from_micros(due.0.saturating_sub(now.0).max(0) as u64);
+                tokio::time::sleep(wait.min(RECHECK)).await;
+            }
+            ScheduleDecision::Idle => tokio::time::sleep(RECHECK).await,
+        }
+    }
+}
+
+/// Warns (at most hourly) about ranges unrepaired longer than `gc_grace`.
+fn warn_overdue(
+    context: &NodeContext,
+    ranges: &[ScheduledRange],
+    since: Timestamp,
+    now: Timestamp,
+    warned_at: &mut Option<tokio::time::Instant>,
+) {
+    if warned_at.is_some_and(|at| at.elapsed() < WARN_EVERY) {
+        return;
+    }
+    let late = overdue(ranges, gc_grace_of(context), since, now);
+    if let Some(&first) = late.first() {
+        tracing::warn!(
+            ranges = late.len(),
+            first = %ranges[first].range,
+            keyspace = %context.keyspace_name(ranges[first].keyspace),
+            "ranges have gone unrepaired longer than gc_grace_seconds"
+        );
+        *warned_at = Some(tokio::time::Instant::now());
+    }
+}
