@@ -1,5 +1,5 @@
 //! Anti-entropy repair and tombstone garbage collection, on in-process
-//! clusters (address blocks 90–92; see `tests/processes.rs`):
+//! clusters (address blocks 90–92 and 95; see `tests/processes.rs`):
 //! - divergence injected three ways (writes at `ONE` missed by a stopped
 //!   replica with handoff off, a replica's data lost, deletes missed by a
 //!   replica) is gone after `repair`: every replica of every range holds the
@@ -8,7 +8,9 @@
 //! - only what differs moves: 1 % of the keys differing costs < 3 % of the
 //!   data, identical replicas < 0.1 %;
 //! - garbage collection purges tombstones only once a repair made them safe,
-//!   and a replica that missed a delete never brings the value back.
+//!   and a replica that missed a delete never brings the value back;
+//! - the built-in scheduler repairs every range by itself;
+//! - removenode syncs the dead node's ranges from every survivor (block 96).
 //!
 //! Handoff is off on every node here, so that a replica that missed a write
 //! stays stale until repair.
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 use common::{TestCluster, eventually, get, put};
 use ringstore_node::NodeConfig;
+use ringstore_node::config::RepairSchedule;
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::repair_client::RepairClient;
@@ -429,4 +432,140 @@ async fn garbage_collect(cluster: &TestCluster, i: usize) -> pb::GarbageCollecte
         .unwrap()
         .into_inner();
     response.keyspaces.into_iter().next().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_repairs_every_range_by_itself() {
+    let mut cluster = cluster(95, |config| {
+        config.repair.schedule = RepairSchedule::Continuous;
+        config.repair.interval_seconds = 2;
+    })
+    .await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    for n in 0..50 {
+        put_at(&cluster, 0, &key(n), "v1", All).await;
+    }
+    cluster.stop(2).await;
+    for n in 0..50 {
+        put_at(&cluster, 1, &key(n), "v2", One).await;
+    }
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    let restarted = std::time::Instant::now();
+    eventually(
+        Duration::from_secs(60),
+        "the scheduler repaired node 2",
+        || async { differing_ranges(&cluster, "ks").is_empty() },
+    )
+    .await;
+    eprintln!(
+        "repaired by the scheduler {:?} after the restart",
+        restarted.elapsed()
+    );
+    for n in 0..50 {
+        assert_eq!(
+            local_cell(&cluster, 2, "ks", &key(n))
+                .unwrap()
+                .value
+                .unwrap(),
+            b"v2"
+        );
+    }
+    for i in 0..3 {
+        let status = repair_client(&cluster, i)
+            .await
+            .repair_status(pb::RepairStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(status.schedule, "continuous");
+        assert!(
+            !status.ranges.is_empty(),
+            "node {i} is the primary replica of some ranges"
+        );
+        assert!(
+            status
+                .ranges
+                .iter()
+                .all(|r| r.last_repaired_micros.is_some()),
+            "node {i}: {:?}",
+            status.ranges
+        );
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removenode_syncs_the_dead_nodes_ranges_from_every_survivor() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = (0..4)
+        .map(|i| {
+            let mut config = TestCluster::config(96, i, 4, dirs.path());
+            config.hints.enabled = false;
+            config.repair.validation_mib_per_sec = 0;
+            config
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    for n in 0..200 {
+        put_at(&cluster, 0, &key(n), "v1", All).await;
+    }
+    // Node 2 misses the second version of every key (no hints).
+    cluster.stop(2).await;
+    for n in 0..200 {
+        put_at(&cluster, 0, &key(n), "v2", Quorum).await;
+    }
+    cluster.restart(2).await;
+    cluster.wait_until_settled().await;
+    // Node 3 dies; node 0 removes it. Each of its ranges is streamed from
+    // one survivor, possibly node 2.
+    let dead = cluster.context(3).host_id;
+    let definition = cluster.context(0).keyspace("ks").unwrap();
+    let (_, map) = cluster.context(0).placement(&definition);
+    let held_by_dead: Vec<usize> = (0..200)
+        .filter(|&n| {
+            let token = ringstore_placement::Murmur3Partitioner::token(key(n).as_bytes()).unwrap();
+            map.replicas(token).contains(dead)
+        })
+        .collect();
+    cluster.stop(3).await;
+    cluster.wait_until_settled().await;
+    cluster
+        .topology(0)
+        .await
+        .remove_node(pb::RemoveNodeRequest {
+            host_id: dead.to_string(),
+        })
+        .await
+        .expect("removenode");
+    cluster.forget(3);
+    cluster.wait_until_settled().await;
+
+    // Every key the dead node held now has three copies of v2.
+    let nodes: BTreeMap<HostId, usize> = (0..3).map(|i| (cluster.context(i).host_id, i)).collect();
+    let (_, map) = cluster.context(0).placement(&definition);
+    let mut stale = Vec::new();
+    for &n in &held_by_dead {
+        let token = ringstore_placement::Murmur3Partitioner::token(key(n).as_bytes()).unwrap();
+        let replicas: Vec<HostId> = map.replicas(token).ids().collect();
+        assert_eq!(replicas.len(), 3);
+        for host in replicas {
+            let cell = local_cell(&cluster, nodes[&host], "ks", &key(n));
+            if cell.and_then(|c| c.value) != Some(b"v2".to_vec()) {
+                stale.push(format!("{} on node {}", key(n), nodes[&host]));
+            }
+        }
+    }
+    eprintln!(
+        "{} keys the dead node held; {} stale copies",
+        held_by_dead.len(),
+        stale.len()
+    );
+    assert!(!held_by_dead.is_empty());
+    assert!(
+        stale.is_empty(),
+        "stale copies after removenode: {stale:#?}"
+    );
+    cluster.shutdown().await;
 }

@@ -150,10 +150,15 @@ fn render_status(response: &pb::RepairStatusResponse, now: i64) -> String {
     let mut text = match &response.current {
         None => "Repair: none since the node started\n".to_string(),
         Some(p) => format!(
-            "Repair {}: {}{}, {}/{} ranges done, {} failed, {} keys differed, {} rows sent, {} exchanged, ETA {}\n",
+            "Repair {}: {}{}{}, {}/{} ranges done, {} failed, {} keys differed, {} rows sent, {} exchanged, ETA {}\n",
             p.id,
             p.state,
             if p.dry_run { " (dry run)" } else { "" },
+            if p.resumed_from > 0 {
+                format!(" (resumed after a restart at {})", p.resumed_from)
+            } else {
+                String::new()
+            },
             p.ranges_done,
             p.ranges_total,
             p.ranges_failed,

@@ -13,10 +13,12 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
 use prost::Message;
+use ringstore_membership::{ClusterView, Generation, Liveness};
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_client::InternodeClient;
@@ -25,6 +27,7 @@ use ringstore_repair::{
     UnitReport,
 };
 use ringstore_storage::{Cell, KeyspaceId};
+use tokio::sync::watch;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
@@ -38,6 +41,8 @@ use crate::streaming::fetch::range_to_pb;
 const BUILD_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long any other repair call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long ending a session may take (it only drops trees and records).
+const END_TIMEOUT: Duration = Duration::from_secs(10);
 /// Rows synced per batch, at most.
 const BATCH_KEYS: usize = 512;
 /// Bytes of rows synced per batch, at most (roughly: one big row may pass it).
@@ -47,9 +52,14 @@ const BATCH_BYTES: u64 = 1 << 20;
 #[derive(Clone)]
 struct Replica {
     host: HostId,
+    /// Its generation when the repair began: a restart abandons the repair
+    /// (its kept trees are gone).
+    generation: Generation,
     client: InternodeClient<Channel>,
     /// Whether it is another node (its traffic counts in the report).
     remote: bool,
+    /// The cluster view, to abandon a call when the replica goes down.
+    views: watch::Receiver<Arc<ClusterView>>,
 }
 
 /// A repair of one range of one keyspace among `hosts`, in `session`.
@@ -91,8 +101,10 @@ impl<'a> RangeRepair<'a> {
                 })?;
             replicas.push(Replica {
                 host,
+                generation: member.metadata.stamp.generation,
                 client: context.peers.client(member.metadata.internode_addr),
                 remote: host != context.host_id,
+                views: context.membership.watch_view(),
             });
         }
         Ok(RangeRepair {
@@ -196,17 +208,15 @@ impl<'a> RangeRepair<'a> {
                 }
                 continue;
             };
-            let page = tokio::time::timeout(CALL_TIMEOUT, listings[replica].message())
-                .await
-                .map_err(|_| {
-                    NodeError::Timeout(format!(
-                        "replica {} did not list its rows in time",
-                        self.replicas[replica].host
-                    ))
-                })?
-                .map_err(|status| {
-                    replica_failed(self.replicas[replica].host, "ListRows", &status)
-                })?;
+            let lister = &self.replicas[replica];
+            let next = tokio::time::timeout(CALL_TIMEOUT, listings[replica].message());
+            let page = tokio::select! {
+                page = next => page.map_err(|_| {
+                    NodeError::Timeout(format!("replica {} did not list its rows in time", lister.host))
+                })?,
+                gone = until_gone(lister) => return Err(gone),
+            }
+            .map_err(|status| replica_failed(lister.host, "ListRows", &status))?;
             match page {
                 Some(page) => {
                     if self.replicas[replica].remote {
@@ -373,10 +383,36 @@ where
     let sent = request.encoded_len();
     let mut request = tonic::Request::new(request);
     request.set_timeout(timeout);
-    let answer = call(replica.client.clone(), request)
-        .await
-        .map_err(|status| replica_failed(replica.host, "a repair call", &status))?;
+    let answer = tokio::select! {
+        answer = call(replica.client.clone(), request) => answer
+            .map_err(|status| replica_failed(replica.host, "a repair call", &status))?,
+        gone = until_gone(replica) => return Err(gone),
+    };
     Ok((sent, answer.into_inner()))
+}
+
+/// Resolves, with the error to report, once `replica` is seen down or
+/// restarted: a call to it may then never answer (a paused process, a
+/// connection to a server that is gone), and its trees are lost.
+async fn until_gone(replica: &Replica) -> NodeError {
+    let mut views = replica.views.clone();
+    loop {
+        {
+            let view = views.borrow_and_update();
+            let present = view.member(replica.host).is_some_and(|m| {
+                m.liveness == Liveness::Up && m.metadata.stamp.generation == replica.generation
+            });
+            if !present {
+                return NodeError::Unavailable(format!(
+                    "replica {} went down or restarted during the repair",
+                    replica.host
+                ));
+            }
+        }
+        if views.changed().await.is_err() {
+            return NodeError::ShuttingDown;
+        }
+    }
 }
 
 /// The error of a replica that failed a call.
@@ -409,19 +445,23 @@ pub async fn end_session(
             .collect(),
         began_micros: began.0,
     };
+    // Only replicas seen up are called: a call to one that is down may hang.
     let addresses: Vec<(HostId, Option<SocketAddr>)> = hosts
         .iter()
-        .map(|&host| (host, view.member(host).map(|m| m.metadata.internode_addr)))
+        .map(|&host| {
+            let up = view.member(host).filter(|_| view.is_up(host));
+            (host, up.map(|m| m.metadata.internode_addr))
+        })
         .collect();
     let calls = addresses.into_iter().map(|(host, address)| {
         let request = request.clone();
         async move {
             let address = address.ok_or_else(|| {
-                NodeError::Unavailable(format!("replica {host} is no longer a member"))
+                NodeError::Unavailable(format!("replica {host} is down: its session stays open"))
             })?;
             let mut client = context.peers.client(address);
             let mut request = tonic::Request::new(request);
-            request.set_timeout(CALL_TIMEOUT);
+            request.set_timeout(END_TIMEOUT);
             client
                 .end_repair_session(request)
                 .await

@@ -18,9 +18,11 @@ use crate::config::RepairSchedule;
 use crate::context::NodeContext;
 use crate::repair::unit::repair_unit;
 
-/// The longest the scheduler sleeps before looking at the ring again.
+/// The longest the scheduler sleeps before looking at the ring and the
+/// schema again (less when the interval is shorter).
 const RECHECK: Duration = Duration::from_secs(60);
-/// How long a range that failed waits before it is tried again.
+/// How long a range that failed waits before it is tried again (at most
+/// one interval).
 const RETRY_AFTER: Duration = Duration::from_secs(300);
 /// How often the overdue warning may repeat.
 const WARN_EVERY: Duration = Duration::from_secs(3600);
@@ -64,6 +66,8 @@ pub async fn run(context: Arc<NodeContext>) {
         return;
     }
     let interval = Duration::from_secs(context.config.repair.interval_seconds.max(1));
+    // New keyspaces and ring changes are noticed within this.
+    let recheck = RECHECK.min(interval);
     let since = Timestamp::now();
     let mut failures: HashMap<(KeyspaceId, TokenRange), Timestamp> = HashMap::new();
     let mut warned_at: Option<tokio::time::Instant> = None;
@@ -84,7 +88,8 @@ pub async fn run(context: Arc<NodeContext>) {
                 let state =
                     repair_unit(&context, keyspace, range, RepairOptions::default(), began).await;
                 if let UnitState::Failed(_) = state {
-                    let retry = Timestamp(began.0 + RETRY_AFTER.as_micros() as i64);
+                    let wait = RETRY_AFTER.min(interval);
+                    let retry = Timestamp(began.0 + wait.as_micros() as i64);
                     failures.insert((keyspace, range), retry);
                 } else {
                     failures.remove(&(keyspace, range));
@@ -92,9 +97,9 @@ pub async fn run(context: Arc<NodeContext>) {
             }
             ScheduleDecision::WaitUntil(due) => {
                 let wait = Duration::from_micros(due.0.saturating_sub(now.0).max(0) as u64);
-                tokio::time::sleep(wait.min(RECHECK)).await;
+                tokio::time::sleep(wait.min(recheck)).await;
             }
-            ScheduleDecision::Idle => tokio::time::sleep(RECHECK).await,
+            ScheduleDecision::Idle => tokio::time::sleep(recheck).await,
         }
     }
 }
