@@ -55,8 +55,8 @@
 //!   layout would live in new trees and be migrated by copying.
 //!
 //! # Caveats
-//! - No compaction of tombstones or expired cells yet (no `gc_grace`): they
-//!   are kept until overwritten or the keyspace is dropped.
+//! - Tombstones and expired cells stay until garbage collection (the
+//!   node's repair module) removes them with [`Store::purge_unchanged`].
 //! - Engine calls for single keys run on the caller's thread, not the blocking
 //!   pool; sled usually answers from memory but may block.
 //! - sled 0.34 is pre-1.0: its memory use is several times its cache

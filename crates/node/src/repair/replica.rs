@@ -19,6 +19,9 @@ use crate::error::{NodeError, Result};
 
 /// Bytes read between two calls to the validation throttle.
 const THROTTLE_STEP: u64 = 64 * 1024;
+/// The most bytes of keys and values one `ReadCells` answer carries (the
+/// internode message limit is 64 MiB).
+pub const MAX_READ_BYTES: usize = 48 << 20;
 /// Rows per `ListRows` page.
 const ROWS_PER_PAGE: usize = 1000;
 
@@ -144,7 +147,9 @@ fn scan_rows(
     Ok(())
 }
 
-/// This replica's cells of `keys` (absent ones as `None`), in order.
+/// This replica's cells of `keys` (absent ones as `None`), in order. An
+/// answer would outgrow [`MAX_READ_BYTES`] is refused: the caller asks for
+/// fewer keys at a time (a repair coordinator asks for about 1 MiB).
 pub async fn read_cells(
     context: &NodeContext,
     keyspace: KeyspaceId,
@@ -152,12 +157,19 @@ pub async fn read_cells(
 ) -> Result<Vec<(Vec<u8>, Option<ringstore_storage::Cell>)>> {
     let store = context.store.clone();
     tokio::task::spawn_blocking(move || {
-        keys.into_iter()
-            .map(|key| {
-                let cell = store.read(keyspace, &key)?;
-                Ok((key, cell))
-            })
-            .collect::<Result<Vec<_>>>()
+        let mut bytes = 0usize;
+        let mut cells = Vec::with_capacity(keys.len());
+        for key in keys {
+            let cell = store.read(keyspace, &key)?;
+            bytes += key.len() + cell.as_ref().and_then(|c| c.value.as_ref()).map_or(0, Vec::len);
+            if bytes > MAX_READ_BYTES {
+                return Err(NodeError::InvalidArgument(format!(
+                    "the cells asked for exceed {MAX_READ_BYTES} bytes; ask for fewer keys"
+                )));
+            }
+            cells.push((key, cell));
+        }
+        Ok(cells)
     })
     .await
     .map_err(|e| NodeError::Internal(format!("reading cells for a repair failed: {e}")))?
