@@ -66,7 +66,9 @@ pub struct NodeConfig {
     /// The replication factor the balanced allocator balances for (in the
     /// node's DC), as Cassandra's `allocate_tokens_for_local_replication_factor`.
     pub allocate_tokens_for_local_replication_factor: u32,
-    /// With a secret, gossip packets are authenticated (HMAC-SHA256).
+    /// With a secret, gossip packets and internode calls are authenticated
+    /// (HMAC-SHA256; see `ringstore-auth`). Without one, anyone who reaches
+    /// the internode port can change the schema and the data.
     pub cluster_secret: Option<String>,
     /// Storage settings.
     pub storage: StorageConfig,

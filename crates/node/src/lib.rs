@@ -45,6 +45,7 @@ pub mod convert;
 pub mod coordinator;
 pub mod error;
 pub mod handoff;
+pub mod internode_auth;
 pub mod log_levels;
 pub mod metrics;
 mod node;

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
 use ringstore_membership::{
     ClusterSecret, Membership, MembershipConfig, MetadataStamp, NodeIdentity, NodeMetadata,
     NodeRecord, NodeState,
@@ -26,6 +27,7 @@ use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
+use crate::internode_auth::{CallSigner, InternodeAuthLayer};
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::schema_store::SchemaStore;
@@ -175,6 +177,21 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         gossip = %config.gossip_address,
         "node starting"
     );
+    let internode_key = config
+        .cluster_secret
+        .as_deref()
+        .and_then(|secret| InternodeKey::from_secret(secret.as_bytes()));
+    if internode_key.is_none() {
+        tracing::warn!(
+            internode = %internode_address,
+            "no cluster_secret: the internode port accepts schema changes, writes and \
+             streams from anyone who can reach it (and gossip is unauthenticated); \
+             set cluster_secret on every node"
+        );
+    }
+    let signer = internode_key
+        .clone()
+        .map(|key| CallSigner::new(key, record.host_id));
     let config_throughput = config.stream_throughput_mib_per_sec;
     let context = Arc::new(NodeContext {
         config,
@@ -184,7 +201,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         membership,
         schema,
         placements: Placements::default(),
-        peers: Peers::default(),
+        peers: Peers::new(signer),
         clock,
         handoff,
         started: Instant::now(),
@@ -210,7 +227,15 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
             tracing::error!(%error, "client server failed");
         }
     }));
+    let internode_auth = match internode_key {
+        Some(key) => InternodeAuthLayer::new(
+            Verifier::new(key, DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY),
+            context.membership.clone(),
+        ),
+        None => InternodeAuthLayer::open(),
+    };
     let internode_server = tonic::transport::Server::builder()
+        .layer(internode_auth)
         .add_service(
             InternodeServer::new(InternodeService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
