@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use ringstore_placement::Token;
 use serde::Deserialize;
 
+use crate::tls::{ClientEncryption, ServerEncryption};
+
 /// Why the configuration is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -70,6 +72,10 @@ pub struct NodeConfig {
     /// (HMAC-SHA256; see `ringstore-auth`). Without one, anyone who reaches
     /// the internode port can change the schema and the data.
     pub cluster_secret: Option<String>,
+    /// TLS on the client port.
+    pub client_encryption: ClientEncryption,
+    /// TLS on internode gRPC.
+    pub server_encryption: ServerEncryption,
     /// Storage settings.
     pub storage: StorageConfig,
     /// Request timeouts.
@@ -205,6 +211,8 @@ impl Default for NodeConfig {
             initial_token: None,
             allocate_tokens_for_local_replication_factor: 3,
             cluster_secret: None,
+            client_encryption: ClientEncryption::default(),
+            server_encryption: ServerEncryption::default(),
             storage: StorageConfig::default(),
             timeouts: TimeoutConfig::default(),
             max_value_bytes: 16 * 1024 * 1024,
@@ -334,6 +342,12 @@ impl NodeConfig {
                 ));
             }
         }
+        self.client_encryption
+            .check()
+            .map_err(ConfigError::Invalid)?;
+        self.server_encryption
+            .check()
+            .map_err(ConfigError::Invalid)?;
         if self.max_value_bytes == 0 {
             return invalid("max_value_bytes must be positive".into());
         }
@@ -510,6 +524,29 @@ mod tests {
             unspecified.to_string().contains("broadcast"),
             "{unspecified}"
         );
+        let no_ca = NodeConfig::load(
+            None,
+            env(&[
+                ("RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION", "all"),
+                ("RINGSTORE_SERVER_ENCRYPTION__CERTIFICATE", "/n.crt"),
+                ("RINGSTORE_SERVER_ENCRYPTION__PRIVATE_KEY", "/n.key"),
+            ]),
+            [],
+        )
+        .unwrap_err();
+        assert!(
+            no_ca
+                .to_string()
+                .contains("server_encryption.ca is required"),
+            "{no_ca}"
+        );
+        let mode = NodeConfig::load(
+            None,
+            env(&[("RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION", "dc")]),
+            [],
+        )
+        .unwrap_err();
+        assert!(mode.to_string().contains("unknown variant"), "{mode}");
         let missing =
             NodeConfig::load(Some(Path::new("/nonexistent/ringstore.toml")), [], []).unwrap_err();
         assert!(matches!(missing, ConfigError::Read { .. }));

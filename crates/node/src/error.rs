@@ -49,6 +49,10 @@ pub enum NodeError {
     #[error("streaming: {0}")]
     Streaming(#[from] ringstore_streaming::StreamingError),
 
+    /// TLS could not be set up from the node's certificates.
+    #[error("tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -96,7 +100,8 @@ impl NodeError {
             NodeError::Internal(_)
             | NodeError::Storage(_)
             | NodeError::Membership(_)
-            | NodeError::Streaming(_) => Code::Internal,
+            | NodeError::Streaming(_)
+            | NodeError::Tls(_) => Code::Internal,
         }
     }
 }

@@ -56,6 +56,7 @@ pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
 pub mod streaming;
+pub mod tls;
 pub mod tokens;
 pub mod topology;
 

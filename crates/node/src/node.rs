@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::clock::{self, Resumed, TimestampSource};
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
@@ -36,6 +37,7 @@ use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
+use crate::tls::TlsError;
 use crate::topology::{bootstrap, saved};
 use crate::{schema_sync, tokens};
 use ringstore_streaming::{StreamThrottle, Streams};
@@ -192,6 +194,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let signer = internode_key
         .clone()
         .map(|key| CallSigner::new(key, record.host_id));
+    let client_tls = config.client_encryption.server_config()?;
+    let internode_tls = config.server_encryption.configs()?;
+    let (internode_server_tls, internode_client_tls) = internode_tls.unzip();
     let config_throughput = config.stream_throughput_mib_per_sec;
     let context = Arc::new(NodeContext {
         config,
@@ -201,7 +206,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         membership,
         schema,
         placements: Placements::default(),
-        peers: Peers::new(signer),
+        peers: Peers::new(signer, internode_client_tls),
         clock,
         handoff,
         started: Instant::now(),
@@ -212,7 +217,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     });
 
     let mut tasks = Vec::new();
-    let client_server = tonic::transport::Server::builder()
+    let client_server = tls_server(client_tls, "client", "client_encryption")?
         .add_service(
             ClientServer::new(ClientService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -234,7 +239,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         ),
         None => InternodeAuthLayer::open(),
     };
-    let internode_server = tonic::transport::Server::builder()
+    let internode_server = tls_server(internode_server_tls, "internode", "server_encryption")?
         .layer(internode_auth)
         .add_service(
             InternodeServer::new(InternodeService::new(context.clone()))
@@ -333,6 +338,26 @@ fn open_store(config: &NodeConfig) -> Result<Store> {
         },
     };
     Ok(Store::open(Arc::new(engine), durability)?)
+}
+
+/// A server builder, serving TLS when `tls` is set (errors name `port` and
+/// the settings `section` the files come from).
+fn tls_server(
+    tls: Option<ServerTlsConfig>,
+    port: &'static str,
+    section: &'static str,
+) -> Result<Server> {
+    let server = Server::builder();
+    match tls {
+        None => Ok(server),
+        Some(tls) => server.tls_config(tls).map_err(|source| {
+            NodeError::Tls(TlsError::Setup {
+                port,
+                settings: section,
+                source,
+            })
+        }),
+    }
 }
 
 /// Accepted connections with Nagle's algorithm off: small replies must not
