@@ -13,58 +13,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::processes::{Processes, eventually, text};
+use common::tls::{create_certs, start_tls};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_client::InternodeClient;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
 const SECRET: &str = "tls-test-cluster-secret";
-
-/// `ringstore certs create` into `dir` for `ips`.
-fn create_certs(dir: &Path, ips: &[String]) {
-    let output = Command::new(BIN)
-        .args(["certs", "create", "--out", dir.to_str().unwrap(), "--ip"])
-        .arg(ips.join(","))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    for ip in ips {
-        assert!(dir.join(format!("node-{ip}.crt")).exists());
-    }
-}
-
-/// Server settings for TLS on both ports with `certs`' files for `ip`.
-fn tls_env(certs: &Path, ip: &str) -> Vec<(String, String)> {
-    let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
-    let cert = file(&format!("node-{ip}.crt"));
-    let key = file(&format!("node-{ip}.key"));
-    vec![
-        ("RINGSTORE_CLUSTER_SECRET".into(), SECRET.into()),
-        ("RINGSTORE_CLIENT_ENCRYPTION__ENABLED".into(), "true".into()),
-        (
-            "RINGSTORE_CLIENT_ENCRYPTION__CERTIFICATE".into(),
-            cert.clone(),
-        ),
-        (
-            "RINGSTORE_CLIENT_ENCRYPTION__PRIVATE_KEY".into(),
-            key.clone(),
-        ),
-        (
-            "RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION".into(),
-            "all".into(),
-        ),
-        ("RINGSTORE_SERVER_ENCRYPTION__CERTIFICATE".into(), cert),
-        ("RINGSTORE_SERVER_ENCRYPTION__PRIVATE_KEY".into(), key),
-        ("RINGSTORE_SERVER_ENCRYPTION__CA".into(), file("ca.crt")),
-    ]
-}
-
-fn start_tls(servers: &mut Processes, i: usize, certs: &Path) {
-    let ip = servers.address(i, 0).trim_end_matches(":0").to_string();
-    let env = tls_env(certs, &ip);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    servers.start(i, &env);
-}
 
 /// An internode client of `address` over TLS trusting `ca`, presenting the
 /// certificate `identity` (`node-IP` in `identity_dir`).
@@ -120,7 +75,7 @@ fn a_tls_only_cluster_serves_tls_clients_and_refuses_plaintext() {
     let ca = certs.join("ca.crt");
     servers.set_cli_args(&["--ca-cert", ca.to_str().unwrap()]);
     for i in 0..3 {
-        start_tls(&mut servers, i, &certs);
+        start_tls(&mut servers, i, &certs, SECRET, &[]);
     }
     servers.wait_until_all_un(0, 3);
 
@@ -137,7 +92,7 @@ fn a_tls_only_cluster_serves_tls_clients_and_refuses_plaintext() {
     assert_eq!(text(&get.stdout).trim(), "v", "{}", text(&get.stderr));
 
     // A fourth node joins, streaming its ranges over TLS.
-    start_tls(&mut servers, 3, &certs);
+    start_tls(&mut servers, 3, &certs, SECRET, &[]);
     servers.wait_until_all_un(0, 4);
     let get = servers.cli(3, &["get", "ks", "k", "--consistency", "ALL"]);
     assert_eq!(text(&get.stdout).trim(), "v", "{}", text(&get.stderr));
@@ -168,12 +123,12 @@ fn a_node_with_a_certificate_from_another_ca_cannot_exchange_internode_traffic()
     create_certs(&rogue_certs, &["127.87.0.3".into()]);
     servers.set_cli_args(&["--ca-cert", certs.join("ca.crt").to_str().unwrap()]);
     for i in 0..2 {
-        start_tls(&mut servers, i, &certs);
+        start_tls(&mut servers, i, &certs, SECRET, &[]);
     }
     servers.wait_until_all_un(0, 2);
     servers.create_keyspace("ks", "SimpleStrategy:2");
     // The third node holds the cluster secret but a certificate of its own CA.
-    start_tls(&mut servers, 2, &rogue_certs);
+    start_tls(&mut servers, 2, &rogue_certs, SECRET, &[]);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {

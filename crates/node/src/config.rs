@@ -71,7 +71,7 @@ pub struct NodeConfig {
     /// With a secret, gossip packets and internode calls are authenticated
     /// (HMAC-SHA256; see `ringstore-auth`). Without one, anyone who reaches
     /// the internode port can change the schema and the data.
-    pub cluster_secret: Option<String>,
+    pub cluster_secret: Option<SecretString>,
     /// TLS on the client port.
     pub client_encryption: ClientEncryption,
     /// TLS on internode gRPC.
@@ -112,6 +112,31 @@ pub struct NodeConfig {
     /// or an IP address it used), whose tokens it takes over and whose data it
     /// streams from the surviving replicas.
     pub replace_address: Option<String>,
+}
+
+/// A setting that must never be shown: its `Debug` prints `SecretString(..)`,
+/// so logging a whole configuration cannot leak it.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// The secret itself, for the code that uses it (never for display).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SecretString {
+    fn from(secret: &str) -> SecretString {
+        SecretString(secret.to_string())
+    }
+}
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretString(..)")
+    }
 }
 
 /// Hinted handoff settings, as Cassandra's.
@@ -481,6 +506,14 @@ mod tests {
         assert_eq!(config.storage.durability, DurabilityMode::Periodic);
         assert_eq!(config.storage.periodic_sync_ms, 250);
         assert_eq!(config.seeds.len(), 2);
+    }
+
+    #[test]
+    fn the_cluster_secret_never_shows_in_debug_output() {
+        let config =
+            NodeConfig::load(None, env(&[("RINGSTORE_CLUSTER_SECRET", "hunter2")]), []).unwrap();
+        assert_eq!(config.cluster_secret.as_ref().unwrap().expose(), "hunter2");
+        assert!(!format!("{config:?}").contains("hunter2"));
     }
 
     #[test]

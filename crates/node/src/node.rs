@@ -152,8 +152,12 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         FailureDetection::Lan => MembershipConfig::lan,
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
-    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
-        .with_secret(config.cluster_secret.clone().and_then(ClusterSecret::new));
+    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone()).with_secret(
+        config
+            .cluster_secret
+            .as_ref()
+            .and_then(|secret| ClusterSecret::new(secret.expose())),
+    );
     let membership = Membership::new(membership_config, identity, metadata, rand::random());
 
     let (stop, stopped) = watch::channel(false);
@@ -181,8 +185,8 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     );
     let internode_key = config
         .cluster_secret
-        .as_deref()
-        .and_then(|secret| InternodeKey::from_secret(secret.as_bytes()));
+        .as_ref()
+        .and_then(|secret| InternodeKey::from_secret(secret.expose().as_bytes()));
     if internode_key.is_none() {
         tracing::warn!(
             internode = %internode_address,
