@@ -6,7 +6,8 @@ use std::task::{Context, Poll};
 
 use futures::future::{Either, Ready, ready};
 use ringstore_auth::{PROOF_HEADER, Refusal, Verifier};
-use ringstore_membership::{MembershipHandle, NodeState};
+use ringstore_membership::{ClusterView, MembershipHandle, NodeState};
+use ringstore_placement::HostId;
 use tonic::Status;
 use tonic::body::Body;
 use tower::{Layer, Service};
@@ -70,11 +71,7 @@ impl Gate {
             header,
             now_ms(),
         )?;
-        let view = self.membership.view();
-        let departed = view
-            .member(caller)
-            .is_some_and(|m| m.metadata.state == NodeState::Left);
-        if departed || view.removed.contains(&caller) {
+        if departed(&self.membership.view(), caller) {
             return Err(Refusal::NotMember(caller.to_string()));
         }
         Ok(())
@@ -87,6 +84,16 @@ impl Gate {
             tracing::warn!(%refusal, method, refused_so_far = count, "internode call refused");
         }
     }
+}
+
+/// Whether `caller` has left the cluster (decommissioned) or was removed or
+/// replaced, as `view` says. A caller the view does not know yet is let in:
+/// a fresh node may call before its gossip has reached this one.
+fn departed(view: &ClusterView, caller: HostId) -> bool {
+    view.removed.contains(&caller)
+        || view
+            .member(caller)
+            .is_some_and(|m| m.metadata.state == NodeState::Left)
 }
 
 /// A service behind [`InternodeAuthLayer`].
@@ -117,5 +124,76 @@ where
             return Either::Right(ready(Ok(status.into_http())));
         }
         Either::Left(self.inner.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    use ringstore_membership::{
+        Generation, Liveness, MemberInfo, MetadataStamp, NodeMetadata, Takeovers,
+    };
+    use ringstore_placement::Ring;
+
+    use super::*;
+
+    fn member(host: u128, state: NodeState) -> (HostId, MemberInfo) {
+        let metadata = NodeMetadata {
+            host_id: HostId::from_u128(host),
+            stamp: MetadataStamp {
+                generation: Generation(1),
+                version: 1,
+            },
+            cluster_name: "test".into(),
+            dc: "dc1".into(),
+            rack: "rack1".into(),
+            client_addr: "127.0.0.1:7100".parse().unwrap(),
+            internode_addr: "127.0.0.1:7101".parse().unwrap(),
+            gossip_addr: "127.0.0.1:7000".parse().unwrap(),
+            tokens: Vec::new(),
+            state,
+            load_bytes: 0,
+            schema_version: uuid::Uuid::nil(),
+            software_version: "0.1.0".into(),
+            takeovers: Takeovers::default(),
+        };
+        let info = MemberInfo {
+            metadata: Arc::new(metadata),
+            liveness: Liveness::Up,
+        };
+        (HostId::from_u128(host), info)
+    }
+
+    #[test]
+    fn departed_and_removed_callers_are_not_members_but_newcomers_are_let_in() {
+        let view = ClusterView {
+            local: HostId::from_u128(1),
+            members: BTreeMap::from([
+                member(1, NodeState::Normal),
+                member(2, NodeState::Joining),
+                member(3, NodeState::Leaving),
+                member(4, NodeState::Left),
+            ]),
+            ring: Arc::new(Ring::empty(0)),
+            joining: BTreeMap::new(),
+            pending_ring: None,
+            removed: BTreeSet::from([HostId::from_u128(5)]),
+        };
+        for (host, gone) in [
+            (1, false),
+            (2, false),
+            (3, false),
+            (4, true),
+            (5, true),
+            (6, false),
+        ] {
+            assert_eq!(
+                departed(&view, HostId::from_u128(host)),
+                gone,
+                "host {host}"
+            );
+        }
     }
 }
