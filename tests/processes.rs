@@ -23,6 +23,16 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         servers.start(i, &[]);
     }
     servers.wait_until_all_un(0, 3);
+    // Without a cluster secret, every node warns that its internode port is open.
+    for i in 0..3 {
+        assert!(
+            servers
+                .log(i)
+                .contains("no cluster_secret: the internode port accepts"),
+            "node {i} did not warn: {}",
+            servers.log(i)
+        );
+    }
 
     servers.create_keyspace("ks", "SimpleStrategy:3");
     // The new keyspace has spread: one schema version, on every node.

@@ -135,6 +135,10 @@ fn no_log_line_or_cli_output_contains_the_cluster_secret_or_a_private_key() {
         ));
     }
     assert!(texts[0].1.contains("DEBUG"), "the nodes log at debug");
+    assert!(
+        !texts[0].1.contains("no cluster_secret"),
+        "a node with a secret warns that it has none"
+    );
     for (what, text) in &texts {
         assert!(!text.contains(SECRET), "{what} contains the cluster secret");
         for line in &key_lines {
