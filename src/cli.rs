@@ -23,6 +23,20 @@ pub struct Cli {
     )]
     pub host: String,
 
+    /// Connect over TLS, trusting this CA certificate (PEM) for the node's
+    /// certificate, which must name the address connected to.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// A client certificate (PEM) for nodes that require one (mutual TLS;
+    /// with --client-key and --ca-cert).
+    #[arg(long, global = true, value_name = "FILE", requires_all = ["client_key", "ca_cert"])]
+    pub client_cert: Option<PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -119,6 +133,34 @@ pub enum Command {
     Stress(StressArgs),
     /// Run a local cluster on loopback with a sample keyspace, until ctrl-c.
     Demo(DemoArgs),
+    /// Make TLS certificates for tests and trials.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+/// `ringstore certs ...`.
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Write a new CA (`ca.crt`, `ca.key`), one certificate and key per
+    /// node IP (`node-IP.crt`, `node-IP.key`, valid as server and client),
+    /// and a client certificate (`client.crt`, `client.key`), all signed by
+    /// the CA. Existing files are never overwritten.
+    Create(CertsCreateArgs),
+}
+
+/// Arguments of `ringstore certs create`.
+#[derive(Debug, Args)]
+pub struct CertsCreateArgs {
+    /// Where to write the files (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// A node's IP address (its certificate's subject alternative name);
+    /// repeat or comma-separate for several nodes.
+    #[arg(long = "ip", value_name = "IP", value_delimiter = ',', required = true)]
+    pub ips: Vec<std::net::IpAddr>,
+    /// How long the certificates are valid, in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: u32,
 }
 
 /// What `ringstore stress` sends.

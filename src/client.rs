@@ -9,12 +9,44 @@ use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
-use tonic::transport::{Channel, Endpoint};
+use std::path::Path;
+
+use anyhow::Context;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::failure::Failure;
 
 /// The largest message the CLI sends or accepts.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// TLS for the client port: the CA to trust, and a client certificate for
+/// nodes that require one.
+pub struct ClientTls(ClientTlsConfig);
+
+impl ClientTls {
+    /// From the `--ca-cert`, `--client-cert` and `--client-key` files;
+    /// `None` without a CA (plaintext). A file that cannot be read is an
+    /// error naming it.
+    pub fn from_files(
+        ca: Option<&Path>,
+        certificate: Option<&Path>,
+        key: Option<&Path>,
+    ) -> Result<Option<ClientTls>, Failure> {
+        let Some(ca) = ca else { return Ok(None) };
+        let read = |path: &Path, flag: &str| {
+            std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))
+        };
+        let mut config =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "--ca-cert")?));
+        if let (Some(certificate), Some(key)) = (certificate, key) {
+            config = config.identity(Identity::from_pem(
+                read(certificate, "--client-cert")?,
+                read(key, "--client-key")?,
+            ));
+        }
+        Ok(Some(ClientTls(config)))
+    }
+}
 
 /// A connected channel to one node.
 #[derive(Clone)]
@@ -25,15 +57,28 @@ pub struct Connection {
 impl Connection {
     /// Connects to `host` (`HOST:PORT`; a host name is resolved first),
     /// failing fast (5 s) with [`Failure::Connect`].
-    pub async fn open(host: &str) -> Result<Connection, Failure> {
+    /// With `tls`, over TLS.
+    pub async fn open(host: &str, tls: Option<&ClientTls>) -> Result<Connection, Failure> {
         let address = resolve(host).await?;
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| Failure::Other(e.into()))?
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true);
+        if let Some(ClientTls(config)) = tls {
+            endpoint = endpoint
+                .tls_config(config.clone())
+                .context("invalid --ca-cert, --client-cert or --client-key")?;
+        }
         let channel = endpoint.connect().await.map_err(|error| Failure::Connect {
             address: address.to_string(),
-            reason: root_cause(&error),
+            reason: match tls {
+                Some(_) => root_cause(&error),
+                None => format!(
+                    "{} (if the node serves TLS, pass --ca-cert)",
+                    root_cause(&error)
+                ),
+            },
         })?;
         Ok(Connection { channel })
     }

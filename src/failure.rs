@@ -59,6 +59,26 @@ impl fmt::Display for Failure {
     }
 }
 
+impl Failure {
+    /// A call that failed in the transport (not an answer from the node) on
+    /// a plaintext connection to `address`: most likely the node serves TLS.
+    pub fn hint_plaintext(self, address: &str) -> Failure {
+        match self {
+            // A status the node sent has no source; a failed transport has one.
+            Failure::Status(status) if std::error::Error::source(&status).is_some() => {
+                Failure::Connect {
+                    address: address.to_string(),
+                    reason: format!(
+                        "{} (if the node serves TLS, pass --ca-cert)",
+                        status.message()
+                    ),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
 impl From<tonic::Status> for Failure {
     fn from(status: tonic::Status) -> Failure {
         Failure::Status(status)

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::client::Connection;
+use crate::client::{ClientTls, Connection};
 use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
@@ -24,6 +24,9 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Token(args) => {
             commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
+        }
+        Command::Certs(command) => {
+            commands::certs::run(command, &mut std::io::stdout().lock()).map_err(Failure::Other)
         }
         _ => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -51,7 +54,22 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Demo(args) => return commands::demo::run(args).await,
         _ => {}
     }
-    let connection = Connection::open(&cli.host).await?;
+    let tls = ClientTls::from_files(
+        cli.ca_cert.as_deref(),
+        cli.client_cert.as_deref(),
+        cli.client_key.as_deref(),
+    )?;
+    let connection = Connection::open(&cli.host, tls.as_ref()).await?;
+    let outcome = run_on(cli, &connection, &mut out).await;
+    match tls {
+        Some(_) => outcome,
+        None => outcome.map_err(|failure| failure.hint_plaintext(&cli.host)),
+    }
+}
+
+/// Runs a command against the node of `connection`.
+async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outcome {
+    let connection = connection.clone();
     match &cli.command {
         Command::Status(args) => commands::status::run(&connection, args, &mut out).await,
         Command::Ring => commands::ring::run(&connection, &mut out).await,
@@ -104,7 +122,9 @@ async fn run(cli: &Cli) -> Outcome {
             commands::netstats::get_throughput(&connection, &mut out).await
         }
         Command::Plan(command) => commands::plan::run(&connection, command, &mut out).await,
-        Command::Server(_) | Command::Token(_) | Command::Demo(_) => unreachable!("handled above"),
+        Command::Server(_) | Command::Token(_) | Command::Demo(_) | Command::Certs(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -5,8 +5,10 @@
 //! killed with SIGKILL that resumes, and the CLI's errors.
 //!
 //! Address blocks of the tests on real processes (`common::processes`):
-//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 93 and 94 in
-//! `tests/repair_processes.rs` (in-process repair tests use 90–92 and 95).
+//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 86 and 87 in
+//! `tests/tls.rs`, 88 in `tests/secrets.rs` (85: `tests/internode_auth.rs`,
+//! in-process; 89 is free, kept for security tests), 93 and 94 in
+//! `tests/repair_processes.rs` (in-process repair tests use 90–92, 95, 96).
 
 mod common;
 
@@ -22,6 +24,16 @@ fn an_operator_runs_a_three_process_cluster_from_the_cli() {
         servers.start(i, &[]);
     }
     servers.wait_until_all_un(0, 3);
+    // Without a cluster secret, every node warns that its internode port is open.
+    for i in 0..3 {
+        assert!(
+            servers
+                .log(i)
+                .contains("no cluster_secret: the internode port accepts"),
+            "node {i} did not warn: {}",
+            servers.log(i)
+        );
+    }
 
     servers.create_keyspace("ks", "SimpleStrategy:3");
     // The new keyspace has spread: one schema version, on every node.

@@ -5,6 +5,7 @@
 
 pub mod load;
 pub mod processes;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;

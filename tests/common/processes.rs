@@ -19,6 +19,8 @@ pub struct Processes {
     block: u8,
     dir: tempfile::TempDir,
     servers: Vec<Option<Child>>,
+    /// Given to every CLI run before the command (TLS flags).
+    cli_args: Vec<String>,
 }
 
 impl Drop for Processes {
@@ -36,7 +38,18 @@ impl Processes {
             block,
             dir: tempfile::tempdir().unwrap(),
             servers: Vec::new(),
+            cli_args: Vec::new(),
         }
+    }
+
+    /// The directory the servers' data and logs are in (for test files too).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Every later CLI run gets `args` first (e.g. `--ca-cert FILE`).
+    pub fn set_cli_args(&mut self, args: &[&str]) {
+        self.cli_args = args.iter().map(|a| a.to_string()).collect();
     }
 
     /// Node `i`'s address on `port`.
@@ -117,6 +130,7 @@ impl Processes {
         Command::new(BIN)
             .arg("--host")
             .arg(self.address(host, 7100))
+            .args(&self.cli_args)
             .args(args)
             .output()
             .unwrap()

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use ringstore_placement::Token;
 use serde::Deserialize;
 
+use crate::tls::{ClientEncryption, ServerEncryption};
+
 /// Why the configuration is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -66,8 +68,14 @@ pub struct NodeConfig {
     /// The replication factor the balanced allocator balances for (in the
     /// node's DC), as Cassandra's `allocate_tokens_for_local_replication_factor`.
     pub allocate_tokens_for_local_replication_factor: u32,
-    /// With a secret, gossip packets are authenticated (HMAC-SHA256).
-    pub cluster_secret: Option<String>,
+    /// With a secret, gossip packets and internode calls are authenticated
+    /// (HMAC-SHA256; see `ringstore-auth`). Without one, anyone who reaches
+    /// the internode port can change the schema and the data.
+    pub cluster_secret: Option<SecretString>,
+    /// TLS on the client port.
+    pub client_encryption: ClientEncryption,
+    /// TLS on internode gRPC.
+    pub server_encryption: ServerEncryption,
     /// Storage settings.
     pub storage: StorageConfig,
     /// Request timeouts.
@@ -106,6 +114,31 @@ pub struct NodeConfig {
     /// or an IP address it used), whose tokens it takes over and whose data it
     /// streams from the surviving replicas.
     pub replace_address: Option<String>,
+}
+
+/// A setting that must never be shown: its `Debug` prints `SecretString(..)`,
+/// so logging a whole configuration cannot leak it.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// The secret itself, for the code that uses it (never for display).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SecretString {
+    fn from(secret: &str) -> SecretString {
+        SecretString(secret.to_string())
+    }
+}
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretString(..)")
+    }
 }
 
 /// Hinted handoff settings, as Cassandra's.
@@ -266,6 +299,8 @@ impl Default for NodeConfig {
             initial_token: None,
             allocate_tokens_for_local_replication_factor: 3,
             cluster_secret: None,
+            client_encryption: ClientEncryption::default(),
+            server_encryption: ServerEncryption::default(),
             storage: StorageConfig::default(),
             timeouts: TimeoutConfig::default(),
             max_value_bytes: 16 * 1024 * 1024,
@@ -396,6 +431,12 @@ impl NodeConfig {
                 ));
             }
         }
+        self.client_encryption
+            .check()
+            .map_err(ConfigError::Invalid)?;
+        self.server_encryption
+            .check()
+            .map_err(ConfigError::Invalid)?;
         if self.max_value_bytes == 0 {
             return invalid("max_value_bytes must be positive".into());
         }
@@ -532,6 +573,14 @@ mod tests {
     }
 
     #[test]
+    fn the_cluster_secret_never_shows_in_debug_output() {
+        let config =
+            NodeConfig::load(None, env(&[("RINGSTORE_CLUSTER_SECRET", "hunter2")]), []).unwrap();
+        assert_eq!(config.cluster_secret.as_ref().unwrap().expose(), "hunter2");
+        assert!(!format!("{config:?}").contains("hunter2"));
+    }
+
+    #[test]
     fn negative_initial_tokens_parse_from_the_environment() {
         let config = NodeConfig::load(
             None,
@@ -572,6 +621,29 @@ mod tests {
             unspecified.to_string().contains("broadcast"),
             "{unspecified}"
         );
+        let no_ca = NodeConfig::load(
+            None,
+            env(&[
+                ("RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION", "all"),
+                ("RINGSTORE_SERVER_ENCRYPTION__CERTIFICATE", "/n.crt"),
+                ("RINGSTORE_SERVER_ENCRYPTION__PRIVATE_KEY", "/n.key"),
+            ]),
+            [],
+        )
+        .unwrap_err();
+        assert!(
+            no_ca
+                .to_string()
+                .contains("server_encryption.ca is required"),
+            "{no_ca}"
+        );
+        let mode = NodeConfig::load(
+            None,
+            env(&[("RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION", "dc")]),
+            [],
+        )
+        .unwrap_err();
+        assert!(mode.to_string().contains("unknown variant"), "{mode}");
         let missing =
             NodeConfig::load(Some(Path::new("/nonexistent/ringstore.toml")), [], []).unwrap_err();
         assert!(matches!(missing, ConfigError::Read { .. }));

@@ -53,6 +53,10 @@ pub enum NodeError {
     #[error("repair: {0}")]
     Repair(#[from] ringstore_repair::RepairError),
 
+    /// TLS could not be set up from the node's certificates.
+    #[error("tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -104,7 +108,8 @@ impl NodeError {
             | NodeError::Storage(_)
             | NodeError::Membership(_)
             | NodeError::Streaming(_)
-            | NodeError::Repair(_) => Code::Internal,
+            | NodeError::Repair(_)
+            | NodeError::Tls(_) => Code::Internal,
         }
     }
 }

@@ -47,6 +47,7 @@ pub mod convert;
 pub mod coordinator;
 pub mod error;
 pub mod handoff;
+pub mod internode_auth;
 pub mod log_levels;
 pub mod metrics;
 mod node;
@@ -58,6 +59,7 @@ pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
 pub mod streaming;
+pub mod tls;
 pub mod tokens;
 pub mod topology;
 

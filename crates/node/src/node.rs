@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
 use ringstore_membership::{
     ClusterSecret, Membership, MembershipConfig, MetadataStamp, NodeIdentity, NodeMetadata,
     NodeRecord, NodeState,
@@ -21,12 +22,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::clock::{self, Resumed, TimestampSource};
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
+use crate::internode_auth::{CallSigner, InternodeAuthLayer};
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::repair::{self, state::RepairState};
@@ -37,6 +40,7 @@ use crate::services::internode::InternodeService;
 use crate::services::repair::RepairService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
+use crate::tls::TlsError;
 use crate::topology::{bootstrap, saved};
 use crate::{schema_sync, tokens};
 use ringstore_streaming::{StreamThrottle, Streams};
@@ -151,8 +155,12 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         FailureDetection::Lan => MembershipConfig::lan,
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
-    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
-        .with_secret(config.cluster_secret.clone().and_then(ClusterSecret::new));
+    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone()).with_secret(
+        config
+            .cluster_secret
+            .as_ref()
+            .and_then(|secret| ClusterSecret::new(secret.expose())),
+    );
     let membership = Membership::new(membership_config, identity, metadata, rand::random());
 
     let (stop, stopped) = watch::channel(false);
@@ -178,6 +186,24 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         gossip = %config.gossip_address,
         "node starting"
     );
+    let internode_key = config
+        .cluster_secret
+        .as_ref()
+        .and_then(|secret| InternodeKey::from_secret(secret.expose().as_bytes()));
+    if internode_key.is_none() {
+        tracing::warn!(
+            internode = %internode_address,
+            "no cluster_secret: the internode port accepts schema changes, writes and \
+             streams from anyone who can reach it (and gossip is unauthenticated); \
+             set cluster_secret on every node"
+        );
+    }
+    let signer = internode_key
+        .clone()
+        .map(|key| CallSigner::new(key, record.host_id));
+    let client_tls = config.client_encryption.server_config()?;
+    let internode_tls = config.server_encryption.configs()?;
+    let (internode_server_tls, internode_client_tls) = internode_tls.unzip();
     let config_throughput = config.stream_throughput_mib_per_sec;
     let repair = RepairState::load(&store, config.repair.validation_mib_per_sec)?;
     let context = Arc::new(NodeContext {
@@ -188,7 +214,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         membership,
         schema,
         placements: Placements::default(),
-        peers: Peers::default(),
+        peers: Peers::new(signer, internode_client_tls),
         clock,
         handoff,
         started: Instant::now(),
@@ -200,7 +226,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     });
 
     let mut tasks = Vec::new();
-    let client_server = tonic::transport::Server::builder()
+    let client_server = tls_server(client_tls, "client", "client_encryption")?
         .add_service(
             ClientServer::new(ClientService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -216,7 +242,15 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
             tracing::error!(%error, "client server failed");
         }
     }));
-    let internode_server = tonic::transport::Server::builder()
+    let internode_auth = match internode_key {
+        Some(key) => InternodeAuthLayer::new(
+            Verifier::new(key, DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY),
+            context.membership.clone(),
+        ),
+        None => InternodeAuthLayer::open(),
+    };
+    let internode_server = tls_server(internode_server_tls, "internode", "server_encryption")?
+        .layer(internode_auth)
         .add_service(
             InternodeServer::new(InternodeService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -331,6 +365,26 @@ fn open_store(config: &NodeConfig) -> Result<Store> {
         },
     };
     Ok(Store::open(Arc::new(engine), durability)?)
+}
+
+/// A server builder, serving TLS when `tls` is set (errors name `port` and
+/// the settings `section` the files come from).
+fn tls_server(
+    tls: Option<ServerTlsConfig>,
+    port: &'static str,
+    section: &'static str,
+) -> Result<Server> {
+    let server = Server::builder();
+    match tls {
+        None => Ok(server),
+        Some(tls) => server.tls_config(tls).map_err(|source| {
+            NodeError::Tls(TlsError::Setup {
+                port,
+                settings: section,
+                source,
+            })
+        }),
+    }
 }
 
 /// Accepted connections with Nagle's algorithm off: small replies must not

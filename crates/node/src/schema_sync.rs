@@ -11,6 +11,7 @@ use ringstore_proto::v1 as pb;
 use crate::context::NodeContext;
 use crate::convert::schema_entry_from_pb;
 use crate::error::{NodeError, Result};
+use crate::peers::describe;
 use crate::schema::SchemaEntry;
 use crate::schema_store::snapshot_of;
 
@@ -81,10 +82,22 @@ pub async fn push_to_live_nodes(context: &NodeContext) -> Result<()> {
 pub async fn run(context: Arc<NodeContext>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Failures in a row: the first and every 30th are warnings (a peer this
+    // node cannot talk to, e.g. a TLS or secret mismatch, must be visible
+    // without flooding the log); the rest are debug.
+    let mut failures = 0u64;
     loop {
         ticker.tick().await;
-        if let Err(error) = exchange_once(&context).await {
-            tracing::debug!(%error, "schema exchange");
+        match exchange_once(&context).await {
+            Ok(()) => failures = 0,
+            Err(error) => {
+                failures += 1;
+                if failures % 30 == 1 {
+                    tracing::warn!(%error, failures, "schema exchange failed");
+                } else {
+                    tracing::debug!(%error, "schema exchange");
+                }
+            }
         }
     }
 }
@@ -108,7 +121,7 @@ async fn exchange_once(context: &NodeContext) -> Result<()> {
             .pull_schema(pb::PullSchemaRequest {})
             .await
             .map_err(|s| {
-                NodeError::Internal(format!("pull schema from {address}: {}", s.message()))
+                NodeError::Internal(format!("pull schema from {address}: {}", describe(&s)))
             })?
             .into_inner();
         let entries = theirs

@@ -21,19 +21,18 @@ use prost::Message;
 use ringstore_membership::{ClusterView, Generation, Liveness};
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
-use ringstore_proto::v1::internode_client::InternodeClient;
 use ringstore_repair::{
     CompareStep, KeySync, MAX_DEPTH, RepairOptions, RowAligner, TreeBuilder, TreeComparison,
     UnitReport,
 };
 use ringstore_storage::{Cell, KeyspaceId};
 use tokio::sync::watch;
-use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, listed_row_from_pb};
 use crate::error::{NodeError, Result};
+use crate::peers::PeerClient;
 use crate::streaming::fetch::range_to_pb;
 
 /// How long one replica may take to build its tree (a big range, read at
@@ -55,7 +54,7 @@ struct Replica {
     /// Its generation when the repair began: a restart abandons the repair
     /// (its kept trees are gone).
     generation: Generation,
-    client: InternodeClient<Channel>,
+    client: PeerClient,
     /// Whether it is another node (its traffic counts in the report).
     remote: bool,
     /// The cluster view, to abandon a call when the replica goes down.
@@ -326,7 +325,7 @@ impl<'a> RangeRepair<'a> {
         &mut self,
         request: Req,
         timeout: Duration,
-        call: impl Fn(InternodeClient<Channel>, tonic::Request<Req>) -> Fut + Copy,
+        call: impl Fn(PeerClient, tonic::Request<Req>) -> Fut + Copy,
     ) -> Result<Vec<Resp>>
     where
         Req: Message + Clone,
@@ -353,7 +352,7 @@ impl<'a> RangeRepair<'a> {
         replica: &Replica,
         request: Req,
         timeout: Duration,
-        call: impl Fn(InternodeClient<Channel>, tonic::Request<Req>) -> Fut,
+        call: impl Fn(PeerClient, tonic::Request<Req>) -> Fut,
     ) -> Result<Resp>
     where
         Req: Message,
@@ -374,7 +373,7 @@ async fn send<Req, Resp, Fut>(
     replica: &Replica,
     request: Req,
     timeout: Duration,
-    call: impl Fn(InternodeClient<Channel>, tonic::Request<Req>) -> Fut,
+    call: impl Fn(PeerClient, tonic::Request<Req>) -> Fut,
 ) -> Result<(usize, Resp)>
 where
     Req: Message,

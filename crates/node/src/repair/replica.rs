@@ -161,7 +161,11 @@ pub async fn read_cells(
         let mut cells = Vec::with_capacity(keys.len());
         for key in keys {
             let cell = store.read(keyspace, &key)?;
-            bytes += key.len() + cell.as_ref().and_then(|c| c.value.as_ref()).map_or(0, Vec::len);
+            bytes += key.len()
+                + cell
+                    .as_ref()
+                    .and_then(|c| c.value.as_ref())
+                    .map_or(0, Vec::len);
             if bytes > MAX_READ_BYTES {
                 return Err(NodeError::InvalidArgument(format!(
                     "the cells asked for exceed {MAX_READ_BYTES} bytes; ask for fewer keys"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Put throughput with and without security, in one run (not run in CI): a
+# three-node cluster on loopback, RF 3, QUORUM, `ringstore stress write` at
+# concurrency 64, first plaintext without a cluster secret, then with the
+# secret (every internode call signed and verified) and TLS on the client
+# port and internode (mutual TLS), then both again, to see the noise.
+# Usage: benches/stress_security.sh [OPERATIONS]   (default 50000 per run)
+# STRESS_BIN=path runs another build instead of building this tree's release
+# binary. (Not RINGSTORE_*: the servers would read that as a setting.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ops=${1:-50000}
+if [ -n "${STRESS_BIN:-}" ]; then
+  bin=$STRESS_BIN
+else
+  cargo build --release --bin ringstore >/dev/null
+  bin=target/release/ringstore
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+block=89
+"$bin" certs create --out "$work/certs" --ip "127.$block.0.1,127.$block.0.2,127.$block.0.3" >/dev/null
+secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+
+start_cluster() { # label secure(0|1)
+  local label=$1 secure=$2
+  pids=()
+  for i in 1 2 3; do
+    local ip="127.$block.0.$i" tls=()
+    if [ "$secure" = 1 ]; then
+      tls=(env RINGSTORE_CLUSTER_SECRET="$secret"
+        RINGSTORE_CLIENT_ENCRYPTION__ENABLED=true
+        RINGSTORE_CLIENT_ENCRYPTION__CERTIFICATE="$work/certs/node-$ip.crt"
+        RINGSTORE_CLIENT_ENCRYPTION__PRIVATE_KEY="$work/certs/node-$ip.key"
+        RINGSTORE_SERVER_ENCRYPTION__INTERNODE_ENCRYPTION=all
+        RINGSTORE_SERVER_ENCRYPTION__CERTIFICATE="$work/certs/node-$ip.crt"
+        RINGSTORE_SERVER_ENCRYPTION__PRIVATE_KEY="$work/certs/node-$ip.key"
+        RINGSTORE_SERVER_ENCRYPTION__CA="$work/certs/ca.crt")
+    fi
+    "${tls[@]}" env RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
+      "$bin" server --cluster-name bench --data-dir "$work/$label-$i" \
+      --listen-address "$ip:7100" --internode-address "$ip:7101" \
+      --gossip-address "$ip:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
+      2>"$work/$label-$i.log" &
+    pids+=($!)
+  done
+  for _ in $(seq 1 300); do
+    up=$("$bin" --host "127.$block.0.1:7100" "${cli[@]}" status 2>/dev/null | grep -c '^UN ' || true)
+    [ "$up" = 3 ] && return 0
+    sleep 0.2
+  done
+  echo "cluster did not come up" >&2; exit 1
+}
+
+stop_cluster() { for pid in "${pids[@]}"; do kill "$pid"; done; wait "${pids[@]}" 2>/dev/null || true; pids=(); }
+
+run=0
+for secure in 0 1 0 1; do
+  run=$((run + 1))
+  if [ "$secure" = 1 ]; then
+    label="secret+TLS"; cli=(--ca-cert "$work/certs/ca.crt")
+  else
+    label="plaintext "; cli=()
+  fi
+  start_cluster "run$run" "$secure"
+  "$bin" --host "127.$block.0.1:7100" "${cli[@]}" stress write -n "$ops" --concurrency 64 \
+    --key-count 100000 --value-size 100 --consistency QUORUM --replication SimpleStrategy:3 --json |
+    python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"$label put {r['ops_per_second']:9.0f} ops/s  p50 {l['p50']:.2f} ms  p99 {l['p99']:.2f} ms  errors {sum(r['errors'].values())}\")"
+  stop_cluster
+done
