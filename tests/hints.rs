@@ -336,8 +336,24 @@ async fn a_decommissioned_node_hands_its_hints_to_another_node() {
             .await
             .unwrap();
     }
-    let held = cluster.hints_for(2, target);
-    assert!(held > 0, "node 2 holds hints for node 3");
+    // Hints are stored by tasks of their own, after the write is answered:
+    // wait for one per write that node 3 replicates.
+    let definition = cluster.context(2).keyspace("ks").unwrap();
+    let (_, map) = cluster.context(2).placement(&definition);
+    let held = (0..200)
+        .filter(|k| {
+            let key = format!("key{k}");
+            let token = ringstore_placement::Murmur3Partitioner::token(key.as_bytes()).unwrap();
+            map.replicas(token).contains(target)
+        })
+        .count() as u64;
+    assert!(held > 0, "node 3 replicates some keys");
+    eventually(
+        Duration::from_secs(10),
+        "node 2 holds every hint for node 3",
+        || async { cluster.hints_for(2, target) == held },
+    )
+    .await;
     cluster.restart(3).await;
     cluster.wait_until_settled().await;
     assert_eq!(
