@@ -44,6 +44,18 @@ pub enum Command {
     /// Syncs everything the node has written to disk (as `nodetool flush`;
     /// in `periodic` durability, what the next sync would have made durable).
     Flush,
+    /// Refuses writes, syncs storage and stops gossip, so the node can be
+    /// stopped for maintenance (as `nodetool drain`). Only a restart undoes it.
+    Drain,
+    /// Work in flight and completed per stage, and dropped messages (as
+    /// `nodetool tpstats`).
+    Tpstats,
+    /// The coordinator's read and write latency percentiles (as `nodetool
+    /// proxyhistograms`).
+    Proxyhistograms,
+    /// Keys, bytes, tombstones and local read/write counts and latency per
+    /// keyspace on this node (as `nodetool tablestats`).
+    Tablestats(TablestatsArgs),
     /// The cluster's name, schema versions per node, node counts, data
     /// centers, releases and keyspaces (as `nodetool describecluster`).
     Describecluster,
@@ -233,6 +245,10 @@ pub struct ServerArgs {
     /// The gossip UDP bind address (default 127.0.0.1:7000).
     #[arg(long, value_name = "IP:PORT")]
     pub gossip_address: Option<SocketAddr>,
+    /// The HTTP bind address of `GET /metrics` (Prometheus; default: the
+    /// listen IP, port 7200).
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_address: Option<SocketAddr>,
     /// The client address to advertise, if not the bind address.
     #[arg(long, value_name = "IP:PORT")]
     pub broadcast_client_address: Option<SocketAddr>,
@@ -380,6 +396,13 @@ pub struct InfoArgs {
     /// List every token.
     #[arg(short = 'T', long)]
     pub tokens: bool,
+}
+
+/// `tablestats [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct TablestatsArgs {
+    /// Only this keyspace (default: every keyspace).
+    pub keyspace: Option<String>,
 }
 
 /// A keyspace argument.

@@ -58,6 +58,10 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Info(args) => commands::info::run(&connection, args, &mut out).await,
         Command::Version => commands::info::version(&connection, &mut out).await,
         Command::Flush => commands::info::flush(&connection).await,
+        Command::Drain => commands::info::drain(&connection, &mut out).await,
+        Command::Tpstats => commands::stats::tpstats(&connection, &mut out).await,
+        Command::Proxyhistograms => commands::stats::proxyhistograms(&connection, &mut out).await,
+        Command::Tablestats(args) => commands::stats::tablestats(&connection, args, &mut out).await,
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
         Command::Gossipinfo => commands::gossipinfo::run(&connection, &mut out).await,
         Command::Setlogginglevel(args) => {

@@ -5,7 +5,8 @@
 //! killed with SIGKILL that resumes, and the CLI's errors.
 //!
 //! Address blocks of the tests on real processes (`common::processes`):
-//! 30 and 51 here, 60 and 61 in `tests/crash.rs`.
+//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
+//! `tests/operations.rs`.
 
 mod common;
 

@@ -49,6 +49,10 @@ pub enum NodeError {
     #[error("streaming: {0}")]
     Streaming(#[from] ringstore_streaming::StreamingError),
 
+    /// The metrics page could not be made.
+    #[error("metrics: {0}")]
+    Metrics(#[from] ringstore_metrics::MetricsError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -96,7 +100,24 @@ impl NodeError {
             NodeError::Internal(_)
             | NodeError::Storage(_)
             | NodeError::Membership(_)
-            | NodeError::Streaming(_) => Code::Internal,
+            | NodeError::Streaming(_)
+            | NodeError::Metrics(_) => Code::Internal,
+        }
+    }
+}
+
+impl NodeError {
+    /// The gRPC status code's name, as a metrics label (`UNAVAILABLE`).
+    pub fn code_label(&self) -> &'static str {
+        match self.code() {
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Internal => "INTERNAL",
+            _ => "UNKNOWN",
         }
     }
 }

@@ -4,5 +4,6 @@
 pub mod admin;
 pub mod client;
 pub mod internode;
+pub mod node_stats;
 pub mod schema;
 pub mod topology;
