@@ -714,6 +714,61 @@ mod tests {
         );
     }
 
+    /// Every family, each with at least one sample.
+    fn page_with_every_family() -> String {
+        let metrics = NodeMetrics::new().unwrap();
+        let peer: SocketAddr = "127.0.0.1:7101".parse().unwrap();
+        metrics
+            .request(Operation::Get, "ONE")
+            .record(Duration::ZERO);
+        metrics.client_error(Operation::Get, "ONE", "UNAVAILABLE");
+        metrics.internode(peer, InternodeRpc::Apply, Duration::ZERO);
+        metrics
+            .keyspace("ks")
+            .record(LocalOp::Write, Duration::ZERO);
+        metrics
+            .render(&NodeSnapshot {
+                hints_pending: vec![("a".into(), 1, 1)],
+                hints_dropped: vec![("over_cap", 0)],
+                gossip_dropped: vec![("replay", 0)],
+                keyspaces: vec![KeyspaceSample::default()],
+                ..NodeSnapshot::default()
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn the_grafana_dashboard_uses_only_families_the_node_exports() {
+        let page = page_with_every_family();
+        let families: Vec<&str> = page
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana-dashboard.json"
+        );
+        let dashboard = std::fs::read_to_string(path).unwrap();
+        let mut used = 0;
+        for (at, _) in dashboard.match_indices("ringstore_") {
+            let name: String = dashboard[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(&name);
+            assert!(
+                families.contains(&family),
+                "the dashboard uses {name}, which the node does not export"
+            );
+            used += 1;
+        }
+        assert!(used >= 20, "the dashboard charts only {used} series");
+    }
+
     #[test]
     fn latency_buckets_span_50_microseconds_to_seconds() {
         let buckets = latency_buckets();
