@@ -23,9 +23,23 @@ pub struct Cli {
     )]
     pub host: String,
 
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The format of log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (the default).
+    Text,
+    /// One JSON object per line: timestamp, level, target, message and fields.
+    Json,
 }
 
 /// The subcommands.

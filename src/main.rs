@@ -14,13 +14,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LogFormat};
 use crate::client::Connection;
 use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Server(_) | Command::Demo(_)));
+    init_logging(
+        matches!(cli.command, Command::Server(_) | Command::Demo(_)),
+        cli.log_format,
+    );
     let result = match &cli.command {
         Command::Token(args) => {
             commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
@@ -108,9 +111,11 @@ async fn run(cli: &Cli) -> Outcome {
     }
 }
 
-/// Logs to stderr: `info` for a server, `warn` for the tools (`RUST_LOG`
-/// overrides). The filter can be replaced at runtime (`setlogginglevel`).
-fn init_logging(server: bool) {
+/// Logs to stderr in `format`: `info` for a server, `warn` for the tools
+/// (`RUST_LOG` overrides). The filter can be replaced at runtime
+/// (`setlogginglevel`).
+fn init_logging(server: bool, format: LogFormat) {
+    use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, reload};
@@ -121,9 +126,14 @@ fn init_logging(server: bool) {
         .filter(|t| EnvFilter::try_new(t).is_ok())
         .unwrap_or_else(|| default.to_string());
     let (filter, handle) = reload::Layer::new(EnvFilter::new(&text));
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines.json().boxed(),
+    };
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(lines)
         .init();
     ringstore_node::log_levels::install(Box::new(ReloadableFilter {
         handle,

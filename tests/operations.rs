@@ -361,3 +361,55 @@ fn a_drained_node_refuses_writes_has_synced_its_data_and_is_seen_down() {
         "{tables}"
     );
 }
+
+#[test]
+fn the_server_writes_one_json_object_per_log_line_with_log_format_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let address = |port: u16| format!("127.83.0.1:{port}");
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_ringstore"))
+        .args([
+            "--log-format",
+            "json",
+            "server",
+            "--cluster-name",
+            "json-logs",
+        ])
+        .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
+        .args(["--listen-address", &address(7100)])
+        .args(["--internode-address", &address(7101)])
+        .args(["--gossip-address", &address(7000)])
+        .args(["--seeds", &address(7000)])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    eventually(Duration::from_secs(30), "the node logs its start", || {
+        lines = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.iter().any(|l| l.contains("node starting"))
+    });
+    server.kill().unwrap();
+    server.wait().unwrap();
+    for line in &lines {
+        let object: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        assert!(object["timestamp"].is_string(), "{line}");
+        assert!(object["level"].is_string(), "{line}");
+    }
+    let start: serde_json::Value = lines
+        .iter()
+        .find(|l| l.contains("node starting"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    assert_eq!(start["level"], "INFO");
+    assert_eq!(start["fields"]["message"], "node starting");
+    assert_eq!(start["fields"]["cluster"], "json-logs");
+    assert!(start["fields"]["host_id"].is_string(), "{start}");
+    assert_eq!(start["target"], "ringstore_node::node");
+}
