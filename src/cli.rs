@@ -61,6 +61,18 @@ pub enum Command {
     /// Refuses writes, syncs storage and stops gossip, so the node can be
     /// stopped for maintenance (as `nodetool drain`). Only a restart undoes it.
     Drain,
+    /// Copies the node's cells of a keyspace (or of all), at one point in
+    /// time, into DATA_DIR/snapshots/TAG/ (as `nodetool snapshot`).
+    Snapshot(SnapshotArgs),
+    /// Every snapshot on the node (as `nodetool listsnapshots`).
+    Listsnapshots,
+    /// Removes one snapshot (`-t TAG`) or all of them (`--all`), as
+    /// `nodetool clearsnapshot`.
+    Clearsnapshot(ClearSnapshotArgs),
+    /// Applies the snapshot in the node's DATA_DIR/snapshots/TAG/ to its
+    /// keyspaces of the same names, last write winning (as `nodetool
+    /// refresh`); see the README's restore steps.
+    Restore(RestoreArgs),
     /// Work in flight and completed per stage, and dropped messages (as
     /// `nodetool tpstats`).
     Tpstats,
@@ -410,6 +422,42 @@ pub struct InfoArgs {
     /// List every token.
     #[arg(short = 'T', long)]
     pub tokens: bool,
+}
+
+/// `snapshot [-t TAG] [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The snapshot's name (default: the current time in milliseconds).
+    #[arg(short = 't', long = "tag")]
+    pub tag: Option<String>,
+    /// Only this keyspace (default: every keyspace).
+    pub keyspace: Option<String>,
+}
+
+/// `clearsnapshot (-t TAG | --all)`.
+#[derive(Debug, Args)]
+pub struct ClearSnapshotArgs {
+    /// The snapshot to remove.
+    #[arg(
+        short = 't',
+        long = "tag",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub tag: Option<String>,
+    /// Remove every snapshot.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `restore -t TAG [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The snapshot, in the node's DATA_DIR/snapshots/TAG/.
+    #[arg(short = 't', long = "tag")]
+    pub tag: String,
+    /// Only this keyspace's file (default: every file of the snapshot).
+    pub keyspace: Option<String>,
 }
 
 /// `tablestats [KEYSPACE]`.

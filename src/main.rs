@@ -61,6 +61,12 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Info(args) => commands::info::run(&connection, args, &mut out).await,
         Command::Version => commands::info::version(&connection, &mut out).await,
         Command::Flush => commands::info::flush(&connection).await,
+        Command::Snapshot(args) => commands::snapshots::take(&connection, args, &mut out).await,
+        Command::Listsnapshots => commands::snapshots::list(&connection, &mut out).await,
+        Command::Clearsnapshot(args) => {
+            commands::snapshots::clear(&connection, args, &mut out).await
+        }
+        Command::Restore(args) => commands::snapshots::restore(&connection, args, &mut out).await,
         Command::Drain => commands::info::drain(&connection, &mut out).await,
         Command::Tpstats => commands::stats::tpstats(&connection, &mut out).await,
         Command::Proxyhistograms => commands::stats::proxyhistograms(&connection, &mut out).await,

@@ -413,3 +413,126 @@ fn the_server_writes_one_json_object_per_log_line_with_log_format_json() {
     assert!(start["fields"]["host_id"].is_string(), "{start}");
     assert_eq!(start["target"], "ringstore_node::node");
 }
+
+/// Runs the CLI against node 0, which must succeed; its output.
+fn ok(servers: &Processes, args: &[&str]) -> String {
+    let output = servers.cli(0, args);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+#[test]
+fn a_snapshot_restored_into_a_fresh_node_with_the_same_tokens_gives_back_the_same_cells() {
+    let mut servers = Processes::new(84);
+    let tokens = [
+        ("RINGSTORE_NUM_TOKENS", "2"),
+        (
+            "RINGSTORE_INITIAL_TOKEN",
+            "-3000000000000000000,4000000000000000000",
+        ),
+    ];
+    servers.start(0, &tokens);
+    servers.wait_until_all_un(0, 1);
+    servers.create_keyspace("ks", "SimpleStrategy:1");
+    for i in 0..30 {
+        ok(
+            &servers,
+            &["put", "ks", &format!("key-{i}"), &format!("value-{i}")],
+        );
+    }
+    for i in 0..5 {
+        ok(&servers, &["delete", "ks", &format!("key-{i}")]);
+    }
+    ok(
+        &servers,
+        &["put", "ks", "expiring", "soon", "--ttl", "3600"],
+    );
+
+    let taken = ok(&servers, &["snapshot", "-t", "before-upgrade", "ks"]);
+    assert!(
+        taken.starts_with(
+            "Requested creating snapshot(s) for [ks] with snapshot name [before-upgrade]"
+        ),
+        "{taken}"
+    );
+    // Later writes are not in it.
+    ok(&servers, &["put", "ks", "after", "v"]);
+    ok(&servers, &["put", "ks", "key-10", "changed"]);
+    let listed = ok(&servers, &["listsnapshots"]);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("before-upgrade "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(row.split_whitespace().nth(2), Some("31"), "{listed}");
+    let again = servers.cli(0, &["snapshot", "-t", "before-upgrade"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).starts_with("ALREADY_EXISTS: snapshot before-upgrade exists"),
+        "{}",
+        text(&again.stderr)
+    );
+    let bad = servers.cli(0, &["snapshot", "-t", "../up"]);
+    assert!(
+        text(&bad.stderr).starts_with("INVALID_ARGUMENT: invalid snapshot tag"),
+        "{}",
+        text(&bad.stderr)
+    );
+    let missing = servers.cli(0, &["snapshot", "nope"]);
+    assert!(
+        text(&missing.stderr).contains("\"nope\" does not exist"),
+        "{}",
+        text(&missing.stderr)
+    );
+
+    // A fresh node with the same tokens, the snapshot copied into its data
+    // directory, restores it.
+    servers.kill(0);
+    let old = servers.data_dir(0).with_file_name("old-node0");
+    std::fs::rename(servers.data_dir(0), &old).unwrap();
+    servers.start(0, &tokens);
+    servers.wait_until_all_un(0, 1);
+    servers.create_keyspace("ks", "SimpleStrategy:1");
+    let copied = servers.data_dir(0).join("snapshots/before-upgrade");
+    std::fs::create_dir_all(&copied).unwrap();
+    let original = std::fs::read(old.join("snapshots/before-upgrade/ks.cells")).unwrap();
+    std::fs::write(copied.join("ks.cells"), &original).unwrap();
+    let restored = ok(&servers, &["restore", "-t", "before-upgrade"]);
+    assert_eq!(
+        restored,
+        "restored 31 keys of ks from snapshot before-upgrade\n"
+    );
+    assert_eq!(ok(&servers, &["get", "ks", "key-10"]), "value-10\n");
+    assert_eq!(ok(&servers, &["get", "ks", "expiring"]), "soon\n");
+    assert_eq!(
+        servers.cli(0, &["get", "ks", "key-3"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        servers.cli(0, &["get", "ks", "after"]).status.code(),
+        Some(1)
+    );
+    // Byte for byte: a snapshot of the restored node is the original file.
+    ok(&servers, &["snapshot", "-t", "check", "ks"]);
+    let again = std::fs::read(servers.data_dir(0).join("snapshots/check/ks.cells")).unwrap();
+    assert!(
+        again == original,
+        "the restored cells differ from the snapshot"
+    );
+
+    assert_eq!(
+        ok(&servers, &["clearsnapshot", "-t", "check"]),
+        "removed snapshots: [check]\n"
+    );
+    assert!(!ok(&servers, &["listsnapshots"]).contains("check"));
+    let neither = servers.cli(0, &["clearsnapshot"]);
+    assert_eq!(neither.status.code(), Some(2));
+    assert_eq!(
+        ok(&servers, &["clearsnapshot", "--all"]),
+        "removed snapshots: [before-upgrade]\n"
+    );
+    assert!(ok(&servers, &["listsnapshots"]).contains("There are no snapshots"));
+}

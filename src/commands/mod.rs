@@ -13,6 +13,7 @@ pub mod netstats;
 pub mod plan;
 pub mod ring;
 pub mod server;
+pub mod snapshots;
 pub mod stats;
 pub mod status;
 pub mod stress;

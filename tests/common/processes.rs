@@ -86,6 +86,11 @@ impl Processes {
         self.servers[i] = Some(child);
     }
 
+    /// Server `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("node{i}"))
+    }
+
     /// Takes server `i`'s process out of the set (to signal it and wait).
     pub fn take(&mut self, i: usize) -> Child {
         self.servers[i].take().expect("server is running")

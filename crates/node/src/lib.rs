@@ -28,7 +28,8 @@
 //!   request path, sampled from the rest of the node at scrape time, served
 //!   over HTTP (`GET /metrics`, port 7200) and the `Metrics` RPC; `tpstats`,
 //!   `proxyhistograms` and `tablestats` read the same numbers. `drain` stops
-//!   writes and gossip before maintenance.
+//!   writes and gossip before maintenance; [`snapshots`] copies keyspace
+//!   data at one point in time and restores it.
 //!
 //! - **Topology changes** ([`topology`]): joins, replacements, decommissions
 //!   and removals announce a pending ring first; writes go to the pending
@@ -63,6 +64,8 @@ pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
+pub mod snapshot_file;
+pub mod snapshots;
 pub mod streaming;
 pub mod tokens;
 pub mod topology;

@@ -16,6 +16,7 @@ use crate::context::NodeContext;
 use crate::error::NodeError;
 use crate::log_levels;
 use crate::services::node_stats;
+use crate::snapshots;
 
 /// Serves `Admin` from a node's context.
 pub struct AdminService {
@@ -61,6 +62,21 @@ fn hint_counters(handoff: &crate::handoff::Handoff) -> pb::HintCounters {
         dropped_keyspace: c.dropped_keyspace,
         dropped_refused: c.dropped_refused,
         dropped_corrupt: c.dropped_corrupt,
+    }
+}
+
+fn snapshot_files(tag: String, entries: Vec<snapshots::SnapshotEntry>) -> pb::SnapshotFiles {
+    pb::SnapshotFiles {
+        files: entries
+            .into_iter()
+            .map(|e| pb::SnapshotFile {
+                tag: e.tag,
+                keyspace: e.keyspace,
+                keys: e.keys,
+                bytes: e.bytes,
+            })
+            .collect(),
+        tag,
     }
 }
 
@@ -362,6 +378,41 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::DrainResponse>, Status> {
         crate::drain::drain(&self.context).await?;
         Ok(Response::new(pb::DrainResponse {}))
+    }
+
+    async fn snapshot(
+        &self,
+        request: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let r = request.into_inner();
+        let (tag, entries) = snapshots::take(&self.context, &r.tag, &r.keyspace).await?;
+        Ok(Response::new(snapshot_files(tag, entries)))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let entries = snapshots::list(&self.context)?;
+        Ok(Response::new(snapshot_files(String::new(), entries)))
+    }
+
+    async fn clear_snapshot(
+        &self,
+        request: Request<pb::ClearSnapshotRequest>,
+    ) -> Result<Response<pb::ClearSnapshotResponse>, Status> {
+        let r = request.into_inner();
+        let removed = snapshots::clear(&self.context, &r.tag, r.all)?;
+        Ok(Response::new(pb::ClearSnapshotResponse { removed }))
+    }
+
+    async fn restore_snapshot(
+        &self,
+        request: Request<pb::RestoreSnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let r = request.into_inner();
+        let entries = snapshots::restore(&self.context, &r.tag, &r.keyspace).await?;
+        Ok(Response::new(snapshot_files(r.tag, entries)))
     }
 
     async fn metrics(
