@@ -41,9 +41,11 @@
 #![deny(missing_docs)]
 
 mod error;
+mod families;
 mod labels;
 mod node_metrics;
 mod percentiles;
+mod sampled;
 mod snapshot;
 mod stage;
 
