@@ -3,7 +3,8 @@
 # it): builds the FROM-scratch image (nothing is pulled), starts the three
 # nodes, waits until all are UN, writes and reads at QUORUM through two
 # different nodes, stops one container and checks that the others see it DN
-# and QUORUM still works, then tears everything down. Bounded: every wait
+# and QUORUM still works, scrapes node1's /metrics (published on
+# 127.0.0.1:7200) for the requests it coordinated, then tears everything down. Bounded: every wait
 # has a deadline, and the whole script gives up after 10 minutes of waiting.
 #
 # Usage: deploy/compose-test.sh   (needs docker and docker-compose)
@@ -54,6 +55,19 @@ check_keys() { # SERVICE IP FROM TO
   done
 }
 
+# GET /metrics from node1's published port (bash's /dev/tcp: no curl needed).
+scrape() {
+  exec 3<>/dev/tcp/127.0.0.1/7200
+  printf 'GET /metrics HTTP/1.1\r\nHost: node1\r\nConnection: close\r\n\r\n' >&3
+  timeout 10 cat <&3
+  exec 3<&-
+}
+
+# The value of one series (exactly as the page spells it) on node1's page.
+metric() { # SERIES
+  scrape | tr -d '\r' | awk -v s="$1" '$1 == s { print $2 }'
+}
+
 count_state() { # STATE COUNT: node1 sees exactly COUNT nodes in STATE
   [ "$(cli node1 --host 172.28.0.11:7100 status | grep -c "^$1 ")" = "$2" ]
 }
@@ -78,4 +92,14 @@ wait_for 60 "node3 is DN" count_state DN 1
 write_keys node2 172.28.0.12 21 30
 check_keys node1 172.28.0.11 1 30
 echo "ok: QUORUM writes and reads with one of three nodes down"
+
+echo "== node1's /metrics"
+puts=$(metric 'ringstore_client_requests_total{consistency="QUORUM",operation="put"}')
+gets=$(metric 'ringstore_client_requests_total{consistency="QUORUM",operation="get"}')
+down=$(metric 'ringstore_gossip_members{liveness="down"}')
+[ "$puts" = 20 ] && [ "$gets" = 30 ] && [ "$down" = 1 ] || {
+  echo "FAILED: node1's /metrics shows $puts QUORUM puts (20 sent), $gets QUORUM gets (30), $down members down (1)" >&2
+  exit 1
+}
+echo "ok: node1's /metrics counts the 20 puts and 30 gets it coordinated and one member down"
 echo "compose test passed"

@@ -37,9 +37,23 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
     pub client_key: Option<PathBuf>,
 
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The format of log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (the default).
+    Text,
+    /// One JSON object per line: timestamp, level, target, message and fields.
+    Json,
 }
 
 /// The subcommands.
@@ -58,6 +72,30 @@ pub enum Command {
     /// Syncs everything the node has written to disk (as `nodetool flush`;
     /// in `periodic` durability, what the next sync would have made durable).
     Flush,
+    /// Refuses writes, syncs storage and stops gossip, so the node can be
+    /// stopped for maintenance (as `nodetool drain`). Only a restart undoes it.
+    Drain,
+    /// Copies the node's cells of a keyspace (or of all), at one point in
+    /// time, into DATA_DIR/snapshots/TAG/ (as `nodetool snapshot`).
+    Snapshot(SnapshotArgs),
+    /// Every snapshot on the node (as `nodetool listsnapshots`).
+    Listsnapshots,
+    /// Removes one snapshot (`-t TAG`) or all of them (`--all`), as
+    /// `nodetool clearsnapshot`.
+    Clearsnapshot(ClearSnapshotArgs),
+    /// Applies the snapshot in the node's DATA_DIR/snapshots/TAG/ to its
+    /// keyspaces of the same names, last write winning (as `nodetool
+    /// refresh`); see the README's restore steps.
+    Restore(RestoreArgs),
+    /// Work in flight and completed per stage, and dropped messages (as
+    /// `nodetool tpstats`).
+    Tpstats,
+    /// The coordinator's read and write latency percentiles (as `nodetool
+    /// proxyhistograms`).
+    Proxyhistograms,
+    /// Keys, bytes, tombstones and local read/write counts and latency per
+    /// keyspace on this node (as `nodetool tablestats`).
+    Tablestats(TablestatsArgs),
     /// The cluster's name, schema versions per node, node counts, data
     /// centers, releases and keyspaces (as `nodetool describecluster`).
     Describecluster,
@@ -284,6 +322,10 @@ pub struct ServerArgs {
     /// The gossip UDP bind address (default 127.0.0.1:7000).
     #[arg(long, value_name = "IP:PORT")]
     pub gossip_address: Option<SocketAddr>,
+    /// The HTTP bind address of `GET /metrics` (Prometheus; default: the
+    /// listen IP, port 7200).
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_address: Option<SocketAddr>,
     /// The client address to advertise, if not the bind address.
     #[arg(long, value_name = "IP:PORT")]
     pub broadcast_client_address: Option<SocketAddr>,
@@ -474,6 +516,49 @@ pub struct InfoArgs {
     /// List every token.
     #[arg(short = 'T', long)]
     pub tokens: bool,
+}
+
+/// `snapshot [-t TAG] [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The snapshot's name (default: the current time in milliseconds).
+    #[arg(short = 't', long = "tag")]
+    pub tag: Option<String>,
+    /// Only this keyspace (default: every keyspace).
+    pub keyspace: Option<String>,
+}
+
+/// `clearsnapshot (-t TAG | --all)`.
+#[derive(Debug, Args)]
+pub struct ClearSnapshotArgs {
+    /// The snapshot to remove.
+    #[arg(
+        short = 't',
+        long = "tag",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub tag: Option<String>,
+    /// Remove every snapshot.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `restore -t TAG [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The snapshot, in the node's DATA_DIR/snapshots/TAG/.
+    #[arg(short = 't', long = "tag")]
+    pub tag: String,
+    /// Only this keyspace's file (default: every file of the snapshot).
+    pub keyspace: Option<String>,
+}
+
+/// `tablestats [KEYSPACE]`.
+#[derive(Debug, Args)]
+pub struct TablestatsArgs {
+    /// Only this keyspace (default: every keyspace).
+    pub keyspace: Option<String>,
 }
 
 /// A keyspace argument.

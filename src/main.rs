@@ -14,13 +14,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LogFormat};
 use crate::client::{ClientTls, Connection};
 use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Server(_) | Command::Demo(_)));
+    init_logging(
+        matches!(cli.command, Command::Server(_) | Command::Demo(_)),
+        cli.log_format,
+    );
     let result = match &cli.command {
         Command::Token(args) => {
             commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
@@ -76,6 +79,16 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
         Command::Info(args) => commands::info::run(&connection, args, &mut out).await,
         Command::Version => commands::info::version(&connection, &mut out).await,
         Command::Flush => commands::info::flush(&connection).await,
+        Command::Snapshot(args) => commands::snapshots::take(&connection, args, &mut out).await,
+        Command::Listsnapshots => commands::snapshots::list(&connection, &mut out).await,
+        Command::Clearsnapshot(args) => {
+            commands::snapshots::clear(&connection, args, &mut out).await
+        }
+        Command::Restore(args) => commands::snapshots::restore(&connection, args, &mut out).await,
+        Command::Drain => commands::info::drain(&connection, &mut out).await,
+        Command::Tpstats => commands::stats::tpstats(&connection, &mut out).await,
+        Command::Proxyhistograms => commands::stats::proxyhistograms(&connection, &mut out).await,
+        Command::Tablestats(args) => commands::stats::tablestats(&connection, args, &mut out).await,
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
         Command::Gossipinfo => commands::gossipinfo::run(&connection, &mut out).await,
         Command::Setlogginglevel(args) => {
@@ -128,9 +141,11 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
     }
 }
 
-/// Logs to stderr: `info` for a server, `warn` for the tools (`RUST_LOG`
-/// overrides). The filter can be replaced at runtime (`setlogginglevel`).
-fn init_logging(server: bool) {
+/// Logs to stderr in `format`: `info` for a server, `warn` for the tools
+/// (`RUST_LOG` overrides). The filter can be replaced at runtime
+/// (`setlogginglevel`).
+fn init_logging(server: bool, format: LogFormat) {
+    use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, reload};
@@ -141,9 +156,14 @@ fn init_logging(server: bool) {
         .filter(|t| EnvFilter::try_new(t).is_ok())
         .unwrap_or_else(|| default.to_string());
     let (filter, handle) = reload::Layer::new(EnvFilter::new(&text));
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines.json().boxed(),
+    };
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(lines)
         .init();
     ringstore_node::log_levels::install(Box::new(ReloadableFilter {
         handle,

@@ -162,6 +162,35 @@ fn client_port_rpcs() -> Vec<(&'static str, Undecodable)> {
             undecodable::<pb::GetLoggingLevelsRequest>,
         ),
         (
+            "/ringstore.v1.Admin/TpStats",
+            undecodable::<pb::TpStatsRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/ProxyHistograms",
+            undecodable::<pb::ProxyHistogramsRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/TableStats",
+            undecodable::<pb::TableStatsRequest>,
+        ),
+        ("/ringstore.v1.Admin/Drain", undecodable::<pb::DrainRequest>),
+        (
+            "/ringstore.v1.Admin/Snapshot",
+            undecodable::<pb::SnapshotRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/ListSnapshots",
+            undecodable::<pb::ListSnapshotsRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/ClearSnapshot",
+            undecodable::<pb::ClearSnapshotRequest>,
+        ),
+        (
+            "/ringstore.v1.Admin/RestoreSnapshot",
+            undecodable::<pb::RestoreSnapshotRequest>,
+        ),
+        (
             "/ringstore.v1.Topology/Decommission",
             undecodable::<pb::DecommissionRequest>,
         ),
@@ -487,6 +516,20 @@ async fn garbage_on_every_port_gets_an_answer_and_changes_nothing() {
             );
         }
     }
+
+    // The metrics endpoint (HTTP/1.1) closes on garbage and answers a
+    // request that closes the connection.
+    let metrics = config.metrics_bind_address().expect("metrics are on");
+    for _ in 0..8 {
+        let garbage = random_bytes(&mut rng, 4096);
+        send_and_expect_close(metrics, &garbage, "random bytes").await;
+    }
+    send_and_expect_close(
+        metrics,
+        b"GET /metrics/../x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1",
+    )
+    .await;
 
     // Well-formed calls of every RPC whose bodies are random bytes.
     for (address, rpcs) in [

@@ -5,10 +5,11 @@
 //! killed with SIGKILL that resumes, and the CLI's errors.
 //!
 //! Address blocks of the tests on real processes (`common::processes`):
-//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 86 and 87 in
-//! `tests/tls.rs`, 88 in `tests/secrets.rs` (85: `tests/internode_auth.rs`,
-//! in-process; 89 is free, kept for security tests), 93 and 94 in
-//! `tests/repair_processes.rs` (in-process repair tests use 90–92, 95, 96).
+//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
+//! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
+//! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
+//! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
+//! (in-process repair tests use 90–92, 95, 96).
 
 mod common;
 

@@ -44,6 +44,19 @@ pub async fn flush(connection: &Connection) -> Outcome {
     Ok(())
 }
 
+/// Drains the node, as `nodetool drain`: it refuses writes, syncs its
+/// storage and stops gossip; prints what to do next.
+pub async fn drain(connection: &Connection, out: &mut impl Write) -> Outcome {
+    connection.admin().drain(pb::DrainRequest {}).await?;
+    writeln!(
+        out,
+        "drained: the node refuses writes, its storage is synced and its gossip has stopped; \
+         stop it now (a restart serves writes again)"
+    )
+    .map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
 /// Sets a log level: `TARGET LEVEL`, or `LEVEL` alone for every module.
 pub async fn set_logging_level(
     connection: &Connection,

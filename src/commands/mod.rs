@@ -15,6 +15,8 @@ pub mod plan;
 pub mod repair;
 pub mod ring;
 pub mod server;
+pub mod snapshots;
+pub mod stats;
 pub mod status;
 pub mod stress;
 pub mod token;

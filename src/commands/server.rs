@@ -26,6 +26,10 @@ fn flag_settings(args: &ServerArgs) -> Vec<(String, toml::Value)> {
     );
     text("gossip_address", args.gossip_address.map(|a| a.to_string()));
     text(
+        "metrics_address",
+        args.metrics_address.map(|a| a.to_string()),
+    );
+    text(
         "broadcast_client_address",
         args.broadcast_client_address.map(|a| a.to_string()),
     );

@@ -99,6 +99,11 @@ impl Processes {
         self.servers[i] = Some(child);
     }
 
+    /// Server `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("node{i}"))
+    }
+
     /// Takes server `i`'s process out of the set (to signal it and wait).
     pub fn take(&mut self, i: usize) -> Child {
         self.servers[i].take().expect("server is running")
@@ -227,4 +232,39 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) 
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// `GET path` from the HTTP server at `address` (one request, closed after):
+/// the status code and the body.
+pub fn http_get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|e| panic!("cannot connect to {address}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, body.to_string())
+}
+
+/// The value of the sample `name{labels}` (given exactly as the page
+/// spells it) on a Prometheus text page.
+pub fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }

@@ -48,6 +48,11 @@ pub struct NodeConfig {
     pub internode_address: SocketAddr,
     /// The gossip bind address (default port 7000/UDP).
     pub gossip_address: SocketAddr,
+    /// Whether the node serves `GET /metrics` (Prometheus) over HTTP.
+    pub metrics_enabled: bool,
+    /// The HTTP bind address of `GET /metrics`; unset: the client listen IP
+    /// on port 7200/TCP.
+    pub metrics_address: Option<SocketAddr>,
     /// The client address others should use, if not the bind address (behind NAT, in docker).
     pub broadcast_client_address: Option<SocketAddr>,
     /// The internode address others should use, if not the bind address.
@@ -289,6 +294,8 @@ impl Default for NodeConfig {
             listen_address: SocketAddr::from(([127, 0, 0, 1], 7100)),
             internode_address: SocketAddr::from(([127, 0, 0, 1], 7101)),
             gossip_address: SocketAddr::from(([127, 0, 0, 1], 7000)),
+            metrics_enabled: true,
+            metrics_address: None,
             broadcast_client_address: None,
             broadcast_internode_address: None,
             broadcast_gossip_address: None,
@@ -337,6 +344,9 @@ impl Default for TimeoutConfig {
         }
     }
 }
+
+/// The default port of `GET /metrics` (HTTP).
+pub const DEFAULT_METRICS_PORT: u16 = 7200;
 
 /// The environment-variable prefix of settings.
 pub const ENV_PREFIX: &str = "RINGSTORE_";
@@ -453,6 +463,17 @@ impl NodeConfig {
         Ok(())
     }
 
+    /// Where `GET /metrics` listens, or `None` when it is disabled: the
+    /// configured address, else the client listen IP on port 7200.
+    pub fn metrics_bind_address(&self) -> Option<SocketAddr> {
+        self.metrics_enabled.then(|| {
+            self.metrics_address.unwrap_or(SocketAddr::new(
+                self.listen_address.ip(),
+                DEFAULT_METRICS_PORT,
+            ))
+        })
+    }
+
     /// The client address other nodes and clients use.
     pub fn advertised_client_address(&self) -> SocketAddr {
         self.broadcast_client_address.unwrap_or(self.listen_address)
@@ -532,6 +553,37 @@ mod tests {
         assert_eq!(config, NodeConfig::default());
         assert_eq!(config.listen_address.port(), 7100);
         assert_eq!(config.storage.durability, DurabilityMode::Batch);
+        assert_eq!(
+            config.metrics_bind_address(),
+            Some(SocketAddr::from(([127, 0, 0, 1], 7200)))
+        );
+    }
+
+    #[test]
+    fn the_metrics_endpoint_follows_the_listen_ip_unless_set_or_disabled() {
+        let config = NodeConfig::load(
+            None,
+            env(&[("RINGSTORE_LISTEN_ADDRESS", "127.0.0.7:7100")]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(
+            config.metrics_bind_address(),
+            Some(SocketAddr::from(([127, 0, 0, 7], 7200)))
+        );
+        let set = NodeConfig::load(
+            None,
+            env(&[("RINGSTORE_METRICS_ADDRESS", "127.0.0.8:9100")]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(
+            set.metrics_bind_address(),
+            Some(SocketAddr::from(([127, 0, 0, 8], 9100)))
+        );
+        let off =
+            NodeConfig::load(None, env(&[("RINGSTORE_METRICS_ENABLED", "false")]), []).unwrap();
+        assert_eq!(off.metrics_bind_address(), None);
     }
 
     #[test]

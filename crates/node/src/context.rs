@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ringstore_membership::{ClusterView, Generation, MembershipHandle};
+use ringstore_metrics::NodeMetrics;
 use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
@@ -11,6 +12,7 @@ use crate::clock::TimestampSource;
 use crate::config::NodeConfig;
 use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
+use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::repair::state::RepairState;
@@ -53,12 +55,36 @@ pub struct NodeContext {
     pub repair: RepairState,
     /// Set to ask the node to stop (after a decommission).
     pub stop_requested: tokio::sync::watch::Sender<bool>,
+    /// Its metrics: the Prometheus families, `tpstats` stages and latency
+    /// histograms (shared with the storage's sync observer).
+    pub metrics: Arc<NodeMetrics>,
+    /// Keyspace sizes for scrapes, rescanned at most every few seconds.
+    pub keyspace_sizes: KeyspaceSizes,
+    /// Set by `drain`: the node refuses writes and its gossip has stopped.
+    pub drained: tokio::sync::watch::Sender<bool>,
 }
 
 impl NodeContext {
     /// The current cluster view.
     pub fn view(&self) -> Arc<ClusterView> {
         self.membership.view()
+    }
+
+    /// Whether `drain` has run: writes are refused, gossip has stopped.
+    pub fn is_drained(&self) -> bool {
+        *self.drained.borrow()
+    }
+
+    /// `UNAVAILABLE` naming the drain when the node is drained.
+    pub fn check_not_drained(&self) -> Result<()> {
+        if self.is_drained() {
+            return Err(NodeError::Unavailable(
+                "this node is drained (ringstore drain): it accepts no writes; send them to \
+                 another node, or restart this one"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The keyspace named `name`, or `NOT_FOUND`.

@@ -18,9 +18,10 @@
 //! `ringstore_replication`; this module only moves messages.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringstore_membership::ClusterView;
+use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{
@@ -59,6 +60,33 @@ struct ReplicaWrite {
     cell: Cell,
 }
 
+/// Writes `cell` for `key` at `level`, timed and counted in the
+/// coordinator metrics (see [`write_unmeasured`]).
+pub async fn write(
+    context: &Arc<NodeContext>,
+    keyspace: &KeyspaceDef,
+    key: Vec<u8>,
+    cell: Cell,
+    level: ConsistencyLevel,
+) -> Result<()> {
+    let started = Instant::now();
+    let result = write_unmeasured(context, keyspace, key, cell, level).await;
+    measured(context, CoordinatorOp::Write, started, &result);
+    result
+}
+
+/// Records a coordinated read or write that began at `started` and ended
+/// with `result`: its latency, and whether it was unavailable or timed out.
+fn measured<T>(context: &NodeContext, op: CoordinatorOp, started: Instant, result: &Result<T>) {
+    let metrics = &context.metrics;
+    metrics.coordinated(op, started.elapsed());
+    match result {
+        Err(NodeError::Unavailable(_)) => metrics.unavailable(op),
+        Err(NodeError::Timeout(_)) => metrics.timed_out(op),
+        _ => {}
+    }
+}
+
 /// Writes `cell` for `key` at `level`.
 ///
 /// Every send to a replica and every hint runs in a task of its own that
@@ -66,7 +94,7 @@ struct ReplicaWrite {
 /// hint from being stored once the write has gone out. A hint that cannot be
 /// stored is logged and counted, never turned into an error of a write whose
 /// level was met.
-pub async fn write(
+async fn write_unmeasured(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
     key: Vec<u8>,
@@ -218,8 +246,21 @@ fn timeout_of(tracker: &WriteTracker) -> NodeError {
     )
 }
 
-/// Reads `key` at `level`: the winning cell (possibly a tombstone), if any.
+/// Reads `key` at `level`: the winning cell (possibly a tombstone), if any;
+/// timed and counted in the coordinator metrics.
 pub async fn read(
+    context: &Arc<NodeContext>,
+    keyspace: &KeyspaceDef,
+    key: Vec<u8>,
+    level: ConsistencyLevel,
+) -> Result<Option<Cell>> {
+    let started = Instant::now();
+    let result = read_unmeasured(context, keyspace, key, level).await;
+    measured(context, CoordinatorOp::Read, started, &result);
+    result
+}
+
+async fn read_unmeasured(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
     key: Vec<u8>,
@@ -271,6 +312,7 @@ async fn repair(
     repairs: Vec<(HostId, Cell)>,
 ) -> Result<()> {
     let count = repairs.len();
+    let _stage = context.metrics.stage(Stage::ReadRepair);
     let writes = repairs.into_iter().map(|(host, cell)| {
         let (context, keyspace, key) = (context.clone(), keyspace.clone(), key.clone());
         async move { apply_on(&context, host, &keyspace, &key, cell).await }
@@ -284,6 +326,7 @@ async fn repair(
                     "read repair failed on {failed} of {count} stale replicas"
                 )));
             }
+            context.metrics.read_repaired(count as u64);
             tracing::debug!(count, "read repair done");
             Ok(())
         }
@@ -388,7 +431,12 @@ async fn apply_on(
     cell: Cell,
 ) -> Result<()> {
     if host == context.host_id {
+        let started = Instant::now();
         context.store.apply(keyspace.id, key, cell).await?;
+        context
+            .metrics
+            .keyspace(&keyspace.name)
+            .record(LocalOp::Write, started.elapsed());
         return Ok(());
     }
     let address = internode_address(context, host)?;
@@ -399,11 +447,12 @@ async fn apply_on(
             cell: Some(cell_to_pb(&cell)),
         }],
     };
-    let response = context
-        .peers
-        .client(address)
-        .apply(request)
-        .await
+    let started = Instant::now();
+    let response = context.peers.client(address).apply(request).await;
+    context
+        .metrics
+        .internode(address, InternodeRpc::Apply, started.elapsed());
+    let response = response
         .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
         .into_inner();
     // The replica refuses a bad mutation on its own rather than failing the
@@ -427,7 +476,12 @@ async fn read_on(
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
     if host == context.host_id {
+        let started = Instant::now();
         let cell = context.store.read(keyspace.id, key)?;
+        context
+            .metrics
+            .keyspace(&keyspace.name)
+            .record(LocalOp::Read, started.elapsed());
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {
@@ -435,6 +489,7 @@ async fn read_on(
         });
     }
     let address = internode_address(context, host)?;
+    let started = Instant::now();
     let response = context
         .peers
         .client(address)
@@ -443,7 +498,11 @@ async fn read_on(
             key: key.to_vec(),
             digest_only,
         })
-        .await
+        .await;
+    context
+        .metrics
+        .internode(address, InternodeRpc::Read, started.elapsed());
+    let response = response
         .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
         .into_inner();
     Ok(if digest_only {

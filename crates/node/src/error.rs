@@ -57,6 +57,10 @@ pub enum NodeError {
     #[error("tls: {0}")]
     Tls(#[from] crate::tls::TlsError),
 
+    /// The metrics page could not be made.
+    #[error("metrics: {0}")]
+    Metrics(#[from] ringstore_metrics::MetricsError),
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -109,7 +113,24 @@ impl NodeError {
             | NodeError::Membership(_)
             | NodeError::Streaming(_)
             | NodeError::Repair(_)
-            | NodeError::Tls(_) => Code::Internal,
+            | NodeError::Tls(_)
+            | NodeError::Metrics(_) => Code::Internal,
+        }
+    }
+}
+
+impl NodeError {
+    /// The gRPC status code's name, as a metrics label (`UNAVAILABLE`).
+    pub fn code_label(&self) -> &'static str {
+        match self.code() {
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Internal => "INTERNAL",
+            _ => "UNKNOWN",
         }
     }
 }

@@ -24,6 +24,13 @@
 //!   (down, failed or too slow) is kept as a hint and replayed, throttled,
 //!   when the replica is up again.
 //!
+//! - **Metrics** ([`metrics`]): `ringstore_metrics` families recorded on the
+//!   request path, sampled from the rest of the node at scrape time, served
+//!   over HTTP (`GET /metrics`, port 7200) and the `Metrics` RPC; `tpstats`,
+//!   `proxyhistograms` and `tablestats` read the same numbers. `drain` stops
+//!   writes and gossip before maintenance; [`snapshots`] copies keyspace
+//!   data at one point in time and restores it.
+//!
 //! - **Topology changes** ([`topology`]): joins, replacements, decommissions
 //!   and removals announce a pending ring first; writes go to the pending
 //!   replicas too while the ranges are streamed ([`streaming`]: pulled,
@@ -45,11 +52,14 @@ pub mod config;
 pub mod context;
 pub mod convert;
 pub mod coordinator;
+pub mod drain;
 pub mod error;
 pub mod handoff;
 pub mod internode_auth;
+pub mod keyspace_sizes;
 pub mod log_levels;
 pub mod metrics;
+mod metrics_http;
 mod node;
 pub mod peers;
 pub mod placements;
@@ -58,6 +68,8 @@ pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
+pub mod snapshot_file;
+pub mod snapshots;
 pub mod streaming;
 pub mod tls;
 pub mod tokens;

@@ -1,206 +1,126 @@
-//! The node's metrics as Prometheus text: gossip traffic and drops, hinted
-//! handoff, range streaming, storage and uptime. Counters restart at zero with the process.
+//! The node's metrics page: what `GET /metrics` and `ringstore metrics`
+//! show. The request path records into [`NodeContext::metrics`] as it goes;
+//! this module samples the rest of the node (gossip, hints, streams, ring,
+//! schema, keyspace sizes) into a [`NodeSnapshot`] and renders both.
+//! Counters restart at zero with the process.
 
-use std::fmt::Write;
+use std::time::Duration;
 
-use ringstore_membership::MembershipStats;
+use ringstore_membership::{Liveness, MembershipStats, NodeState};
+use ringstore_metrics::{KeyspaceSample, NodeSnapshot, Stage, StageSample, Traffic};
 
 use crate::context::NodeContext;
+use crate::error::Result;
+use crate::keyspace_sizes::SCRAPE_MAX_AGE;
 
-/// A metrics page under construction.
-struct Page(String);
-
-impl Page {
-    /// Declares `name` of `kind` (`counter` or `gauge`) with its help text.
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    }
-
-    /// One sample; `labels` as `key="value"` pairs.
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        let labels = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{}}}", labels.join(","))
-        };
-        let _ = writeln!(self.0, "{name}{labels} {value}");
-    }
+/// The page a scrape gets, in the Prometheus text format.
+pub async fn page(context: &NodeContext) -> Result<String> {
+    // A drained node's gossip has stopped: its counters are then unknown.
+    let gossip = context.membership.stats().await.unwrap_or_default();
+    let keyspaces = keyspace_sizes(context, SCRAPE_MAX_AGE).await?;
+    let snapshot = snapshot(context, &gossip, keyspaces);
+    Ok(context.metrics.render(&snapshot)?)
 }
 
-/// Renders the metrics of `context`'s node, with its gossip counters.
-pub fn render(context: &NodeContext, gossip: &MembershipStats) -> String {
-    let mut page = Page(String::new());
-    page.family(
-        "ringstore_uptime_seconds",
-        "gauge",
-        "Seconds since the node started.",
-    );
-    page.sample(
-        "ringstore_uptime_seconds",
-        &[],
-        context.started.elapsed().as_secs(),
-    );
-    page.family(
-        "ringstore_storage_load_bytes",
-        "gauge",
-        "Bytes the storage engine uses on disk.",
-    );
-    page.sample(
-        "ringstore_storage_load_bytes",
-        &[],
-        context.store.load_bytes().unwrap_or(0),
-    );
+/// The sizes of every keyspace this node holds, scanned at most `max_age` ago.
+pub async fn keyspace_sizes(
+    context: &NodeContext,
+    max_age: Duration,
+) -> Result<Vec<KeyspaceSample>> {
+    let mut keyspaces: Vec<_> = context
+        .keyspaces()
+        .into_iter()
+        .map(|k| (k.name, k.id))
+        .collect();
+    keyspaces.sort();
+    context
+        .keyspace_sizes
+        .get(&context.store, keyspaces, max_age)
+        .await
+}
 
-    page.family(
-        "ringstore_gossip_packets_total",
-        "counter",
-        "Gossip datagrams by direction.",
-    );
-    page.sample(
-        "ringstore_gossip_packets_total",
-        &[("direction", "sent")],
-        gossip.packets_sent,
-    );
-    page.sample(
-        "ringstore_gossip_packets_total",
-        &[("direction", "received")],
-        gossip.packets_received,
-    );
-    page.family(
-        "ringstore_gossip_bytes_total",
-        "counter",
-        "Gossip bytes by direction.",
-    );
-    page.sample(
-        "ringstore_gossip_bytes_total",
-        &[("direction", "sent")],
-        gossip.bytes_sent,
-    );
-    page.sample(
-        "ringstore_gossip_bytes_total",
-        &[("direction", "received")],
-        gossip.bytes_received,
-    );
-    page.family(
-        "ringstore_gossip_dropped_total",
-        "counter",
-        "Gossip datagrams dropped, by reason.",
-    );
-    for (reason, count) in [
-        ("malformed", gossip.dropped_malformed),
-        ("foreign_cluster", gossip.dropped_foreign_cluster),
-        ("bad_auth", gossip.dropped_bad_auth),
-        ("replay", gossip.dropped_replay),
-        ("rejected_by_swim", gossip.swim_errors),
-        ("bad_metadata", gossip.metadata_rejected),
-    ] {
-        page.sample(
-            "ringstore_gossip_dropped_total",
-            &[("reason", reason)],
-            count,
-        );
+/// The sampled numbers of `context`'s node.
+fn snapshot(
+    context: &NodeContext,
+    gossip: &MembershipStats,
+    keyspaces: Vec<KeyspaceSample>,
+) -> NodeSnapshot {
+    let view = context.view();
+    let members = view
+        .members
+        .values()
+        .filter(|m| m.metadata.state != NodeState::Left)
+        .filter(|m| !view.removed.contains(&m.metadata.host_id));
+    let (mut up, mut down) = (0, 0);
+    for member in members {
+        if member.liveness == Liveness::Up {
+            up += 1;
+        } else {
+            down += 1;
+        }
     }
-
     let handoff = &context.handoff;
-    page.family(
-        "ringstore_hints_pending",
-        "gauge",
-        "Hints waiting for their target.",
-    );
-    page.family(
-        "ringstore_hints_pending_bytes",
-        "gauge",
-        "Bytes of hints waiting for their target.",
-    );
     let pending = handoff.pending();
-    for (target, stats) in &pending {
-        let target = target.to_string();
-        page.sample(
-            "ringstore_hints_pending",
-            &[("target", &target)],
-            stats.hints,
-        );
-        page.sample(
-            "ringstore_hints_pending_bytes",
-            &[("target", &target)],
-            stats.bytes,
-        );
-    }
     let c = handoff.counters();
-    page.family("ringstore_hints_stored_total", "counter", "Hints stored.");
-    page.sample("ringstore_hints_stored_total", &[], c.stored);
-    page.family(
-        "ringstore_hints_replayed_total",
-        "counter",
-        "Hints delivered and acknowledged.",
-    );
-    page.sample("ringstore_hints_replayed_total", &[], c.replayed);
-    page.family(
-        "ringstore_hints_dropped_total",
-        "counter",
-        "Hints dropped or not stored, by reason.",
-    );
-    for (reason, count) in [
-        ("over_cap", c.dropped_over_cap),
-        ("expired", c.dropped_expired),
-        ("outside_window", c.dropped_outside_window),
-        ("corrupt", c.dropped_corrupt),
-        ("keyspace_dropped", c.dropped_keyspace),
-        ("refused", c.dropped_refused),
-        ("truncated", c.truncated),
-    ] {
-        page.sample(
-            "ringstore_hints_dropped_total",
-            &[("reason", reason)],
-            count,
-        );
-    }
-    page.family(
-        "ringstore_hint_store_failures_total",
-        "counter",
-        "Hints that could not be stored (their replica needs a repair).",
-    );
-    page.sample(
-        "ringstore_hint_store_failures_total",
-        &[],
-        handoff.store_failures(),
-    );
     let (received, sent) = context.streams.bytes_moved();
-    page.family(
-        "ringstore_stream_bytes_total",
-        "counter",
-        "Bytes of range streams, by direction.",
-    );
-    page.sample(
-        "ringstore_stream_bytes_total",
-        &[("direction", "received")],
-        received,
-    );
-    page.sample(
-        "ringstore_stream_bytes_total",
-        &[("direction", "sent")],
-        sent,
-    );
-    page.family(
-        "ringstore_streams_running",
-        "gauge",
-        "Range stream sessions in progress.",
-    );
-    page.sample(
-        "ringstore_streams_running",
-        &[],
-        context.streams.running() as u64,
-    );
-    page.family(
-        "ringstore_stream_throughput_mib_per_sec",
-        "gauge",
-        "The node's stream throttle (0: unthrottled).",
-    );
-    page.sample(
-        "ringstore_stream_throughput_mib_per_sec",
-        &[],
-        context.stream_throttle.mib_per_sec(),
-    );
-    page.0
+    let hints_pending: u64 = pending.values().map(|t| t.hints).sum();
+    NodeSnapshot {
+        uptime_seconds: context.started.elapsed().as_secs(),
+        load_bytes: context.store.load_bytes().unwrap_or(0),
+        gossip_packets: Traffic {
+            sent: gossip.packets_sent,
+            received: gossip.packets_received,
+        },
+        gossip_bytes: Traffic {
+            sent: gossip.bytes_sent,
+            received: gossip.bytes_received,
+        },
+        gossip_dropped: vec![
+            ("malformed", gossip.dropped_malformed),
+            ("foreign_cluster", gossip.dropped_foreign_cluster),
+            ("bad_auth", gossip.dropped_bad_auth),
+            ("replay", gossip.dropped_replay),
+            ("rejected_by_swim", gossip.swim_errors),
+            ("bad_metadata", gossip.metadata_rejected),
+        ],
+        members_up: up,
+        members_down: down,
+        ring_epoch: view.ring.epoch(),
+        ring_checksum: view.ring.checksum(),
+        schema_version: context.schema.current().version().to_string(),
+        hints_pending: pending
+            .iter()
+            .map(|(target, stats)| (target.to_string(), stats.hints, stats.bytes))
+            .collect(),
+        hints_stored: c.stored,
+        hints_replayed: c.replayed,
+        hints_dropped: vec![
+            ("over_cap", c.dropped_over_cap),
+            ("expired", c.dropped_expired),
+            ("outside_window", c.dropped_outside_window),
+            ("corrupt", c.dropped_corrupt),
+            ("keyspace_dropped", c.dropped_keyspace),
+            ("refused", c.dropped_refused),
+            ("truncated", c.truncated),
+        ],
+        hint_store_failures: handoff.store_failures(),
+        stream_bytes: Traffic { sent, received },
+        streams_running: context.streams.running() as u64,
+        stream_throughput_mib_per_sec: context.stream_throttle.mib_per_sec(),
+        stages: vec![
+            StageSample {
+                stage: Stage::HintDelivery,
+                active: u64::from(hints_pending > 0 && !handoff.is_paused()),
+                pending: hints_pending,
+                completed: c.replayed,
+            },
+            StageSample {
+                stage: Stage::Streaming,
+                active: context.streams.running() as u64,
+                pending: 0,
+                completed: 0,
+            },
+        ],
+        keyspaces,
+    }
 }

@@ -30,6 +30,7 @@ use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
 use crate::internode_auth::{CallSigner, InternodeAuthLayer};
+use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::placements::Placements;
 use crate::repair::{self, state::RepairState};
@@ -42,7 +43,8 @@ use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
 use crate::tls::TlsError;
 use crate::topology::{bootstrap, saved};
-use crate::{schema_sync, tokens};
+use crate::{metrics_http, schema_sync, tokens};
+use ringstore_metrics::NodeMetrics;
 use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The largest gRPC message accepted: a 16 MiB value plus its envelope.
@@ -164,12 +166,26 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let membership = Membership::new(membership_config, identity, metadata, rand::random());
 
     let (stop, stopped) = watch::channel(false);
+    // Gossip stops when the node stops or is drained.
+    let (drained, drained_rx) = watch::channel(false);
+    let gossip_stop = {
+        let (stopped, drained) = (stopped.clone(), drained_rx);
+        async move {
+            tokio::select! {
+                () = wait_for(stopped) => {}
+                () = wait_for(drained) => {}
+            }
+        }
+    };
     let (membership, membership_task) =
-        ringstore_membership::start(membership, config.gossip_address, wait_for(stopped.clone()))
-            .await?;
+        ringstore_membership::start(membership, config.gossip_address, gossip_stop).await?;
 
     let client_listener = bind(config.listen_address).await?;
     let internode_listener = bind(config.internode_address).await?;
+    let metrics_listener = match config.metrics_bind_address() {
+        Some(address) => Some(bind(address).await?),
+        None => None,
+    };
     let client_address = client_listener
         .local_addr()
         .map_err(|e| io_error(config.listen_address, e))?;
@@ -206,6 +222,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let (internode_server_tls, internode_client_tls) = internode_tls.unzip();
     let config_throughput = config.stream_throughput_mib_per_sec;
     let repair = RepairState::load(&store, config.repair.validation_mib_per_sec)?;
+    let metrics = Arc::new(NodeMetrics::new()?);
+    let observed = metrics.clone();
+    store.observe_syncs(move |elapsed| observed.storage_synced(elapsed));
     let context = Arc::new(NodeContext {
         config,
         host_id: record.host_id,
@@ -223,6 +242,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         operation: tokio::sync::Mutex::new(()),
         repair,
         stop_requested: watch::channel(false).0,
+        metrics,
+        keyspace_sizes: KeyspaceSizes::default(),
+        drained,
     });
 
     let mut tasks = Vec::new();
@@ -262,6 +284,14 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
             tracing::error!(%error, "internode server failed");
         }
     }));
+    if let Some(listener) = metrics_listener {
+        tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
+        tasks.push(tokio::spawn(metrics_http::serve(
+            listener,
+            context.clone(),
+            wait_for(stopped.clone()),
+        )));
+    }
     tasks.push(spawn_until_stopped(
         schema_sync::run(context.clone(), Duration::from_secs(2)),
         stopped.clone(),

@@ -27,7 +27,8 @@
 //!   once the last store handle is dropped nothing of ours keeps the engine
 //!   (and sled's file lock) alive.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -50,7 +51,12 @@ struct Flushes {
     state: Mutex<FlushState>,
     /// Carries the latest finished generation; signalled on every finish.
     finished_tx: watch::Sender<u64>,
+    /// Told how long each engine flush took (metrics), once set.
+    observer: OnceLock<SyncObserver>,
 }
+
+/// Told the duration of every engine flush, successful or not.
+pub type SyncObserver = Box<dyn Fn(Duration) + Send + Sync>;
 
 /// The flush bookkeeping, guarded by [`Flushes::state`].
 #[derive(Debug, Default)]
@@ -80,6 +86,7 @@ impl GroupCommit {
             flushes: Arc::new(Flushes {
                 state: Mutex::new(FlushState::default()),
                 finished_tx: watch::channel(0).0,
+                observer: OnceLock::new(),
             }),
         }
     }
@@ -130,6 +137,12 @@ impl GroupCommit {
         self.wait(ticket).await
     }
 
+    /// Sets the observer told every flush's duration; only the first call
+    /// sets it. Whether this call did.
+    pub(crate) fn observe(&self, observer: SyncObserver) -> bool {
+        self.flushes.observer.set(observer).is_ok()
+    }
+
     fn start_flush(&self, generation: u64) {
         let engine = Arc::clone(&self.engine);
         let run = FlushRun {
@@ -139,7 +152,11 @@ impl GroupCommit {
         };
         tokio::task::spawn_blocking(move || {
             let mut run = run;
+            let began = Instant::now();
             let outcome = engine.flush();
+            if let Some(observe) = run.flushes.observer.get() {
+                observe(began.elapsed());
+            }
             drop(engine);
             run.finish(outcome);
         });

@@ -42,6 +42,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
@@ -323,6 +324,26 @@ impl Store {
     /// The engine's size on disk, in bytes: the load `status` reports.
     pub fn load_bytes(&self) -> Result<u64> {
         self.inner.engine.size_on_disk()
+    }
+
+    /// Runs `f` with every write held off (writers in progress finish first,
+    /// new ones wait), so what `f` reads of the store is one point in time:
+    /// for snapshots. Blocks the calling thread; writers wait on theirs, so
+    /// keep `f` short and call it off the async workers.
+    pub fn with_writes_paused<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _paused = self
+            .inner
+            .closed
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        f()
+    }
+
+    /// Tells `observer` the duration of every engine flush from now on
+    /// (group commits, periodic syncs and [`Store::sync`]; for metrics). Only
+    /// the first call on a store (or any clone) sets it; whether this one did.
+    pub fn observe_syncs(&self, observer: impl Fn(Duration) + Send + Sync + 'static) -> bool {
+        self.inner.group.observe(Box::new(observer))
     }
 
     /// Waits until everything written before the call is durable, sharing a

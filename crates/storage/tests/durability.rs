@@ -261,3 +261,28 @@ async fn multi_key_engine_calls_run_off_the_async_workers() {
         "an engine call ran on the async worker"
     );
 }
+
+#[tokio::test]
+async fn every_engine_flush_is_reported_to_the_sync_observer() {
+    let engine = CountingEngine::new();
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let observed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = observed.clone();
+    assert!(store.observe_syncs(move |_| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    assert!(
+        !store.observe_syncs(|_| {}),
+        "only the first observer is set"
+    );
+    let ks = KeyspaceId::random();
+    for i in 0..3u8 {
+        store.apply(ks, &[b'k', i], cell(b"v")).await.unwrap();
+    }
+    store.sync().await.unwrap();
+    assert_eq!(
+        observed.load(std::sync::atomic::Ordering::SeqCst),
+        engine.flushes().len()
+    );
+    assert!(engine.flushes().len() >= 4);
+}

@@ -3,13 +3,16 @@
 //!
 //! Every replica (this node included, through its own internode port, so
 //! all replicas are treated alike) builds its tree of the range, as deep as
-//! [`MAX_DEPTH`] allows; the
-//! coordinator walks the trees down to the differing leaves
-//! ([`TreeComparison`]), asks every replica for its row versions there,
-//! lines them up ([`RowAligner`]) and, batch by batch, reads each differing
-//! row from a replica holding the winning version and writes it to the
-//! replicas that lack it. Writes pass the node's stream throttle. Bytes
-//! exchanged with other nodes are counted for the report.
+//! [`MAX_DEPTH`] allows; the coordinator walks the trees down to the
+//! differing leaves ([`TreeComparison`]), asks every replica for its row
+//! versions there, lines them up ([`RowAligner`]) and, batch by batch,
+//! reads each differing row from a replica holding the winning version and
+//! writes it to the replicas that lack it. Writes pass the node's stream
+//! throttle. Bytes exchanged with other nodes are counted for the report.
+//!
+//! A call to a replica is abandoned as soon as the cluster view shows that
+//! replica down or restarted (a paused process may never answer; a
+//! restarted one lost its trees), failing the range.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

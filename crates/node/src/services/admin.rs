@@ -1,5 +1,7 @@
-//! The `Admin` service: what `status`, `ring`, `info`, `describering` and
-//! `getendpoints` show.
+//! The `Admin` service: what `status`, `ring`, `info`, `describering`,
+//! `getendpoints`, the hint commands, `metrics`, `tpstats`,
+//! `proxyhistograms` and `tablestats` show, and `flush`, `drain` and the
+//! log levels.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::error::NodeError;
 use crate::log_levels;
+use crate::services::node_stats;
+use crate::snapshots;
 
 /// Serves `Admin` from a node's context.
 pub struct AdminService {
@@ -58,6 +62,21 @@ fn hint_counters(handoff: &crate::handoff::Handoff) -> pb::HintCounters {
         dropped_keyspace: c.dropped_keyspace,
         dropped_refused: c.dropped_refused,
         dropped_corrupt: c.dropped_corrupt,
+    }
+}
+
+fn snapshot_files(tag: String, entries: Vec<snapshots::SnapshotEntry>) -> pb::SnapshotFiles {
+    pb::SnapshotFiles {
+        files: entries
+            .into_iter()
+            .map(|e| pb::SnapshotFile {
+                tag: e.tag,
+                keyspace: e.keyspace,
+                keys: e.keys,
+                bytes: e.bytes,
+            })
+            .collect(),
+        tag,
     }
 }
 
@@ -164,7 +183,7 @@ impl Admin for AdminService {
             uptime_seconds: context.started.elapsed().as_secs(),
             load_bytes: context.store.load_bytes().unwrap_or(0),
             tokens: m.tokens.iter().map(|t| t.0).collect(),
-            gossip_active: true,
+            gossip_active: !context.is_drained(),
             state: state_name(m.state).to_string(),
             schema_version: context.schema.current().version().to_string(),
             software_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -329,18 +348,79 @@ impl Admin for AdminService {
         Ok(Response::new(pb::TruncateHintsResponse { removed }))
     }
 
+    async fn tp_stats(
+        &self,
+        _: Request<pb::TpStatsRequest>,
+    ) -> Result<Response<pb::TpStatsResponse>, Status> {
+        Ok(Response::new(node_stats::tp_stats(&self.context).await?))
+    }
+
+    async fn proxy_histograms(
+        &self,
+        _: Request<pb::ProxyHistogramsRequest>,
+    ) -> Result<Response<pb::ProxyHistogramsResponse>, Status> {
+        Ok(Response::new(node_stats::proxy_histograms(&self.context)))
+    }
+
+    async fn table_stats(
+        &self,
+        request: Request<pb::TableStatsRequest>,
+    ) -> Result<Response<pb::TableStatsResponse>, Status> {
+        let keyspace = request.into_inner().keyspace;
+        Ok(Response::new(
+            node_stats::table_stats(&self.context, &keyspace).await?,
+        ))
+    }
+
+    async fn drain(
+        &self,
+        _: Request<pb::DrainRequest>,
+    ) -> Result<Response<pb::DrainResponse>, Status> {
+        crate::drain::drain(&self.context).await?;
+        Ok(Response::new(pb::DrainResponse {}))
+    }
+
+    async fn snapshot(
+        &self,
+        request: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let r = request.into_inner();
+        let (tag, entries) = snapshots::take(&self.context, &r.tag, &r.keyspace).await?;
+        Ok(Response::new(snapshot_files(tag, entries)))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let entries = snapshots::list(&self.context)?;
+        Ok(Response::new(snapshot_files(String::new(), entries)))
+    }
+
+    async fn clear_snapshot(
+        &self,
+        request: Request<pb::ClearSnapshotRequest>,
+    ) -> Result<Response<pb::ClearSnapshotResponse>, Status> {
+        let r = request.into_inner();
+        let removed = snapshots::clear(&self.context, &r.tag, r.all)?;
+        Ok(Response::new(pb::ClearSnapshotResponse { removed }))
+    }
+
+    async fn restore_snapshot(
+        &self,
+        request: Request<pb::RestoreSnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotFiles>, Status> {
+        let r = request.into_inner();
+        let entries = snapshots::restore(&self.context, &r.tag, &r.keyspace).await?;
+        Ok(Response::new(snapshot_files(r.tag, entries)))
+    }
+
     async fn metrics(
         &self,
         _: Request<pb::MetricsRequest>,
     ) -> Result<Response<pb::MetricsResponse>, Status> {
-        let gossip = self
-            .context
-            .membership
-            .stats()
-            .await
-            .map_err(NodeError::from)?;
         Ok(Response::new(pb::MetricsResponse {
-            text: crate::metrics::render(&self.context, &gossip),
+            text: crate::metrics::page(&self.context).await?,
         }))
     }
 }

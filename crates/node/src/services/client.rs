@@ -1,10 +1,14 @@
 //! The `Client` service: puts, gets, deletes and unlogged batches, each
-//! checked, then coordinated at its consistency level.
+//! checked, then coordinated at its consistency level. Every request with a
+//! valid consistency level is counted and timed by operation and level (a
+//! request whose level does not parse has no level to count it under); a
+//! drained node refuses writes.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use ringstore_metrics::{Operation, Stage};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;
 use ringstore_replication::ConsistencyLevel;
@@ -162,68 +166,78 @@ pub fn level_to_pb(level: ConsistencyLevel) -> pb::ConsistencyLevel {
     }
 }
 
-#[tonic::async_trait]
-impl Client for ClientService {
-    async fn put(
+impl ClientService {
+    /// Runs request `work` of `op` at `level`, counted in the client stage
+    /// and recorded (count, latency, and the error's code if it fails).
+    async fn measured<T>(
         &self,
-        request: Request<pb::PutRequest>,
-    ) -> Result<Response<pb::PutResponse>, Status> {
-        let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
+        op: Operation,
+        level: ConsistencyLevel,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<Response<T>, Status> {
+        let metrics = &self.context.metrics;
+        let _stage = metrics.stage(Stage::ClientRequest);
+        let started = Instant::now();
+        let result = work.await;
+        metrics.request(op, level.name()).record(started.elapsed());
+        if let Err(error) = &result {
+            metrics.client_error(op, level.name(), error.code_label());
+        }
+        Ok(Response::new(result?))
+    }
+
+    async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
+        self.context.check_not_drained()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(&r.key, Some(r.value), r.timestamp_micros, r.ttl_seconds)?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
-        Ok(Response::new(pb::PutResponse {
+        Ok(pb::PutResponse {
             timestamp_micros: timestamp.0,
-        }))
+        })
     }
 
-    async fn get(
-        &self,
-        request: Request<pb::GetRequest>,
-    ) -> Result<Response<pb::GetResponse>, Status> {
-        let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
+    async fn run_get(&self, r: pb::GetRequest, level: ConsistencyLevel) -> Result<pb::GetResponse> {
         let keyspace = self.keyspace(&r.keyspace)?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
         let now = Timestamp::now();
-        let response = match winner
-            .as_ref()
-            .and_then(|cell| cell.visible_value(now).map(|v| (cell, v)))
-        {
-            Some((cell, value)) => pb::GetResponse {
-                found: true,
-                value: value.to_vec(),
-                timestamp_micros: cell.timestamp.0,
+        Ok(
+            match winner
+                .as_ref()
+                .and_then(|cell| cell.visible_value(now).map(|v| (cell, v)))
+            {
+                Some((cell, value)) => pb::GetResponse {
+                    found: true,
+                    value: value.to_vec(),
+                    timestamp_micros: cell.timestamp.0,
+                },
+                None => pb::GetResponse::default(),
             },
-            None => pb::GetResponse::default(),
-        };
-        Ok(Response::new(response))
+        )
     }
 
-    async fn delete(
+    async fn run_delete(
         &self,
-        request: Request<pb::DeleteRequest>,
-    ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
+        r: pb::DeleteRequest,
+        level: ConsistencyLevel,
+    ) -> Result<pb::DeleteResponse> {
+        self.context.check_not_drained()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None)?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
-        Ok(Response::new(pb::DeleteResponse {
+        Ok(pb::DeleteResponse {
             timestamp_micros: timestamp.0,
-        }))
+        })
     }
 
-    async fn batch(
+    async fn run_batch(
         &self,
-        request: Request<pb::BatchRequest>,
-    ) -> Result<Response<pb::BatchResponse>, Status> {
-        let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
+        r: pb::BatchRequest,
+        level: ConsistencyLevel,
+    ) -> Result<pb::BatchResponse> {
+        self.context.check_not_drained()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         check_batch_size(&self.context.config, &r.mutations)?;
         let writes = r.mutations.into_iter().map(|m| {
@@ -253,7 +267,50 @@ impl Client for ClientService {
             })
             .collect()
             .await;
-        Ok(Response::new(pb::BatchResponse { results }))
+        Ok(pb::BatchResponse { results })
+    }
+}
+
+#[tonic::async_trait]
+impl Client for ClientService {
+    async fn put(
+        &self,
+        request: Request<pb::PutRequest>,
+    ) -> Result<Response<pb::PutResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        self.measured(Operation::Put, level, self.run_put(r, level))
+            .await
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetRequest>,
+    ) -> Result<Response<pb::GetResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        self.measured(Operation::Get, level, self.run_get(r, level))
+            .await
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        self.measured(Operation::Delete, level, self.run_delete(r, level))
+            .await
+    }
+
+    async fn batch(
+        &self,
+        request: Request<pb::BatchRequest>,
+    ) -> Result<Response<pb::BatchResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        self.measured(Operation::Batch, level, self.run_batch(r, level))
+            .await
     }
 
     async fn noop(

@@ -2,8 +2,10 @@
 //! range streaming, and hints handed over by a leaving node.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use ringstore_hints::Hint;
+use ringstore_metrics::{LocalOp, Stage};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
@@ -115,6 +117,9 @@ impl Internode for InternodeService {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<pb::ApplyResponse>, Status> {
+        self.context.check_not_drained()?;
+        let _stage = self.context.metrics.stage(Stage::InternodeApply);
+        let started = Instant::now();
         let mut accepted = Accepted::default();
         let mut refused = Vec::new();
         for (index, mutation) in request.into_inner().mutations.into_iter().enumerate() {
@@ -141,6 +146,14 @@ impl Internode for InternodeService {
             }
         }
         refused.sort_by_key(|r| r.index);
+        // Each applied mutation is recorded with the whole call's latency.
+        let elapsed = started.elapsed();
+        for (id, _, _) in &accepted.writes {
+            self.context
+                .metrics
+                .keyspace(&self.context.keyspace_name(*id))
+                .record(LocalOp::Write, elapsed);
+        }
         Ok(Response::new(pb::ApplyResponse { refused }))
     }
 
@@ -148,6 +161,8 @@ impl Internode for InternodeService {
         &self,
         request: Request<pb::ReadRequest>,
     ) -> Result<Response<pb::ReadResponse>, Status> {
+        let _stage = self.context.metrics.stage(Stage::InternodeRead);
+        let started = Instant::now();
         let request = request.into_inner();
         let id = self.live_keyspace(&request.keyspace_id)?;
         check_key(&request.key)?;
@@ -156,6 +171,10 @@ impl Internode for InternodeService {
             .store
             .read(id, &request.key)
             .map_err(NodeError::from)?;
+        self.context
+            .metrics
+            .keyspace(&self.context.keyspace_name(id))
+            .record(LocalOp::Read, started.elapsed());
         let response = if request.digest_only {
             pb::ReadResponse {
                 cell: None,

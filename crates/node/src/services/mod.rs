@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod client;
 pub mod internode;
+pub mod node_stats;
 pub mod repair;
 pub mod schema;
 pub mod topology;

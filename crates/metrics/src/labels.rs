@@ -1,0 +1,148 @@
+//! The label values of the recorded families, as types.
+
+/// A client request, by RPC (the `operation` label of the client families).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `Get`.
+    Get,
+    /// `Put`.
+    Put,
+    /// `Delete`.
+    Delete,
+    /// `Batch` (one sample per batch, whatever its size).
+    Batch,
+}
+
+impl Operation {
+    /// Every operation, in label order.
+    pub const ALL: [Operation; 4] = [
+        Operation::Get,
+        Operation::Put,
+        Operation::Delete,
+        Operation::Batch,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Operation::Get => "get",
+            Operation::Put => "put",
+            Operation::Delete => "delete",
+            Operation::Batch => "batch",
+        }
+    }
+
+    /// Its position in [`Operation::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a coordinator runs for one key: a read or a write (a put, a delete,
+/// or one mutation of a batch). The `operation` label of the coordinator
+/// families, and the columns of `proxyhistograms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoordinatorOp {
+    /// A read of one key.
+    Read,
+    /// A write of one key.
+    Write,
+}
+
+impl CoordinatorOp {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            CoordinatorOp::Read => "read",
+            CoordinatorOp::Write => "write",
+        }
+    }
+}
+
+/// What a replica does locally for one key of a keyspace (the `operation`
+/// label of the keyspace families, `tablestats`' read and write counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LocalOp {
+    /// A read (data or digest) of one key.
+    Read,
+    /// A write (applied mutation) of one key.
+    Write,
+}
+
+impl LocalOp {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            LocalOp::Read => "read",
+            LocalOp::Write => "write",
+        }
+    }
+}
+
+/// An internode call a coordinator makes (the `rpc` label of the internode
+/// latency family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InternodeRpc {
+    /// `Apply`: replica writes.
+    Apply,
+    /// `Read`: replica reads and digests.
+    Read,
+}
+
+impl InternodeRpc {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            InternodeRpc::Apply => "apply",
+            InternodeRpc::Read => "read",
+        }
+    }
+}
+
+/// A stage of work, as `tpstats` lists them (the `stage` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Client requests being coordinated (every `Client` RPC).
+    ClientRequest,
+    /// Replica writes received from coordinators (`Internode.Apply`,
+    /// read repairs and replayed hints included).
+    InternodeApply,
+    /// Replica reads received from coordinators (`Internode.Read`).
+    InternodeRead,
+    /// Blocking read repairs a coordinator runs.
+    ReadRepair,
+    /// Hint deliveries (sampled: pending hints and hints replayed).
+    HintDelivery,
+    /// Range streams (sampled: sessions running, bytes moved).
+    Streaming,
+}
+
+impl Stage {
+    /// Every stage, in `tpstats` order.
+    pub const ALL: [Stage; 6] = [
+        Stage::ClientRequest,
+        Stage::InternodeApply,
+        Stage::InternodeRead,
+        Stage::ReadRepair,
+        Stage::HintDelivery,
+        Stage::Streaming,
+    ];
+
+    /// The label value, and the pool name `tpstats` prints.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::ClientRequest => "ClientRequest",
+            Stage::InternodeApply => "InternodeApply",
+            Stage::InternodeRead => "InternodeRead",
+            Stage::ReadRepair => "ReadRepair",
+            Stage::HintDelivery => "HintDelivery",
+            Stage::Streaming => "Streaming",
+        }
+    }
+
+    /// Whether the node counts this stage itself ([`crate::StageGuard`])
+    /// rather than sampling it from another part of the node.
+    pub fn is_recorded(self) -> bool {
+        !matches!(self, Stage::HintDelivery | Stage::Streaming)
+    }
+}

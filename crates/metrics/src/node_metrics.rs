@@ -1,0 +1,358 @@
+//! [`NodeMetrics`]: every family of one node, how the request path records
+//! into them, and the page a scrape gets.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use prometheus::{
+    Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry,
+    TextEncoder,
+};
+
+use crate::error::{MetricsError, Result};
+use crate::families::{Families, advance, gauge_value};
+use crate::labels::{CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
+use crate::percentiles::LatencySummary;
+use crate::sampled::Sampled;
+use crate::snapshot::NodeSnapshot;
+use crate::stage::StageGuard;
+
+/// Latency histogram bucket bounds, in seconds: 30 buckets growing by 1.5×
+/// from 50 µs to about 6.4 s.
+pub fn latency_buckets() -> Vec<f64> {
+    std::iter::successors(Some(50e-6), |b| Some(b * 1.5))
+        .take(30)
+        .collect()
+}
+
+/// The recording handles of one client operation at one consistency level.
+#[derive(Clone)]
+pub struct RequestHandles {
+    count: IntCounter,
+    latency: Histogram,
+}
+
+impl RequestHandles {
+    /// Records one request that took `elapsed`.
+    pub fn record(&self, elapsed: Duration) {
+        self.count.inc();
+        self.latency.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The recording handles of one keyspace's replica-local reads and writes.
+#[derive(Clone)]
+pub struct KeyspaceHandles {
+    reads: IntCounter,
+    writes: IntCounter,
+    read_latency: Histogram,
+    write_latency: Histogram,
+}
+
+impl KeyspaceHandles {
+    /// Records one local `op` of one key that took `elapsed`.
+    pub fn record(&self, op: LocalOp, elapsed: Duration) {
+        let (count, latency) = match op {
+            LocalOp::Read => (&self.reads, &self.read_latency),
+            LocalOp::Write => (&self.writes, &self.write_latency),
+        };
+        count.inc();
+        latency.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// Every metric family of one node, in its own registry. See the crate docs.
+pub struct NodeMetrics {
+    registry: Registry,
+    client_requests: IntCounterVec,
+    client_errors: IntCounterVec,
+    client_latency: HistogramVec,
+    coordinator_latency: HistogramVec,
+    coordinator_unavailables: IntCounterVec,
+    coordinator_timeouts: IntCounterVec,
+    read_repairs: IntCounter,
+    internode_latency: HistogramVec,
+    storage_sync_latency: Histogram,
+    keyspace_requests: IntCounterVec,
+    keyspace_latency: HistogramVec,
+    stage_active: IntGaugeVec,
+    stage_pending: IntGaugeVec,
+    stage_completed: IntCounterVec,
+    /// `(active, completed)` of each recorded stage, in [`Stage::ALL`] order.
+    stages: Vec<(IntGauge, IntCounter)>,
+    requests: RwLock<HashMap<(Operation, &'static str), RequestHandles>>,
+    keyspaces: RwLock<HashMap<String, KeyspaceHandles>>,
+    peers: RwLock<HashMap<(SocketAddr, InternodeRpc), Histogram>>,
+    sampled: Sampled,
+    /// Held while a page is rendered, so two scrapes never interleave their
+    /// updates of the sampled families.
+    rendering: Mutex<()>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl NodeMetrics {
+    /// Every family, registered in a new registry.
+    pub fn new() -> Result<NodeMetrics> {
+        let registry = Registry::new();
+        let f = Families(&registry);
+        let client = ["operation", "consistency"];
+        let stage_active = f.gauges(
+            "ringstore_stage_active",
+            "Work in progress, by stage (tpstats' Active).",
+            &["stage"],
+        )?;
+        let stage_pending = f.gauges(
+            "ringstore_stage_pending",
+            "Work waiting for its turn, by stage (tpstats' Pending).",
+            &["stage"],
+        )?;
+        let stage_completed = f.counters(
+            "ringstore_stage_completed_total",
+            "Work done, by stage (tpstats' Completed).",
+            &["stage"],
+        )?;
+        let stages = Stage::ALL
+            .iter()
+            .map(|s| {
+                stage_pending.with_label_values(&[s.label()]).set(0);
+                (
+                    stage_active.with_label_values(&[s.label()]),
+                    stage_completed.with_label_values(&[s.label()]),
+                )
+            })
+            .collect();
+        let metrics = NodeMetrics {
+            client_requests: f.counters(
+                "ringstore_client_requests_total",
+                "Client requests answered, by operation and consistency level.",
+                &client,
+            )?,
+            client_errors: f.counters(
+                "ringstore_client_request_errors_total",
+                "Client requests answered with an error, by operation, consistency level and gRPC code.",
+                &["operation", "consistency", "code"],
+            )?,
+            client_latency: f.histograms(
+                "ringstore_client_request_duration_seconds",
+                "Client request latency as the coordinator sees it, by operation and consistency level.",
+                &client,
+            )?,
+            coordinator_latency: f.histograms(
+                "ringstore_coordinator_duration_seconds",
+                "Coordinated reads and writes of one key (proxyhistograms), successful or not.",
+                &["operation"],
+            )?,
+            coordinator_unavailables: f.counters(
+                "ringstore_coordinator_unavailables_total",
+                "Reads and writes refused for want of live replicas, or failed by too many replicas.",
+                &["operation"],
+            )?,
+            coordinator_timeouts: f.counters(
+                "ringstore_coordinator_timeouts_total",
+                "Reads and writes that timed out waiting for replicas.",
+                &["operation"],
+            )?,
+            read_repairs: f.counter(
+                "ringstore_read_repairs_total",
+                "Stale replicas a read repaired (blocking read repair).",
+            )?,
+            internode_latency: f.histograms(
+                "ringstore_internode_request_duration_seconds",
+                "Internode calls this node made as a coordinator, by peer internode address and RPC.",
+                &["peer", "rpc"],
+            )?,
+            storage_sync_latency: f
+                .histograms(
+                    "ringstore_storage_sync_duration_seconds",
+                    "Storage flushes to disk (fsync; group commit and periodic syncs).",
+                    &[],
+                )?
+                .with_label_values::<&str>(&[]),
+            keyspace_requests: f.counters(
+                "ringstore_keyspace_local_requests_total",
+                "Replica-local reads and writes of one key, by keyspace (tablestats).",
+                &["keyspace", "operation"],
+            )?,
+            keyspace_latency: f.histograms(
+                "ringstore_keyspace_local_duration_seconds",
+                "Replica-local read and write latency, by keyspace (tablestats).",
+                &["keyspace", "operation"],
+            )?,
+            stage_active,
+            stage_pending,
+            stage_completed,
+            stages,
+            requests: RwLock::default(),
+            keyspaces: RwLock::default(),
+            peers: RwLock::default(),
+            sampled: Sampled::new(&f)?,
+            rendering: Mutex::new(()),
+            registry,
+        };
+        // Families a scrape should show before their first sample.
+        for op in [CoordinatorOp::Read, CoordinatorOp::Write] {
+            let label = [op.label()];
+            metrics.coordinator_latency.with_label_values(&label);
+            metrics.coordinator_unavailables.with_label_values(&label);
+            metrics.coordinator_timeouts.with_label_values(&label);
+        }
+        Ok(metrics)
+    }
+
+    /// The handles of client `op` at consistency level `level` (its name,
+    /// such as `QUORUM`), created on first use and cached.
+    pub fn request(&self, op: Operation, level: &'static str) -> RequestHandles {
+        if let Some(handles) = read(&self.requests).get(&(op, level)) {
+            return handles.clone();
+        }
+        let labels = [op.label(), level];
+        let handles = RequestHandles {
+            count: self.client_requests.with_label_values(&labels),
+            latency: self.client_latency.with_label_values(&labels),
+        };
+        write(&self.requests).insert((op, level), handles.clone());
+        handles
+    }
+
+    /// Counts a client request of `op` at `level` answered with gRPC `code`
+    /// (its name, such as `UNAVAILABLE`).
+    pub fn client_error(&self, op: Operation, level: &str, code: &str) {
+        self.client_errors
+            .with_label_values(&[op.label(), level, code])
+            .inc();
+    }
+
+    /// Records one coordinated read or write of one key.
+    pub fn coordinated(&self, op: CoordinatorOp, elapsed: Duration) {
+        self.coordinator_latency
+            .with_label_values(&[op.label()])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a read or write refused or failed for want of replicas.
+    pub fn unavailable(&self, op: CoordinatorOp) {
+        self.coordinator_unavailables
+            .with_label_values(&[op.label()])
+            .inc();
+    }
+
+    /// Counts a read or write that timed out.
+    pub fn timed_out(&self, op: CoordinatorOp) {
+        self.coordinator_timeouts
+            .with_label_values(&[op.label()])
+            .inc();
+    }
+
+    /// Counts `replicas` stale replicas repaired by a read.
+    pub fn read_repaired(&self, replicas: u64) {
+        self.read_repairs.inc_by(replicas);
+    }
+
+    /// Records an internode call to `peer` that took `elapsed`.
+    pub fn internode(&self, peer: SocketAddr, rpc: InternodeRpc, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(histogram) = read(&self.peers).get(&(peer, rpc)) {
+            histogram.observe(seconds);
+            return;
+        }
+        let histogram = self
+            .internode_latency
+            .with_label_values(&[peer.to_string().as_str(), rpc.label()]);
+        histogram.observe(seconds);
+        write(&self.peers).insert((peer, rpc), histogram);
+    }
+
+    /// Records one storage sync that took `elapsed`.
+    pub fn storage_synced(&self, elapsed: Duration) {
+        self.storage_sync_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// The handles of keyspace `name`'s local reads and writes, created on
+    /// first use and cached.
+    pub fn keyspace(&self, name: &str) -> KeyspaceHandles {
+        if let Some(handles) = read(&self.keyspaces).get(name) {
+            return handles.clone();
+        }
+        let handles = KeyspaceHandles {
+            reads: self.keyspace_requests.with_label_values(&[name, "read"]),
+            writes: self.keyspace_requests.with_label_values(&[name, "write"]),
+            read_latency: self.keyspace_latency.with_label_values(&[name, "read"]),
+            write_latency: self.keyspace_latency.with_label_values(&[name, "write"]),
+        };
+        write(&self.keyspaces).insert(name.to_string(), handles.clone());
+        handles
+    }
+
+    /// Counts one unit of recorded `stage` work in flight until the guard drops.
+    pub fn stage(&self, stage: Stage) -> StageGuard<'_> {
+        let (active, completed) = &self.stages[Stage::ALL
+            .iter()
+            .position(|&s| s == stage)
+            .expect("every stage is in Stage::ALL")];
+        StageGuard::enter(active, completed)
+    }
+
+    /// `(active, pending, completed)` of `stage`, as last recorded or sampled.
+    pub fn stage_numbers(&self, stage: Stage) -> (u64, u64, u64) {
+        let label = [stage.label()];
+        let value = |g: i64| u64::try_from(g).unwrap_or(0);
+        (
+            value(self.stage_active.with_label_values(&label).get()),
+            value(self.stage_pending.with_label_values(&label).get()),
+            self.stage_completed.with_label_values(&label).get(),
+        )
+    }
+
+    /// The latency of coordinated `op`s since start.
+    pub fn coordinator_summary(&self, op: CoordinatorOp) -> LatencySummary {
+        LatencySummary::of(&self.coordinator_latency.with_label_values(&[op.label()]))
+    }
+
+    /// The latency of keyspace `name`'s local `op`s since start.
+    pub fn keyspace_summary(&self, name: &str, op: LocalOp) -> LatencySummary {
+        let handles = self.keyspace(name);
+        LatencySummary::of(match op {
+            LocalOp::Read => &handles.read_latency,
+            LocalOp::Write => &handles.write_latency,
+        })
+    }
+
+    /// The page a scrape gets: `snapshot` copied into the sampled families,
+    /// then every family in the Prometheus text format.
+    pub fn render(&self, snapshot: &NodeSnapshot) -> Result<String> {
+        let _rendering = self
+            .rendering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.sampled.update(snapshot);
+        for sample in &snapshot.stages {
+            let label = [sample.stage.label()];
+            self.stage_active
+                .with_label_values(&label)
+                .set(gauge_value(sample.active));
+            self.stage_pending
+                .with_label_values(&label)
+                .set(gauge_value(sample.pending));
+            advance(
+                &self.stage_completed.with_label_values(&label),
+                sample.completed,
+            );
+        }
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .map_err(MetricsError::Encode)
+    }
+}
+
+#[cfg(test)]
+#[path = "node_metrics_tests.rs"]
+mod tests;

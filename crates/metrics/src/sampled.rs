@@ -1,0 +1,200 @@
+//! The families mirrored from a [`NodeSnapshot`] at scrape time.
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
+
+use crate::error::Result;
+use crate::families::{Families, advance, gauge_value};
+use crate::snapshot::NodeSnapshot;
+
+/// The families mirrored from a [`NodeSnapshot`] at scrape time.
+pub(crate) struct Sampled {
+    uptime: IntGauge,
+    load: IntGauge,
+    gossip_packets: IntCounterVec,
+    gossip_bytes: IntCounterVec,
+    gossip_dropped: IntCounterVec,
+    gossip_members: IntGaugeVec,
+    ring_epoch: IntGauge,
+    ring_info: IntGaugeVec,
+    schema_info: IntGaugeVec,
+    hints_pending: IntGaugeVec,
+    hints_pending_bytes: IntGaugeVec,
+    hints_stored: IntCounter,
+    hints_replayed: IntCounter,
+    hints_dropped: IntCounterVec,
+    hint_store_failures: IntCounter,
+    stream_bytes: IntCounterVec,
+    streams_running: IntGauge,
+    stream_throughput: IntGauge,
+    keyspace_keys: IntGaugeVec,
+    keyspace_bytes: IntGaugeVec,
+    keyspace_tombstones: IntGaugeVec,
+}
+
+impl Sampled {
+    pub(crate) fn new(f: &Families<'_>) -> Result<Sampled> {
+        let direction = ["direction"];
+        Ok(Sampled {
+            uptime: f.gauge(
+                "ringstore_uptime_seconds",
+                "Seconds since the node started.",
+            )?,
+            load: f.gauge(
+                "ringstore_storage_load_bytes",
+                "Bytes the storage engine uses on disk.",
+            )?,
+            gossip_packets: f.counters(
+                "ringstore_gossip_packets_total",
+                "Gossip datagrams by direction.",
+                &direction,
+            )?,
+            gossip_bytes: f.counters(
+                "ringstore_gossip_bytes_total",
+                "Gossip bytes by direction.",
+                &direction,
+            )?,
+            gossip_dropped: f.counters(
+                "ringstore_gossip_dropped_total",
+                "Gossip datagrams dropped, by reason.",
+                &["reason"],
+            )?,
+            gossip_members: f.gauges(
+                "ringstore_gossip_members",
+                "Cluster members this node sees, by liveness (up or down).",
+                &["liveness"],
+            )?,
+            ring_epoch: f.gauge(
+                "ringstore_ring_epoch",
+                "The epoch of the ring this node uses; grows with every ring change.",
+            )?,
+            ring_info: f.gauges(
+                "ringstore_ring_info",
+                "Always 1; the checksum label is equal on nodes that agree on the ring.",
+                &["checksum"],
+            )?,
+            schema_info: f.gauges(
+                "ringstore_schema_info",
+                "Always 1; the version label is equal on nodes that agree on the schema.",
+                &["version"],
+            )?,
+            hints_pending: f.gauges(
+                "ringstore_hints_pending",
+                "Hints waiting for their target.",
+                &["target"],
+            )?,
+            hints_pending_bytes: f.gauges(
+                "ringstore_hints_pending_bytes",
+                "Bytes of hints waiting for their target.",
+                &["target"],
+            )?,
+            hints_stored: f.counter("ringstore_hints_stored_total", "Hints stored.")?,
+            hints_replayed: f.counter(
+                "ringstore_hints_replayed_total",
+                "Hints delivered and acknowledged.",
+            )?,
+            hints_dropped: f.counters(
+                "ringstore_hints_dropped_total",
+                "Hints dropped or not stored, by reason.",
+                &["reason"],
+            )?,
+            hint_store_failures: f.counter(
+                "ringstore_hint_store_failures_total",
+                "Hints that could not be stored (their replica needs a repair).",
+            )?,
+            stream_bytes: f.counters(
+                "ringstore_stream_bytes_total",
+                "Bytes of range streams, by direction.",
+                &direction,
+            )?,
+            streams_running: f.gauge(
+                "ringstore_streams_running",
+                "Range stream sessions in progress.",
+            )?,
+            stream_throughput: f.gauge(
+                "ringstore_stream_throughput_mib_per_sec",
+                "The node's stream throttle (0: unthrottled).",
+            )?,
+            keyspace_keys: f.gauges(
+                "ringstore_keyspace_keys",
+                "Keys this node stores, by keyspace (tombstones included).",
+                &["keyspace"],
+            )?,
+            keyspace_bytes: f.gauges(
+                "ringstore_keyspace_bytes",
+                "Bytes of keys and cells this node stores, by keyspace.",
+                &["keyspace"],
+            )?,
+            keyspace_tombstones: f.gauges(
+                "ringstore_keyspace_tombstones",
+                "Tombstones this node stores, by keyspace.",
+                &["keyspace"],
+            )?,
+        })
+    }
+
+    pub(crate) fn update(&self, s: &NodeSnapshot) {
+        self.uptime.set(gauge_value(s.uptime_seconds));
+        self.load.set(gauge_value(s.load_bytes));
+        for (family, traffic) in [
+            (&self.gossip_packets, s.gossip_packets),
+            (&self.gossip_bytes, s.gossip_bytes),
+            (&self.stream_bytes, s.stream_bytes),
+        ] {
+            advance(&family.with_label_values(&["sent"]), traffic.sent);
+            advance(&family.with_label_values(&["received"]), traffic.received);
+        }
+        for &(reason, count) in &s.gossip_dropped {
+            advance(&self.gossip_dropped.with_label_values(&[reason]), count);
+        }
+        self.gossip_members
+            .with_label_values(&["up"])
+            .set(gauge_value(s.members_up));
+        self.gossip_members
+            .with_label_values(&["down"])
+            .set(gauge_value(s.members_down));
+        self.ring_epoch.set(gauge_value(s.ring_epoch));
+        self.ring_info.reset();
+        self.ring_info
+            .with_label_values(&[s.ring_checksum.to_string().as_str()])
+            .set(1);
+        self.schema_info.reset();
+        self.schema_info
+            .with_label_values(&[s.schema_version.as_str()])
+            .set(1);
+        self.hints_pending.reset();
+        self.hints_pending_bytes.reset();
+        for (target, hints, bytes) in &s.hints_pending {
+            let label = [target.as_str()];
+            self.hints_pending
+                .with_label_values(&label)
+                .set(gauge_value(*hints));
+            self.hints_pending_bytes
+                .with_label_values(&label)
+                .set(gauge_value(*bytes));
+        }
+        advance(&self.hints_stored, s.hints_stored);
+        advance(&self.hints_replayed, s.hints_replayed);
+        for &(reason, count) in &s.hints_dropped {
+            advance(&self.hints_dropped.with_label_values(&[reason]), count);
+        }
+        advance(&self.hint_store_failures, s.hint_store_failures);
+        self.streams_running.set(gauge_value(s.streams_running));
+        self.stream_throughput
+            .set(gauge_value(s.stream_throughput_mib_per_sec));
+        self.keyspace_keys.reset();
+        self.keyspace_bytes.reset();
+        self.keyspace_tombstones.reset();
+        for k in &s.keyspaces {
+            let label = [k.name.as_str()];
+            self.keyspace_keys
+                .with_label_values(&label)
+                .set(gauge_value(k.keys));
+            self.keyspace_bytes
+                .with_label_values(&label)
+                .set(gauge_value(k.bytes));
+            self.keyspace_tombstones
+                .with_label_values(&label)
+                .set(gauge_value(k.tombstones));
+        }
+    }
+}
