@@ -13,16 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keys=${1:-1048576}
-if [ -n "${STRESS_BIN:-}" ]; then
-  bin=$STRESS_BIN
-else
-  cargo build --release --bin ringstore >/dev/null
-  bin=target/release/ringstore
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. benches/common.sh
 block=65
 host="127.$block.0.1:7100"
 

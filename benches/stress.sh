@@ -12,16 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ops=${1:-100000}
-if [ -n "${STRESS_BIN:-}" ]; then
-  bin=$STRESS_BIN
-else
-  cargo build --release --bin ringstore >/dev/null
-  bin=target/release/ringstore
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. benches/common.sh
 
 start_cluster() { # nodes durability block
   local nodes=$1 durability=$2 block=$3
@@ -53,7 +44,8 @@ run() { # label host rf consistency
   done
 }
 
-block=60
+# Blocks 98 to 101 (the tests use other blocks: see tests/processes.rs).
+block=97
 for durability in batch periodic; do
   block=$((block + 1)); start_cluster 1 "$durability" $block
   run "1 node RF1 ONE    $durability" "127.$block.0.1:7100" 1 ONE

@@ -10,16 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ops=${1:-50000}
-if [ -n "${STRESS_BIN:-}" ]; then
-  bin=$STRESS_BIN
-else
-  cargo build --release --bin ringstore >/dev/null
-  bin=target/release/ringstore
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. benches/common.sh
 
 block=89
 "$bin" certs create --out "$work/certs" --ip "127.$block.0.1,127.$block.0.2,127.$block.0.3" >/dev/null

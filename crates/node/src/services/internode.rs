@@ -21,7 +21,7 @@ use crate::repair::replica;
 use crate::schema_store::snapshot_of;
 use crate::schema_sync::merge_and_publish;
 use crate::services::client::check_key;
-use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb};
+use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb, ranges_from_pb};
 use crate::streaming::source::send_range;
 use ringstore_repair::MAX_DEPTH;
 use ringstore_streaming::{estimate_ranges, operation_kind};
@@ -268,11 +268,7 @@ impl Internode for InternodeService {
     ) -> Result<Response<pb::RangeStatsResponse>, Status> {
         let request = request.into_inner();
         let keyspace = self.live_keyspace(&request.keyspace_id)?;
-        let ranges = request
-            .ranges
-            .into_iter()
-            .map(|range| range_from_pb(Some(range)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ranges = ranges_from_pb(request.ranges)?;
         let ranges = estimate_ranges(&self.context.store, keyspace, ranges)
             .await
             .map_err(NodeError::from)?
@@ -379,11 +375,7 @@ impl Internode for InternodeService {
     ) -> Result<Response<Self::ListRowsStream>, Status> {
         let request = request.into_inner();
         let keyspace = self.live_keyspace(&request.keyspace_id)?;
-        let ranges = request
-            .ranges
-            .into_iter()
-            .map(|range| range_from_pb(Some(range)))
-            .collect::<Result<Vec<_>>>()?;
+        let ranges = ranges_from_pb(request.ranges)?;
         let pages = replica::list_rows(&self.context, keyspace, ranges);
         Ok(Response::new(ReceiverStream::new(pages)))
     }

@@ -346,6 +346,14 @@ pub fn range_to_pb(range: TokenRange) -> pb::TokenRangeMessage {
     }
 }
 
+/// Ranges from an internode message.
+pub fn ranges_from_pb(ranges: Vec<pb::TokenRangeMessage>) -> Result<Vec<TokenRange>> {
+    ranges
+        .into_iter()
+        .map(|range| range_from_pb(Some(range)))
+        .collect()
+}
+
 /// A range from an internode message.
 pub fn range_from_pb(range: Option<pb::TokenRangeMessage>) -> Result<TokenRange> {
     let range =
