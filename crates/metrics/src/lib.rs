@@ -11,7 +11,7 @@
 //!   timeouts, read repairs, internode latency per peer, storage sync
 //!   latency, replica-local reads and writes per keyspace, and work per
 //!   [`Stage`] (in flight and completed). *Sampled* families (hints, streams,
-//!   gossip, ring, schema, keyspace sizes) mirror numbers other parts of the
+//!   gossip, ring, schema, keyspace sizes, repair) mirror numbers other parts of the
 //!   node keep; the node fills a [`NodeSnapshot`] with them at scrape time
 //!   and [`NodeMetrics::render`] copies it in before encoding, under one lock,
 //!   so two scrapes never interleave.
@@ -53,5 +53,5 @@ pub use error::{MetricsError, Result};
 pub use labels::{CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
 pub use node_metrics::{KeyspaceHandles, NodeMetrics, RequestHandles, latency_buckets};
 pub use percentiles::{LatencySummary, PERCENTILES};
-pub use snapshot::{KeyspaceSample, NodeSnapshot, StageSample, Traffic};
+pub use snapshot::{KeyspaceSample, NodeSnapshot, RepairSample, StageSample, Traffic};
 pub use stage::StageGuard;

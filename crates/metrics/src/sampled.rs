@@ -29,6 +29,13 @@ pub(crate) struct Sampled {
     keyspace_keys: IntGaugeVec,
     keyspace_bytes: IntGaugeVec,
     keyspace_tombstones: IntGaugeVec,
+    repair_ranges: IntCounterVec,
+    repair_mismatched_keys: IntCounter,
+    repair_rows_sent: IntCounter,
+    repair_bytes: IntCounter,
+    repair_running: IntGauge,
+    repair_oldest_unrepaired: IntGauge,
+    gc_purged: IntCounter,
 }
 
 impl Sampled {
@@ -129,6 +136,35 @@ impl Sampled {
                 "Tombstones this node stores, by keyspace.",
                 &["keyspace"],
             )?,
+            repair_ranges: f.counters(
+                "ringstore_repair_ranges_total",
+                "Ranges this node repaired as coordinator, by outcome (repaired or failed).",
+                &["outcome"],
+            )?,
+            repair_mismatched_keys: f.counter(
+                "ringstore_repair_mismatched_keys_total",
+                "Keys repairs found differing between replicas.",
+            )?,
+            repair_rows_sent: f.counter(
+                "ringstore_repair_rows_sent_total",
+                "Rows repairs wrote to replicas that lacked them.",
+            )?,
+            repair_bytes: f.counter(
+                "ringstore_repair_bytes_total",
+                "Bytes repairs exchanged with other nodes (hashes, row lists, cells).",
+            )?,
+            repair_running: f.gauge(
+                "ringstore_repair_running",
+                "1 while this node coordinates a repair.",
+            )?,
+            repair_oldest_unrepaired: f.gauge(
+                "ringstore_repair_oldest_unrepaired_seconds",
+                "Age of the last repair of the least recently repaired range this node is the primary replica of.",
+            )?,
+            gc_purged: f.counter(
+                "ringstore_gc_purged_total",
+                "Tombstones and expired cells purged by garbage collection.",
+            )?,
         })
     }
 
@@ -196,5 +232,21 @@ impl Sampled {
                 .with_label_values(&label)
                 .set(gauge_value(k.tombstones));
         }
+        let r = &s.repair;
+        advance(
+            &self.repair_ranges.with_label_values(&["repaired"]),
+            r.ranges_repaired,
+        );
+        advance(
+            &self.repair_ranges.with_label_values(&["failed"]),
+            r.ranges_failed,
+        );
+        advance(&self.repair_mismatched_keys, r.mismatched_keys);
+        advance(&self.repair_rows_sent, r.rows_sent);
+        advance(&self.repair_bytes, r.bytes);
+        self.repair_running.set(gauge_value(r.running));
+        self.repair_oldest_unrepaired
+            .set(gauge_value(r.oldest_unrepaired_seconds));
+        advance(&self.gc_purged, r.purged);
     }
 }

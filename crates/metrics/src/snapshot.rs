@@ -47,6 +47,30 @@ pub struct NodeSnapshot {
     pub stages: Vec<StageSample>,
     /// The keyspaces this node stores, with their sizes.
     pub keyspaces: Vec<KeyspaceSample>,
+    /// Repair and garbage collection.
+    pub repair: RepairSample,
+}
+
+/// What this node's repairs and garbage collection did since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RepairSample {
+    /// Ranges this node repaired as a coordinator.
+    pub ranges_repaired: u64,
+    /// Ranges whose repair failed.
+    pub ranges_failed: u64,
+    /// Keys found differing between replicas.
+    pub mismatched_keys: u64,
+    /// Rows written to replicas that lacked them.
+    pub rows_sent: u64,
+    /// Bytes exchanged with other nodes by repairs.
+    pub bytes: u64,
+    /// Whether a repair runs here now (0 or 1).
+    pub running: u64,
+    /// Seconds since the least recently repaired range this node is the
+    /// primary replica of was repaired (since the node started, if never).
+    pub oldest_unrepaired_seconds: u64,
+    /// Tombstones and expired cells purged by garbage collection.
+    pub purged: u64,
 }
 
 /// A count by direction.

@@ -4,14 +4,17 @@
 //! schema, keyspace sizes) into a [`NodeSnapshot`] and renders both.
 //! Counters restart at zero with the process.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ringstore_membership::{Liveness, MembershipStats, NodeState};
-use ringstore_metrics::{KeyspaceSample, NodeSnapshot, Stage, StageSample, Traffic};
+use ringstore_metrics::{KeyspaceSample, NodeSnapshot, RepairSample, Stage, StageSample, Traffic};
+use ringstore_storage::Timestamp;
 
 use crate::context::NodeContext;
 use crate::error::Result;
 use crate::keyspace_sizes::SCRAPE_MAX_AGE;
+use crate::repair::scheduler::scheduled_ranges;
 
 /// The page a scrape gets, in the Prometheus text format.
 pub async fn page(context: &NodeContext) -> Result<String> {
@@ -122,5 +125,29 @@ fn snapshot(
             },
         ],
         keyspaces,
+        repair: repair_sample(context),
+    }
+}
+
+/// What repairs and garbage collection did on this node, and how long ago
+/// the least recently repaired of its primary ranges was repaired.
+fn repair_sample(context: &NodeContext) -> RepairSample {
+    let stats = &context.repair.stats;
+    let now = Timestamp::now();
+    let started = now.0 - context.started.elapsed().as_micros() as i64;
+    let oldest = scheduled_ranges(context)
+        .iter()
+        .map(|r| r.last_repaired.map_or(started, |at| at.0))
+        .min()
+        .map_or(0, |at| (now.0 - at).max(0) as u64 / 1_000_000);
+    RepairSample {
+        ranges_repaired: stats.ranges_repaired.load(Ordering::Relaxed),
+        ranges_failed: stats.ranges_failed.load(Ordering::Relaxed),
+        mismatched_keys: stats.mismatched_keys.load(Ordering::Relaxed),
+        rows_sent: stats.rows_sent.load(Ordering::Relaxed),
+        bytes: stats.bytes.load(Ordering::Relaxed),
+        running: u64::from(context.repair.running.try_lock().is_err()),
+        oldest_unrepaired_seconds: oldest,
+        purged: stats.purged.load(Ordering::Relaxed),
     }
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringstore_placement::{Token, TokenRange};
 use ringstore_repair::{GcRule, RepairHistory};
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
 use tokio::sync::mpsc;
@@ -75,7 +76,13 @@ async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Resu
     while let Some(message) = scanned.recv().await {
         match message {
             Scanned::Batch(cells) => {
-                report.purged += context.store.purge_unchanged(id, cells).await? as u64;
+                let purged = context.store.purge_unchanged(id, cells).await? as u64;
+                report.purged += purged;
+                context
+                    .repair
+                    .stats
+                    .purged
+                    .fetch_add(purged, std::sync::atomic::Ordering::Relaxed);
             }
             Scanned::Done { scanned, kept } => {
                 report.scanned = scanned;
@@ -97,10 +104,7 @@ fn scan_purgeable(
     now: Timestamp,
     batches: &mpsc::Sender<Scanned>,
 ) -> Result<()> {
-    let whole_ring = ringstore_placement::TokenRange::new(
-        ringstore_placement::Token::MIN,
-        ringstore_placement::Token::MIN,
-    );
+    let whole_ring = TokenRange::new(Token::MIN, Token::MIN);
     let (mut scanned, mut kept) = (0u64, 0u64);
     let mut batch = Vec::new();
     for entry in store.scan(keyspace, whole_ring)? {

@@ -3,11 +3,12 @@
 //! it coordinates.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ringstore_placement::TokenRange;
-use ringstore_repair::{MerkleTree, RepairHistory, RepairJob};
+use ringstore_repair::{MerkleTree, RepairHistory, RepairJob, UnitState};
 use ringstore_storage::{KeyspaceId, Store, Timestamp};
 use ringstore_streaming::StreamThrottle;
 use tokio::sync::watch;
@@ -36,6 +37,46 @@ pub struct RepairState {
     /// Held while this node coordinates a repair (a command or a scheduled
     /// range): one at a time. A tokio lock: held across the whole repair.
     pub running: Arc<tokio::sync::Mutex<()>>,
+    /// What repairs and garbage collection did since the node started.
+    pub stats: RepairStats,
+}
+
+/// Counters of repairs coordinated here and of garbage collection, for the
+/// metrics.
+#[derive(Debug, Default)]
+pub struct RepairStats {
+    /// Units repaired.
+    pub ranges_repaired: AtomicU64,
+    /// Units whose repair failed.
+    pub ranges_failed: AtomicU64,
+    /// Keys found differing.
+    pub mismatched_keys: AtomicU64,
+    /// Rows written to replicas that lacked them.
+    pub rows_sent: AtomicU64,
+    /// Bytes exchanged with other nodes.
+    pub bytes: AtomicU64,
+    /// Cells purged by garbage collection.
+    pub purged: AtomicU64,
+}
+
+impl RepairStats {
+    /// Counts what became of one unit.
+    pub fn count(&self, state: &UnitState) {
+        match state {
+            UnitState::Pending => {}
+            UnitState::Failed(_) => {
+                self.ranges_failed.fetch_add(1, Ordering::Relaxed);
+            }
+            UnitState::Done(report) => {
+                self.ranges_repaired.fetch_add(1, Ordering::Relaxed);
+                self.mismatched_keys
+                    .fetch_add(report.mismatched_keys, Ordering::Relaxed);
+                self.rows_sent
+                    .fetch_add(report.rows_sent, Ordering::Relaxed);
+                self.bytes.fetch_add(report.bytes, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl RepairState {
@@ -47,6 +88,7 @@ impl RepairState {
             history: HistoryStore::load(store)?,
             progress: watch::channel(None).0,
             running: Arc::new(tokio::sync::Mutex::new(())),
+            stats: RepairStats::default(),
         })
     }
 }

@@ -23,13 +23,15 @@ pub async fn repair_unit(
     options: RepairOptions,
     began: Timestamp,
 ) -> UnitState {
-    match try_repair_unit(context, keyspace, range, options, began).await {
+    let state = match try_repair_unit(context, keyspace, range, options, began).await {
         Ok(report) => UnitState::Done(report),
         Err(error) => {
             tracing::warn!(%range, %error, "repair of a range failed");
             UnitState::Failed(error.to_string())
         }
-    }
+    };
+    context.repair.stats.count(&state);
+    state
 }
 
 async fn try_repair_unit(
