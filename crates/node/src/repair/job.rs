@@ -4,7 +4,7 @@
 //! that restarts with an unfinished job resumes it in the background.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ringstore_placement::TokenRange;
 use ringstore_repair::{RepairJob, RepairOptions, UnitState};
@@ -88,6 +88,7 @@ pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
         return Ok(());
     }
     let guard = Arc::clone(&context.repair.running).lock_owned().await;
+    wait_for_ring_members(&context).await;
     let totals = job.totals();
     tracing::info!(
         id = %job.id,
@@ -97,6 +98,30 @@ pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
     );
     run(context, job, guard).await;
     Ok(())
+}
+
+/// How long a restarted node waits to see the other ring members up before
+/// it resumes or schedules repairs anyway.
+const PEERS_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits (at most [`PEERS_PATIENCE`]) until this node sees every ring
+/// member up: right after a restart gossip has not shown them yet, and a
+/// range repaired then would fail for a replica that only seems down.
+pub async fn wait_for_ring_members(context: &NodeContext) {
+    let mut views = context.membership.watch_view();
+    let deadline = tokio::time::Instant::now() + PEERS_PATIENCE;
+    loop {
+        {
+            let view = views.borrow_and_update();
+            if !view.ring.is_empty() && view.ring.hosts().iter().all(|h| view.is_up(h.id)) {
+                return;
+            }
+        }
+        match tokio::time::timeout_at(deadline, views.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => return,
+        }
+    }
 }
 
 fn already_running(context: &NodeContext) -> NodeError {

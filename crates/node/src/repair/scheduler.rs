@@ -16,6 +16,7 @@ use ringstore_storage::{KeyspaceId, Timestamp};
 
 use crate::config::RepairSchedule;
 use crate::context::NodeContext;
+use crate::repair::job::wait_for_ring_members;
 use crate::repair::unit::repair_unit;
 
 /// The longest the scheduler sleeps before looking at the ring and the
@@ -65,6 +66,7 @@ pub async fn run(context: Arc<NodeContext>) {
     if context.config.repair.schedule != RepairSchedule::Continuous {
         return;
     }
+    wait_for_ring_members(&context).await;
     let interval = Duration::from_secs(context.config.repair.interval_seconds.max(1));
     // New keyspaces and ring changes are noticed within this.
     let recheck = RECHECK.min(interval);
