@@ -21,19 +21,6 @@ use xxhash_rust::xxh3::xxh3_64;
 /// The deepest tree built: 65,536 leaves, 1 MiB of node hashes.
 pub const MAX_DEPTH: u8 = 16;
 
-/// The rows a leaf should hold, on average, when choosing a depth.
-const ROWS_PER_LEAF: u64 = 1;
-
-/// The depth for a range expected to hold `rows` rows: about
-/// [`ROWS_PER_LEAF`] per leaf, at most [`MAX_DEPTH`], and never so deep
-/// that a leaf would be narrower than one token.
-pub fn depth_for(range: TokenRange, rows: u64) -> u8 {
-    let wanted = rows.div_ceil(ROWS_PER_LEAF).max(1);
-    let by_rows = u64::BITS - (wanted - 1).leading_zeros();
-    let by_width = (width(range).ilog2()) as u8;
-    (by_rows as u8).min(MAX_DEPTH).min(by_width)
-}
-
 /// The number of tokens in `range` (2^64 for the whole ring).
 fn width(range: TokenRange) -> u128 {
     if range.is_full_ring() {
@@ -256,14 +243,8 @@ mod tests {
     }
 
     #[test]
-    fn depth_grows_with_the_rows_and_stops_at_the_range_width() {
-        let whole = range(0, 0);
-        assert_eq!(depth_for(whole, 0), 0);
-        assert_eq!(depth_for(whole, 1), 0);
-        assert_eq!(depth_for(whole, 2), 1);
-        assert_eq!(depth_for(whole, 1000), 10);
-        assert_eq!(depth_for(whole, u64::MAX), MAX_DEPTH);
-        assert_eq!(depth_for(range(0, 4), 1000), 2);
+    fn depth_stops_at_the_limit_and_at_the_range_width() {
+        assert_eq!(TreeBuilder::new(range(0, 0), 99).depth(), MAX_DEPTH);
         assert_eq!(TreeBuilder::new(range(0, 4), 9).depth(), 2);
     }
 

@@ -189,16 +189,6 @@ impl TreeCache {
     pub fn end_session(&self, session: Uuid) {
         lock(&self.trees).retain(|(id, _, _), _| *id != session);
     }
-
-    /// How many trees are kept.
-    pub fn len(&self) -> usize {
-        lock(&self.trees).len()
-    }
-
-    /// Whether no tree is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The repair history, persisted in the store's metadata.
