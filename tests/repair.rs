@@ -364,9 +364,19 @@ async fn tombstones_are_purged_only_after_a_repair_and_deleted_data_never_return
         })
         .await
         .unwrap();
+    let doomed = "doomed ".repeat(150);
     for n in 0..200 {
-        put_at(&cluster, 0, &key(n), "doomed", All).await;
+        put_at(&cluster, 0, &key(n), &doomed, All).await;
     }
+    // Every node's `Load` (as `status` shows it, through gossip) counts the
+    // 200 values of about 1 KiB.
+    let full = 200 * doomed.len() as u64;
+    eventually(
+        Duration::from_secs(30),
+        "every Load shows the values",
+        || async { loads(&cluster).await.iter().all(|&load| load >= full) },
+    )
+    .await;
     // Node 2 misses the delete of key 0; the others are deleted everywhere.
     cluster.stop(2).await;
     delete_at(&cluster, 0, &key(0), Quorum).await;
@@ -406,6 +416,14 @@ async fn tombstones_are_purged_only_after_a_repair_and_deleted_data_never_return
         );
         assert_eq!(cluster.context(i).store.scan(id, whole).unwrap().count(), 0);
     }
+    // `Load` falls to nothing on every node (sled's files do not shrink;
+    // `Load` counts live bytes).
+    eventually(
+        Duration::from_secs(30),
+        "every Load falls to zero",
+        || async { loads(&cluster).await.iter().all(|&load| load == 0) },
+    )
+    .await;
     // The metrics count the repair (by its coordinator) and the purges.
     let page = metrics_page(&cluster, 1).await;
     let repaired = sample(&page, "ringstore_repair_ranges_total{outcome=\"repaired\"}");
@@ -433,6 +451,18 @@ async fn tombstones_are_purged_only_after_a_repair_and_deleted_data_never_return
         assert!(!answer.found, "{} came back", key(n));
     }
     cluster.shutdown().await;
+}
+
+/// Every node's `Load` as node 0's `status` shows it.
+async fn loads(cluster: &TestCluster) -> Vec<u64> {
+    let status = cluster
+        .admin(0)
+        .await
+        .status(pb::StatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    status.nodes.iter().map(|node| node.load_bytes).collect()
 }
 
 /// Runs `garbagecollect` of `ks` on node `i`.

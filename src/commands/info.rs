@@ -100,6 +100,7 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
         ("Gossip active", info.gossip_active.to_string()),
         ("Native Transport active", "true".to_string()),
         ("Load", human_bytes(info.load_bytes)),
+        ("Disk", human_bytes(info.disk_bytes)),
         ("Generation No", info.generation.to_string()),
         ("Uptime (seconds)", info.uptime_seconds.to_string()),
         ("Data Center", info.datacenter.clone()),

@@ -10,6 +10,7 @@ use crate::snapshot::NodeSnapshot;
 pub(crate) struct Sampled {
     uptime: IntGauge,
     load: IntGauge,
+    disk: IntGauge,
     gossip_packets: IntCounterVec,
     gossip_bytes: IntCounterVec,
     gossip_dropped: IntCounterVec,
@@ -48,7 +49,11 @@ impl Sampled {
             )?,
             load: f.gauge(
                 "ringstore_storage_load_bytes",
-                "Bytes the storage engine uses on disk.",
+                "Live bytes of the keyspaces' keys and cells on this node (the node's Load).",
+            )?,
+            disk: f.gauge(
+                "ringstore_storage_disk_bytes",
+                "Bytes the storage engine's files occupy on disk.",
             )?,
             gossip_packets: f.counters(
                 "ringstore_gossip_packets_total",
@@ -171,6 +176,7 @@ impl Sampled {
     pub(crate) fn update(&self, s: &NodeSnapshot) {
         self.uptime.set(gauge_value(s.uptime_seconds));
         self.load.set(gauge_value(s.load_bytes));
+        self.disk.set(gauge_value(s.disk_bytes));
         for (family, traffic) in [
             (&self.gossip_packets, s.gossip_packets),
             (&self.gossip_bytes, s.gossip_bytes),

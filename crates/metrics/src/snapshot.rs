@@ -9,8 +9,10 @@ use crate::labels::Stage;
 pub struct NodeSnapshot {
     /// Seconds since the node started.
     pub uptime_seconds: u64,
-    /// Bytes the storage engine uses on disk.
+    /// Live bytes of the keyspaces' keys and cells (the node's `Load`).
     pub load_bytes: u64,
+    /// Bytes the storage engine's files occupy on disk.
+    pub disk_bytes: u64,
     /// Gossip datagrams sent and received.
     pub gossip_packets: Traffic,
     /// Gossip bytes sent and received.

@@ -69,7 +69,8 @@ fn snapshot(
     let hints_pending: u64 = pending.values().map(|t| t.hints).sum();
     NodeSnapshot {
         uptime_seconds: context.started.elapsed().as_secs(),
-        load_bytes: context.store.load_bytes().unwrap_or(0),
+        load_bytes: context.store.load_bytes(),
+        disk_bytes: context.store.disk_bytes().unwrap_or(0),
         gossip_packets: Traffic {
             sent: gossip.packets_sent,
             received: gossip.packets_received,

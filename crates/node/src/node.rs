@@ -95,7 +95,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         .map(|d| d.as_secs())
         .unwrap_or(1);
     let record = NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now)?;
-    let store = open_store(&config)?;
+    let store = open_store(&config).await?;
     if saved::was_decommissioned(&store)? {
         return Err(NodeError::Decommissioned {
             data_dir: config.data_dir.clone(),
@@ -142,7 +142,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         } else {
             tokens.clone().unwrap_or_default()
         },
-        load_bytes: store.load_bytes().unwrap_or(0),
+        load_bytes: store.load_bytes(),
         schema_version: schema.current().version(),
         software_version: env!("CARGO_PKG_VERSION").to_string(),
         takeovers,
@@ -382,19 +382,26 @@ fn resume_clock(store: &Store, config: &NodeConfig) -> Result<TimestampSource> {
     Ok(source)
 }
 
-fn open_store(config: &NodeConfig) -> Result<Store> {
+/// Opens the node's storage, on the blocking pool: opening sled reads its
+/// files, and after a crash the store recounts every keyspace's live bytes.
+async fn open_store(config: &NodeConfig) -> Result<Store> {
     let options = SledOptions {
         cache_capacity_bytes: config.storage.cache_capacity_mb << 20,
         flush_every_ms: None,
     };
-    let engine = SledEngine::open(config.data_dir.join("db"), options)?;
+    let path = config.data_dir.join("db");
     let durability = match config.storage.durability {
         DurabilityMode::Batch => Durability::Batch,
         DurabilityMode::Periodic => Durability::Periodic {
             interval: Duration::from_millis(config.storage.periodic_sync_ms.max(1)),
         },
     };
-    Ok(Store::open(Arc::new(engine), durability)?)
+    tokio::task::spawn_blocking(move || {
+        let engine = SledEngine::open(path, options)?;
+        Ok(Store::open(Arc::new(engine), durability)?)
+    })
+    .await
+    .map_err(|e| NodeError::Internal(format!("opening the storage failed: {e}")))?
 }
 
 /// A server builder, serving TLS when `tls` is set (errors name `port` and
@@ -472,11 +479,11 @@ async fn stop_if_removed(context: Arc<NodeContext>) {
 
 /// Gossips the node's load when it changed by more than 1% (checked every 10 s).
 async fn report_load(context: Arc<NodeContext>) {
-    let mut reported = context.store.load_bytes().unwrap_or(0);
+    let mut reported = context.store.load_bytes();
     let mut ticker = tokio::time::interval(Duration::from_secs(10));
     loop {
         ticker.tick().await;
-        let load = context.store.load_bytes().unwrap_or(reported);
+        let load = context.store.load_bytes();
         if load.abs_diff(reported) > reported / 100 {
             reported = load;
             let _ = context

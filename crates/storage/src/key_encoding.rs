@@ -18,7 +18,7 @@ use ringstore_placement::{Token, TokenRange};
 use crate::error::{Result, StorageError};
 
 /// The length of the token prefix of a data key.
-const TOKEN_LEN: usize = 8;
+pub(crate) const TOKEN_LEN: usize = 8;
 
 /// The data key of `key`, whose token is `token`.
 pub(crate) fn encode_data_key(token: Token, key: &[u8]) -> Vec<u8> {

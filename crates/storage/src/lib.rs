@@ -50,6 +50,10 @@
 //! - Stored bytes that do not decode are reported as errors
 //!   ([`StorageError::is_corruption`]), never a panic, and never overwritten by
 //!   a merge.
+//! - [`Store::load_bytes`] (the node's `Load`) is the bytes of the keys and
+//!   cells the keyspaces hold, kept by every write, purge and drop and
+//!   carried across restarts (`live_size`); it falls when garbage collection
+//!   purges, where sled's files ([`Store::disk_bytes`]) never shrink.
 //! - Stored cells start with a format version byte. Data keys have none: their
 //!   layout is versioned by the tree prefix (`data/` is version 1), so a new
 //!   layout would live in new trees and be migrated by copying.
@@ -73,6 +77,7 @@ mod error;
 mod group_commit;
 mod key_encoding;
 mod keyspace;
+mod live_size;
 mod memory_engine;
 mod periodic_flush;
 mod scan;

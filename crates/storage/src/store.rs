@@ -15,9 +15,14 @@
 //! the [`Durability`]: in batch mode for a group-committed flush covering the
 //! write ([`group_commit`](crate::group_commit)), in periodic mode not at all.
 //!
+//! # Load
+//! Every write moves its keyspace's count of live bytes by the change in the
+//! bytes stored for its key ([`Store::load_bytes`]; `live_size` explains how
+//! the counts survive restarts). sled's file size is [`Store::disk_bytes`].
+//!
 //! # Shutdown
 //! [`Store::close`] refuses further writes, waits for writes in progress,
-//! stops the periodic flusher and flushes. Dropping the last clone stops the
+//! stops the periodic flusher, saves the live-byte counts and flushes. Dropping the last clone stops the
 //! flusher too (it flushes once more on its way out).
 //!
 //! # Threads
@@ -53,6 +58,7 @@ use crate::error::{Result, StorageError};
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
+use crate::live_size::{self, LiveBytes};
 use crate::periodic_flush::PeriodicFlusher;
 use crate::scan::Scan;
 
@@ -87,10 +93,12 @@ struct Inner {
     flusher: Option<PeriodicFlusher>,
 }
 
-/// Open data trees and the ids dropped since the store opened.
+/// Open data trees, the live bytes of every stored keyspace, and the ids
+/// dropped since the store opened.
 #[derive(Default)]
 struct KeyspaceTrees {
     open: HashMap<KeyspaceId, Arc<dyn Tree>>,
+    live_bytes: HashMap<KeyspaceId, LiveBytes>,
     dropped: HashSet<KeyspaceId>,
 }
 
@@ -125,6 +133,7 @@ impl Store {
     pub fn open(engine: Arc<dyn Engine>, durability: Durability) -> Result<Store> {
         let system = engine.open_tree(SYSTEM_TREE)?;
         let hints = engine.open_tree(HINTS_TREE)?;
+        let live_bytes = live_size::recover(engine.as_ref(), system.as_ref())?;
         let group = Arc::new(GroupCommit::new(Arc::clone(&engine)));
         let flusher = match durability {
             Durability::Batch => None,
@@ -137,7 +146,10 @@ impl Store {
                 engine,
                 durability,
                 group,
-                keyspaces: Mutex::default(),
+                keyspaces: Mutex::new(KeyspaceTrees {
+                    live_bytes,
+                    ..KeyspaceTrees::default()
+                }),
                 system,
                 hints,
                 closed: RwLock::new(false),
@@ -209,11 +221,14 @@ impl Store {
         let (removed, ticket) = self
             .off_worker(move |store| {
                 store.write(|| {
-                    let tree = store.data_tree(ks)?;
+                    let (tree, live_bytes) = store.keyspace_tree(ks)?;
                     let mut removed = 0;
                     for key in &keys {
                         let data_key = encode_data_key(token_of(key)?, key);
-                        removed += usize::from(tree.remove(&data_key)?.is_some());
+                        if let Some(old) = tree.remove(&data_key)? {
+                            live_size::account(&live_bytes, &data_key, Some(old.len()), None);
+                            removed += 1;
+                        }
                     }
                     Ok(removed)
                 })
@@ -235,23 +250,27 @@ impl Store {
         let (removed, ticket) = self
             .off_worker(move |store| {
                 store.write(|| {
-                    let tree = store.data_tree(ks)?;
+                    let (tree, live_bytes) = store.keyspace_tree(ks)?;
                     let mut removed = 0;
                     for (key, expected) in &cells {
                         let data_key = encode_data_key(token_of(key)?, key);
-                        let mut unchanged = false;
+                        let mut purged = None;
                         tree.update(&data_key, &mut |stored| {
                             // Overwritten on every call: the engine may retry.
-                            unchanged = stored.is_some_and(|bytes| {
+                            let unchanged = stored.is_some_and(|bytes| {
                                 Cell::decode(bytes).is_ok_and(|c| &c == expected)
                             });
+                            purged = stored.filter(|_| unchanged).map(<[u8]>::len);
                             if unchanged {
                                 None
                             } else {
                                 stored.map(<[u8]>::to_vec)
                             }
                         })?;
-                        removed += usize::from(unchanged);
+                        if let Some(old) = purged {
+                            live_size::account(&live_bytes, &data_key, Some(old), None);
+                            removed += 1;
+                        }
                     }
                     Ok(removed)
                 })
@@ -272,6 +291,7 @@ impl Store {
                         let mut keyspaces = lock(&store.inner.keyspaces);
                         keyspaces.dropped.insert(ks);
                         keyspaces.open.remove(&ks);
+                        keyspaces.live_bytes.remove(&ks);
                     }
                     // Outside the lock: dropping a big tree takes a while, and
                     // no one can open it again now that its id is marked
@@ -321,8 +341,29 @@ impl Store {
         Arc::clone(&self.inner.hints)
     }
 
-    /// The engine's size on disk, in bytes: the load `status` reports.
-    pub fn load_bytes(&self) -> Result<u64> {
+    /// The live bytes of every keyspace (keys and encoded cells, tombstones
+    /// until they are purged): the load `status` reports. It falls when data
+    /// is purged, where the disk size does not (see `live_size`).
+    pub fn load_bytes(&self) -> u64 {
+        lock(&self.inner.keyspaces)
+            .live_bytes
+            .values()
+            .map(|counter| live_size::bytes_of(counter))
+            .sum()
+    }
+
+    /// The live bytes of keyspace `ks` (see [`Store::load_bytes`]).
+    pub fn keyspace_bytes(&self, ks: KeyspaceId) -> u64 {
+        lock(&self.inner.keyspaces)
+            .live_bytes
+            .get(&ks)
+            .map_or(0, |counter| live_size::bytes_of(counter))
+    }
+
+    /// The bytes the engine's files occupy on disk: data, metadata, hints
+    /// and the engine's own overhead. sled never shrinks its files, so this
+    /// only grows; freed space is reused by later writes.
+    pub fn disk_bytes(&self) -> Result<u64> {
         self.inner.engine.size_on_disk()
     }
 
@@ -364,6 +405,12 @@ impl Store {
         if let Some(flusher) = &self.inner.flusher {
             flusher.stop().await;
         }
+        // No write is in progress now, so the counters are exact: keep them
+        // for the next open (see `live_size`).
+        live_size::save(
+            self.inner.system.as_ref(),
+            &lock(&self.inner.keyspaces).live_bytes,
+        )?;
         self.sync().await
     }
 
@@ -400,36 +447,47 @@ impl Store {
     /// A corrupt stored cell is left as it is and reported.
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
-        let tree = self.data_tree(ks)?;
+        let (tree, live_bytes) = self.keyspace_tree(ks)?;
         let mut outcome = None;
+        let mut sizes = (None, None);
         tree.update(&data_key, &mut |stored| {
-            // Overwrites `outcome` on every call: the engine may retry.
+            // Overwrites `outcome` and `sizes` on every call: the engine may retry.
+            let old = stored.map(<[u8]>::len);
             let merged = match stored.map(Cell::decode).transpose() {
                 Ok(Some(stored)) => stored.reconcile(cell.clone()),
                 Ok(None) => cell.clone(),
                 Err(corrupt) => {
                     outcome = Some(Err(corrupt));
+                    sizes = (old, old);
                     return stored.map(<[u8]>::to_vec);
                 }
             };
             let bytes = merged.encode();
+            sizes = (old, Some(bytes.len()));
             outcome = Some(Ok(merged));
             Some(bytes)
         })?;
+        live_size::account(&live_bytes, &data_key, sizes.0, sizes.1);
         outcome.expect("Tree::update calls its closure at least once")
     }
 
     /// The data tree of `ks`, opened on first use.
     fn data_tree(&self, ks: KeyspaceId) -> Result<Arc<dyn Tree>> {
+        Ok(self.keyspace_tree(ks)?.0)
+    }
+
+    /// The data tree of `ks`, opened on first use, and its live bytes.
+    fn keyspace_tree(&self, ks: KeyspaceId) -> Result<(Arc<dyn Tree>, LiveBytes)> {
         let mut keyspaces = lock(&self.inner.keyspaces);
         if keyspaces.dropped.contains(&ks) {
             return Err(StorageError::KeyspaceDropped { keyspace: ks });
         }
+        let live_bytes = Arc::clone(keyspaces.live_bytes.entry(ks).or_default());
         if let Some(tree) = keyspaces.open.get(&ks) {
-            return Ok(Arc::clone(tree));
+            return Ok((Arc::clone(tree), live_bytes));
         }
         let tree = self.inner.engine.open_tree(&ks.data_tree_name())?;
         keyspaces.open.insert(ks, Arc::clone(&tree));
-        Ok(tree)
+        Ok((tree, live_bytes))
     }
 }

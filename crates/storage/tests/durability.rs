@@ -242,7 +242,13 @@ async fn sync_in_periodic_mode_flushes_now() {
 #[tokio::test]
 async fn multi_key_engine_calls_run_off_the_async_workers() {
     let engine = CountingEngine::new();
-    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    // Opening reads (and after a crash scans) on the caller's thread, so a
+    // node opens its store off the workers too.
+    let opening = engine.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(opening, Durability::Batch))
+        .await
+        .unwrap()
+        .unwrap();
     let ks = KeyspaceId::random();
     store
         .apply_many(&[

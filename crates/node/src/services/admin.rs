@@ -181,7 +181,7 @@ impl Admin for AdminService {
             rack: m.rack.to_string(),
             generation: context.generation.0,
             uptime_seconds: context.started.elapsed().as_secs(),
-            load_bytes: context.store.load_bytes().unwrap_or(0),
+            load_bytes: context.store.load_bytes(),
             tokens: m.tokens.iter().map(|t| t.0).collect(),
             gossip_active: !context.is_drained(),
             state: state_name(m.state).to_string(),
@@ -191,6 +191,7 @@ impl Admin for AdminService {
             pending_hints: context.handoff.pending().values().map(|t| t.hints).sum(),
             pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
             hint_counters: Some(hint_counters(&context.handoff)),
+            disk_bytes: context.store.disk_bytes().unwrap_or(0),
         }))
     }
 
