@@ -4,13 +4,18 @@
 # nodes, waits until all are UN, writes and reads at QUORUM through two
 # different nodes, stops one container and checks that the others see it DN
 # and QUORUM still works, scrapes node1's /metrics (published on
-# 127.0.0.1:7200) for the requests it coordinated, then tears everything down. Bounded: every wait
-# has a deadline, and the whole script gives up after 10 minutes of waiting.
+# 127.0.0.1:7200) for the requests it coordinated, then tears everything down.
+# Then the two-data-center file (deploy/docker-compose-2dc.yml): four nodes,
+# a keyspace replicated in both, writes at EACH_QUORUM through dc1 read at
+# LOCAL_QUORUM through dc2, and with a dc2 node stopped, LOCAL_QUORUM in dc1
+# still works while EACH_QUORUM is UNAVAILABLE. Bounded: every wait has a
+# deadline.
 #
 # Usage: deploy/compose-test.sh   (needs docker and docker-compose)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The compose project the functions below act on (the 2-DC part switches it).
 compose=(docker-compose -p ringstore-ci -f deploy/docker-compose.yml)
 cleanup() { "${compose[@]}" --profile grow down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -40,17 +45,19 @@ wait_for() { # SECONDS WHAT CHECK...
   exit 1
 }
 
-# Writes keyN = valueN for N in FROM..TO at QUORUM through SERVICE at IP.
-write_keys() { # SERVICE IP FROM TO
+# Writes keyN = valueN for N in FROM..TO of keyspace `ci` through SERVICE at
+# IP, at CONSISTENCY (default QUORUM).
+write_keys() { # SERVICE IP FROM TO [CONSISTENCY]
   for i in $(seq "$3" "$4"); do
-    cli "$1" --host "$2:7100" put ci "key$i" "value$i" --consistency QUORUM >/dev/null
+    cli "$1" --host "$2:7100" put ci "key$i" "value$i" --consistency "${5:-QUORUM}" >/dev/null
   done
 }
 
-# Reads keyN at QUORUM through SERVICE at IP and checks it is valueN.
-check_keys() { # SERVICE IP FROM TO
+# Reads keyN through SERVICE at IP at CONSISTENCY (default QUORUM) and checks
+# it is valueN.
+check_keys() { # SERVICE IP FROM TO [CONSISTENCY]
   for i in $(seq "$3" "$4"); do
-    got=$(cli "$1" --host "$2:7100" get ci "key$i" --consistency QUORUM)
+    got=$(cli "$1" --host "$2:7100" get ci "key$i" --consistency "${5:-QUORUM}")
     [ "$got" = "value$i" ] || { echo "FAILED: key$i read '$got' through $1" >&2; exit 1; }
   done
 }
@@ -68,8 +75,11 @@ metric() { # SERIES
   scrape | tr -d '\r' | awk -v s="$1" '$1 == s { print $2 }'
 }
 
-count_state() { # STATE COUNT: node1 sees exactly COUNT nodes in STATE
-  [ "$(cli node1 --host 172.28.0.11:7100 status | grep -c "^$1 ")" = "$2" ]
+# The first node of the cluster under test, as SERVICE and IP.
+first=(node1 172.28.0.11)
+
+count_state() { # STATE COUNT: the first node sees exactly COUNT nodes in STATE
+  [ "$(cli "${first[0]}" --host "${first[1]}:7100" status | grep -c "^$1 ")" = "$2" ]
 }
 
 echo "== building the image"
@@ -102,4 +112,40 @@ down=$(metric 'ringstore_gossip_members{liveness="down"}')
   exit 1
 }
 echo "ok: node1's /metrics counts the 20 puts and 30 gets it coordinated and one member down"
+
+echo "== two data centers: starting four nodes"
+cleanup
+compose=(docker-compose -p ringstore-ci-2dc -f deploy/docker-compose-2dc.yml)
+first=(dc1-n1 172.29.0.11)
+cleanup
+"${compose[@]}" up -d
+wait_for 180 "four nodes are UN" count_state UN 4
+status=$(cli dc1-n1 --host 172.29.0.11:7100 status)
+grep -q "^Datacenter: dc1" <<<"$status" && grep -q "^Datacenter: dc2" <<<"$status" || {
+  echo "FAILED: status does not show both data centers:" >&2
+  echo "$status" >&2
+  exit 1
+}
+echo "ok: status shows dc1 and dc2"
+
+echo "== two data centers: EACH_QUORUM through dc1, LOCAL_QUORUM through dc2"
+cli dc1-n1 --host 172.29.0.11:7100 keyspace create ci --replication NetworkTopologyStrategy:dc1=2,dc2=2
+write_keys dc1-n1 172.29.0.11 1 20 EACH_QUORUM
+check_keys dc2-n1 172.29.0.21 1 20 LOCAL_QUORUM
+echo "ok: 20 EACH_QUORUM writes through dc1 read back at LOCAL_QUORUM (dc2's replicas alone) through dc2"
+
+echo "== two data centers: a dc2 node stopped"
+"${compose[@]}" stop dc2-n2
+wait_for 60 "dc2-n2 is DN" count_state DN 1
+write_keys dc1-n2 172.29.0.12 21 30 LOCAL_QUORUM
+check_keys dc1-n1 172.29.0.11 21 30 LOCAL_QUORUM
+refused=$(cli dc1-n1 --host 172.29.0.11:7100 put ci each k --consistency EACH_QUORUM 2>&1) && {
+  echo "FAILED: an EACH_QUORUM write succeeded with one of dc2's two replicas down" >&2
+  exit 1
+}
+grep -q "^UNAVAILABLE" <<<"$refused" || {
+  echo "FAILED: EACH_QUORUM with a dc2 replica down said: $refused" >&2
+  exit 1
+}
+echo "ok: LOCAL_QUORUM in dc1 works with a dc2 node down; EACH_QUORUM is UNAVAILABLE"
 echo "compose test passed"

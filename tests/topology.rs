@@ -411,9 +411,9 @@ async fn bootstrap_bytes(cluster: &TestCluster, i: usize) -> (u64, u64) {
     (done, total)
 }
 
-/// Checks that node 0's `status` shows node `moving` up and in `state`, and
-/// that node `refuser` refuses to decommission meanwhile, naming the
-/// movement (`what`).
+/// Checks that node 0's `status` shows node `moving` up and in `state`, that
+/// node `refuser` refuses to decommission and to clean up meanwhile, naming
+/// the movement (`what`), and that the moving node refuses to drain.
 async fn assert_moving_and_blocking(
     cluster: &TestCluster,
     moving: usize,
@@ -452,6 +452,19 @@ async fn assert_moving_and_blocking(
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(
         refused.message().contains("cleanup is refused") && refused.message().contains(what),
+        "{}",
+        refused.message()
+    );
+    // Draining the moving node would abort its movement and stop it.
+    let refused = cluster
+        .admin(moving)
+        .await
+        .drain(pb::DrainRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains(&state.to_lowercase()),
         "{}",
         refused.message()
     );

@@ -4,20 +4,26 @@
 //! (at most the write timeout), syncs its storage, and stops gossip with a
 //! departure notice, so the cluster sees it down at once and hints its
 //! writes. Reads are still served. Idempotent; only a restart undoes it.
+//!
+//! A node that is joining or leaving is refused (`FAILED_PRECONDITION`):
+//! stopping its gossip and writes mid-way would make its bootstrap or
+//! decommission fail and the node stop. Drain it once it is `Normal`.
 
 use std::time::Duration;
 
+use ringstore_membership::NodeState;
 use ringstore_metrics::Stage;
 use tokio::time::Instant;
 
 use crate::context::NodeContext;
-use crate::error::Result;
+use crate::error::{NodeError, Result};
 
 /// How long drain waits for the gossip task to stop.
 const GOSSIP_STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// Drains the node (see the module docs); returns once it is done.
 pub async fn drain(context: &NodeContext) -> Result<()> {
+    refuse_during_movement(context)?;
     let already = context.drained.send_replace(true);
     if !already {
         tracing::info!("draining: refusing writes from now on");
@@ -38,6 +44,21 @@ pub async fn drain(context: &NodeContext) -> Result<()> {
         tracing::info!("drained: writes refused, storage synced, gossip stopped");
     }
     Ok(())
+}
+
+/// Refuses to drain a node whose own join or departure is under way.
+fn refuse_during_movement(context: &NodeContext) -> Result<()> {
+    let view = context.view();
+    let state = view.member(context.host_id).map(|m| m.metadata.state);
+    let moving = match state {
+        Some(NodeState::Joining) => "joining the ring (bootstrap or replace under way)",
+        Some(NodeState::Leaving) => "leaving the ring (decommission under way)",
+        _ => return Ok(()),
+    };
+    Err(NodeError::FailedPrecondition(format!(
+        "this node is {moving}: draining it now would abort that and stop the node; \
+         drain it once `status` shows it UN"
+    )))
 }
 
 /// Client requests and replica writes under way (client reads included:

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# ringstore side by side with Redis and a 3-node etcd, in one run on this
+# machine (clients and servers share it), with the same load shape: 64
+# requests in flight, 100-byte values, keys drawn from 100,000. Prints each
+# figure and the ratios of issue #13's table. Not run in CI.
+#
+#   1 node,  RF 1 ONE put, periodic sync   vs  Redis SET, no fsync
+#   1 node,  RF 1 ONE put, batch sync      vs  Redis SET, appendfsync always
+#   1 node,  stress noop                   vs  Redis PING
+#   3 nodes, RF 3 QUORUM put (batch)       vs  etcd 3 nodes put
+#   3 nodes, RF 3 QUORUM get               vs  etcd 3 nodes get (linearizable)
+#   3 nodes, put / noop on the same cluster
+#
+# Usage: benches/peers.sh [OPERATIONS]   (default 100000 per workload)
+# Installs redis-server, redis-tools, etcd-server and protobuf-compiler with
+# apt-get when missing, and builds benches/etcd-load (the etcd load tool).
+# STRESS_BIN=path runs another ringstore build. Address blocks 102 to 104.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ops=${1:-100000}
+. benches/common.sh
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+(cd benches/etcd-load && cargo build --release -q)
+etcd_load=benches/etcd-load/target/release/etcd-load
+
+declare -A result # name -> ops/s
+
+# Records `name` from a JSON report of `ringstore stress` or `etcd-load` on
+# stdin, and prints it.
+record() { # NAME
+  local line
+  line=$(python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"{r['ops_per_second']:.0f} p50 {l['p50']:.2f} ms p99 {l['p99']:.2f} ms errors {sum(r['errors'].values())}\")")
+  result[$1]=${line%% *}
+  printf '%-40s %s ops/s\n' "$1" "$line"
+}
+
+# Records `name` from redis-benchmark's CSV (the row of TEST) on stdin.
+record_redis() { # NAME TEST
+  local rps
+  rps=$(python3 -c "import csv,sys; rows=[r for r in csv.reader(sys.stdin) if r and r[0]=='$2']; print(f'{float(rows[0][1]):.0f}')")
+  result[$1]=$rps
+  printf '%-40s %s ops/s\n' "$1" "$rps"
+}
+
+stop_all() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+
+start_ringstore() { # NODES DURABILITY BLOCK
+  local nodes=$1 durability=$2 block=$3
+  for i in $(seq 1 "$nodes"); do
+    RINGSTORE_STORAGE__DURABILITY=$durability RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
+      "$bin" server --cluster-name peers --data-dir "$work/rs-$block-$durability-$i" \
+      --listen-address "127.$block.0.$i:7100" --internode-address "127.$block.0.$i:7101" \
+      --gossip-address "127.$block.0.$i:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
+      --metrics-address "127.$block.0.$i:7200" 2>"$work/rs-$block-$durability-$i.log" &
+    pids+=($!)
+  done
+  for _ in $(seq 1 300); do
+    up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)
+    [ "$up" = "$nodes" ] && return 0
+    sleep 0.2
+  done
+  echo "ringstore did not come up" >&2
+  exit 1
+}
+
+stress() { # HOST WORKLOAD RF CONSISTENCY
+  "$bin" --host "$1" stress "$2" -n "$ops" --concurrency 64 --key-count 100000 \
+    --value-size 100 --consistency "$4" --replication "SimpleStrategy:$3" --json
+}
+
+redis() { # PORT ARGS...: starts redis-server with ARGS, waits until it answers
+  local port=$1
+  shift
+  mkdir -p "$work/redis-$port"
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$work/redis-$port" --save '' "$@" \
+    >"$work/redis-$port.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "redis did not come up" >&2
+  exit 1
+}
+
+redis_bench() { # PORT TESTS
+  redis-benchmark -h 127.0.0.1 -p "$1" -t "$2" -n "$ops" -c 64 -d 100 -r 100000 --csv 2>/dev/null
+}
+
+start_etcd() { # BLOCK
+  local block=$1 cluster=""
+  for i in 1 2 3; do cluster+="${cluster:+,}e$i=http://127.$block.0.$i:2380"; done
+  for i in 1 2 3; do
+    etcd --name "e$i" --data-dir "$work/etcd-$i" \
+      --listen-client-urls "http://127.$block.0.$i:2379" --advertise-client-urls "http://127.$block.0.$i:2379" \
+      --listen-peer-urls "http://127.$block.0.$i:2380" --initial-advertise-peer-urls "http://127.$block.0.$i:2380" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token peers \
+      --log-level error >"$work/etcd-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1 300); do
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.$block.0.1:2379" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "etcd did not come up" >&2
+  exit 1
+}
+
+echo "== Redis (one server)"
+redis 6390 --appendonly no
+redis_bench 6390 set,ping | tee "$work/redis-nofsync.csv" >/dev/null
+record_redis "redis SET, no fsync" SET <"$work/redis-nofsync.csv"
+record_redis "redis PING" PING_MBULK <"$work/redis-nofsync.csv"
+stop_all
+redis 6391 --appendonly yes --appendfsync always
+redis_bench 6391 set | record_redis "redis SET, appendfsync always" SET
+stop_all
+
+echo "== ringstore, 1 node RF 1 ONE"
+start_ringstore 1 periodic 102
+stress 127.102.0.1:7100 write 1 ONE | record "ringstore put, periodic"
+stress 127.102.0.1:7100 noop 1 ONE | record "ringstore noop"
+stop_all
+start_ringstore 1 batch 102
+stress 127.102.0.1:7100 write 1 ONE | record "ringstore put, batch"
+stop_all
+
+echo "== ringstore, 3 nodes RF 3 QUORUM (batch)"
+start_ringstore 3 batch 103
+stress 127.103.0.1:7100 write 3 QUORUM | record "ringstore 3 nodes QUORUM put"
+stress 127.103.0.1:7100 read 3 QUORUM | record "ringstore 3 nodes QUORUM get"
+stress 127.103.0.1:7100 noop 3 QUORUM | record "ringstore 3 nodes noop"
+stop_all
+
+echo "== etcd, 3 nodes"
+start_etcd 104
+endpoints=http://127.104.0.1:2379,http://127.104.0.2:2379,http://127.104.0.3:2379
+"$etcd_load" write --endpoints "$endpoints" -n "$ops" --concurrency 64 --key-count 100000 --value-size 100 |
+  record "etcd 3 nodes put"
+"$etcd_load" read --endpoints "$endpoints" -n "$ops" --concurrency 64 --key-count 100000 --value-size 100 |
+  record "etcd 3 nodes get"
+stop_all
+
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+echo
+echo "| workload | ringstore | peer | ratio | goal |"
+echo "|---|---|---|---|---|"
+row() { # LABEL OURS PEER PEER_LABEL GOAL
+  echo "| $1 | ${result[$2]}/s | $4: ${result[$3]}/s | $(ratio "${result[$2]}" "${result[$3]}")× | $5 |"
+}
+row "1 node put (RF 1, ONE, periodic)" "ringstore put, periodic" "redis SET, no fsync" "Redis SET, no fsync" "≥ 0.5×"
+row "1 node put (batch: fsync before ack)" "ringstore put, batch" "redis SET, appendfsync always" "Redis SET, appendfsync always" "≥ 0.8×"
+row "1 node transport ceiling (noop)" "ringstore noop" "redis PING" "Redis PING" "≥ 0.8×"
+row "3 nodes RF 3 QUORUM put (batch)" "ringstore 3 nodes QUORUM put" "etcd 3 nodes put" "etcd put" "≥ 3×"
+row "3 nodes RF 3 QUORUM get" "ringstore 3 nodes QUORUM get" "etcd 3 nodes get" "etcd get" "≥ 4×"
+echo "| 3 nodes put / noop | $(ratio "${result["ringstore 3 nodes QUORUM put"]}" "${result["ringstore 3 nodes noop"]}") | | | ≥ 0.35 |"
