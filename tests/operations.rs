@@ -270,6 +270,16 @@ fn tpstats_proxyhistograms_and_tablestats_count_what_a_workload_did() {
         "{replica}"
     );
     assert_eq!(completed(&replica, "ClientRequest"), 0.0, "{replica}");
+    // A garbage-collection pass over one keyspace is one compaction.
+    let before = completed(&replica, "CompactionExecutor");
+    let collected = servers.cli(1, &["garbagecollect", "ks"]);
+    assert!(collected.status.success(), "{}", text(&collected.stderr));
+    let after = text(&servers.cli(1, &["tpstats"]).stdout);
+    assert_eq!(
+        completed(&after, "CompactionExecutor"),
+        before + 1.0,
+        "{after}"
+    );
 
     let histograms = text(&servers.cli(0, &["proxyhistograms"]).stdout);
     assert!(

@@ -115,17 +115,22 @@ pub enum Stage {
     HintDelivery,
     /// Range streams (sampled: sessions running, bytes moved).
     Streaming,
+    /// Passes over stored cells: garbage collection of a keyspace and the
+    /// building of a repair's Merkle tree (Cassandra's compactions and
+    /// validations).
+    Compaction,
 }
 
 impl Stage {
     /// Every stage, in `tpstats` order.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::ClientRequest,
         Stage::InternodeApply,
         Stage::InternodeRead,
         Stage::ReadRepair,
         Stage::HintDelivery,
         Stage::Streaming,
+        Stage::Compaction,
     ];
 
     /// The label value, and the pool name `tpstats` prints.
@@ -137,6 +142,7 @@ impl Stage {
             Stage::ReadRepair => "ReadRepair",
             Stage::HintDelivery => "HintDelivery",
             Stage::Streaming => "Streaming",
+            Stage::Compaction => "CompactionExecutor",
         }
     }
 

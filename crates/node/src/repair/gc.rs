@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringstore_metrics::Stage;
 use ringstore_placement::{Token, TokenRange};
 use ringstore_repair::{GcRule, RepairHistory};
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
@@ -61,6 +62,7 @@ pub async fn collect(context: &NodeContext, keyspaces: &[KeyspaceDef]) -> Result
 }
 
 async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<Collected> {
+    let _stage = context.metrics.stage(Stage::Compaction);
     let rule = rule_of(context, keyspace);
     let history = context.repair.history.snapshot();
     let (batches, mut scanned) = mpsc::channel(2);

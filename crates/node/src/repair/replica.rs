@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use ringstore_metrics::Stage;
 use ringstore_placement::TokenRange;
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{MerkleTree, TreeBuilder, row_hash};
@@ -34,6 +35,7 @@ pub async fn build_tree(
     range: TokenRange,
     depth: u8,
 ) -> Result<Arc<MerkleTree>> {
+    let _stage = context.metrics.stage(Stage::Compaction);
     let store = context.store.clone();
     let throttle = Arc::clone(&context.repair.validation);
     let runtime = tokio::runtime::Handle::current();
