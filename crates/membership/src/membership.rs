@@ -319,9 +319,12 @@ impl Membership {
             OwnedNotification::MemberUp(identity) => {
                 let host = identity.host_id;
                 self.pull_if_stale(&identity);
+                let addr = identity.gossip_addr;
                 self.live.insert(host, identity);
                 self.out.push(Output::Event(MembershipEvent::Up(host)));
                 self.rebuild_view(false);
+                // Measure a member that comes up at once, not at the next round.
+                self.probe_clock(host, addr);
                 self.refresh_clock_report();
             }
             OwnedNotification::MemberDown(identity) => {
@@ -466,19 +469,21 @@ impl Membership {
         }
     }
 
+    fn probe_clock(&mut self, host: HostId, addr: SocketAddr) {
+        let now = self.clock.wall();
+        self.offsets.probe_sent(host, now, self.clock.monotonic());
+        self.send(addr, &encode_clock(&ClockMessage::Probe { sent_at: now.0 }));
+    }
+
     /// Sends every live peer a clock probe, and re-judges (samples age).
     fn probe_clocks(&mut self) {
-        let now = self.clock.wall();
-        let sent = self.clock.monotonic();
         let peers: Vec<(HostId, SocketAddr)> = self
             .live
             .values()
             .map(|i| (i.host_id, i.gossip_addr))
             .collect();
-        let probe = encode_clock(&ClockMessage::Probe { sent_at: now.0 });
         for (host, addr) in peers {
-            self.offsets.probe_sent(host, now, sent);
-            self.send(addr, &probe);
+            self.probe_clock(host, addr);
         }
         let known = &self.metadata;
         self.offsets.retain(|h| known.contains_key(&h));
