@@ -755,6 +755,59 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Clock echoes nobody asked for, and garbage clock bodies, leave no
+        /// estimate behind (and never panic).
+        #[test]
+        fn forged_clock_echoes_and_garbage_change_no_estimate(
+            probe_sent_at in any::<i64>(),
+            replied_at in any::<i64>(),
+            garbage in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut membership = node(None);
+            let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+            let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+            let echo = ClockMessage::Echo { probe_sent_at, replied_at };
+            membership.handle_packet(from, &peer.seal(&encode_clock(&echo)));
+            let mut body = vec![2u8];
+            body.extend_from_slice(&garbage);
+            membership.handle_packet(from, &peer.seal(&body));
+            prop_assert!(membership.clock_report().peers.is_empty());
+            prop_assert!(!membership.clock_report().verdict.is_skewed());
+        }
+    }
+
+    #[test]
+    fn a_clock_probe_is_echoed_at_once_to_its_sender() {
+        let mut membership = node(None);
+        membership.drain_outputs();
+        let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+        let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+        let probe = ClockMessage::Probe { sent_at: 42 };
+        membership.handle_packet(from, &peer.seal(&encode_clock(&probe)));
+        let sends: Vec<Vec<u8>> = membership
+            .drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Send { to, packet } if to == from => Some(packet),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sends.len(), 1);
+        let opened = peer.open(&sends[0]).unwrap();
+        let before = crate::clock::system_micros();
+        match Body::decode(opened.body) {
+            Some(Body::Clock(ClockMessage::Echo {
+                probe_sent_at,
+                replied_at,
+            })) => {
+                assert_eq!(probe_sent_at, 42);
+                assert!((replied_at - before).abs() < 60_000_000, "the system clock");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn inconsistent_metadata_chunks_are_counted_and_dropped() {
         let mut membership = node(None);
