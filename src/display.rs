@@ -55,6 +55,19 @@ pub fn stream_throttle(mib_per_second: u64) -> String {
     }
 }
 
+/// A clock offset and its uncertainty in microseconds, in milliseconds:
+/// `+2003.1 ms ±0.2`; `?` when not measured.
+pub fn clock_offset(offset_micros: Option<i64>, uncertainty_micros: Option<i64>) -> String {
+    match offset_micros {
+        None => "?".to_string(),
+        Some(offset) => format!(
+            "{:+.1} ms ±{:.1}",
+            offset as f64 / 1000.0,
+            uncertainty_micros.unwrap_or(0) as f64 / 1000.0
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

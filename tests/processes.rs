@@ -8,8 +8,10 @@
 //! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
-//! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`, 120 in `tests/restore.rs`
-//! (in-process repair tests use 90–92, 95, 96).
+//! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
+//! (in-process repair tests use 90–92, 95, 96), 120 in `tests/restore.rs`,
+//! 182 in `tests/clock_skew.rs` (180 and 181 there are in-process; 183 and
+//! 184 are kept for clock tests).
 
 mod common;
 

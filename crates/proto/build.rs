@@ -2,7 +2,10 @@
 //! `protoc`) and generates the tonic clients and servers.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not baked in with `env!`: a build script compiled in
+    // another checkout (a copied target directory) must still read this one's
+    // protos.
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         "admin",
         "client",

@@ -6,7 +6,7 @@ use std::io::Write;
 use ringstore_proto::v1 as pb;
 
 use crate::client::Connection;
-use crate::display::human_bytes;
+use crate::display::{clock_offset, human_bytes};
 use crate::failure::Outcome;
 
 /// Prints every member the node knows, by gossip address.
@@ -43,6 +43,11 @@ fn write_endpoint(e: &pb::GossipEndpoint, out: &mut impl Write) -> std::io::Resu
     writeln!(out, "  NATIVE_ADDRESS_AND_PORT:{}", e.client_address)?;
     writeln!(out, "  INTERNODE_ADDRESS_AND_PORT:{}", e.internode_address)?;
     writeln!(out, "  HOST_ID:{}", e.host_id)?;
+    writeln!(
+        out,
+        "  CLOCK_OFFSET:{}",
+        clock_offset(e.clock_offset_micros, e.clock_uncertainty_micros)
+    )?;
     writeln!(out, "  TOKENS:{} <hidden>", e.token_count)
 }
 
@@ -72,7 +77,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("  DC:dc1\n") && text.ends_with("  TOKENS:16 <hidden>\n"),
+            text.contains("  DC:dc1\n")
+                && text.contains("  CLOCK_OFFSET:?\n")
+                && text.ends_with("  TOKENS:16 <hidden>\n"),
             "{text}"
         );
     }

@@ -27,6 +27,40 @@ pub fn hint_summary(c: pb::HintCounters) -> String {
     )
 }
 
+/// The node's clock against the live members', as `info` prints it.
+pub fn clock_lines(c: &pb::ClockStanding) -> Vec<(&'static str, String)> {
+    let mut lines = vec![(
+        "Clock offset",
+        format!(
+            "{:+.1} ms from the median of the live members' clocks ({} peers measured; \
+             max_clock_offset {} ms)",
+            c.offset_micros as f64 / 1000.0,
+            c.peers_measured,
+            c.max_offset_ms
+        ),
+    )];
+    let status = if c.skewed {
+        format!(
+            "SKEWED: {} of {} peers beyond the bound; refusing to coordinate writes \
+             ({} refused so far)",
+            c.peers_beyond, c.peers_measured, c.refused_writes
+        )
+    } else {
+        format!("ok ({} refused writes since start)", c.refused_writes)
+    };
+    lines.push(("Clock status", status));
+    if c.test_offset_ms != 0 {
+        lines.push((
+            "Clock test offset",
+            format!(
+                "{:+} ms (test_clock_offset_ms: for tests only)",
+                c.test_offset_ms
+            ),
+        ));
+    }
+    lines
+}
+
 /// Prints the node's software version, as `nodetool version`.
 pub async fn version(connection: &Connection, out: &mut impl Write) -> Outcome {
     let info = connection
@@ -122,6 +156,9 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
         ),
         ("Version", info.software_version.clone()),
     ];
+    if let Some(clock) = &info.clock {
+        lines.extend(clock_lines(clock));
+    }
     if args.tokens {
         for token in &info.tokens {
             lines.push(("Token", token.to_string()));

@@ -7,7 +7,7 @@ use ringstore_proto::v1 as pb;
 
 use crate::cli::StatusArgs;
 use crate::client::Connection;
-use crate::display::{human_bytes, percent};
+use crate::display::{clock_offset, human_bytes, percent};
 use crate::failure::Outcome;
 
 /// Prints the status table of every data center.
@@ -66,28 +66,38 @@ fn render(response: &pb::StatusResponse) -> String {
         "Owns"
     };
     let width = address_width(&response.nodes);
+    let rack_width = response
+        .nodes
+        .iter()
+        .map(|n| n.rack.len())
+        .max()
+        .unwrap_or(0)
+        .max("Rack".len());
     for (dc, nodes) in by_datacenter(&response.nodes) {
         let title = format!("Datacenter: {dc}");
         text += &format!("{title}\n{}\n", "=".repeat(title.len()));
         text += "Status=Up/Down\n|/ State=Normal/Leaving/Joining/Moving\n";
         text += &format!(
-            "{:<2}  {:<width$}  {:<10}  {:<6}  {:<16}  {:<36}  {}\n",
-            "--", "Address", "Load", "Tokens", owns, "Host ID", "Rack"
+            "{:<2}  {:<width$}  {:<10}  {:<6}  {:<16}  {:<36}  {:<rack_width$}  {}\n",
+            "--", "Address", "Load", "Tokens", owns, "Host ID", "Rack", "Clock"
         );
         for node in nodes {
             text += &format!(
-                "{}  {:<width$}  {:<10}  {:<6}  {:<16}  {:<36}  {}\n",
+                "{}  {:<width$}  {:<10}  {:<6}  {:<16}  {:<36}  {:<rack_width$}  {}\n",
                 letters(node),
                 node.client_address,
                 human_bytes(node.load_bytes),
                 node.token_count,
                 percent(node.ownership),
                 node.host_id,
-                node.rack
+                node.rack,
+                clock_offset(node.clock_offset_micros, node.clock_uncertainty_micros)
             );
         }
         text += "\n";
     }
+    text +=
+        "Clock: each node's clock minus this node's, as gossip estimates it (? = not measured).\n";
     if !response.effective {
         text += "Note: Owns is primary ownership; give a keyspace to see effective ownership (with replicas).\n";
     }
@@ -139,5 +149,7 @@ mod tests {
             lines[5]
         );
         assert!(lines[6].starts_with("DJ  127.0.0.12:7100"));
+        assert!(lines[4].ends_with("  Rack   Clock"), "{}", lines[4]);
+        assert!(lines[5].ends_with("  rack1  ?"), "{}", lines[5]);
     }
 }

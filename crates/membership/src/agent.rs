@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::error::{MembershipError, Result};
 use crate::membership::{Membership, MembershipEvent, Output, Timer};
 use crate::metadata::NodeMetadata;
+use crate::offsets::ClockReport;
 use crate::stats::MembershipStats;
 use crate::view::ClusterView;
 
@@ -32,6 +33,7 @@ enum Command {
 pub struct MembershipHandle {
     commands: mpsc::Sender<Command>,
     view: watch::Receiver<Arc<ClusterView>>,
+    clock: watch::Receiver<Arc<ClockReport>>,
     events: broadcast::Sender<MembershipEvent>,
     local_addr: SocketAddr,
 }
@@ -40,6 +42,16 @@ impl MembershipHandle {
     /// The current view.
     pub fn view(&self) -> Arc<ClusterView> {
         self.view.borrow().clone()
+    }
+
+    /// What this node knows of its peers' clocks, and the verdict on its own.
+    pub fn clock_report(&self) -> Arc<ClockReport> {
+        self.clock.borrow().clone()
+    }
+
+    /// A receiver that wakes on every new clock report.
+    pub fn watch_clock(&self) -> watch::Receiver<Arc<ClockReport>> {
+        self.clock.clone()
     }
 
     /// A receiver that wakes on every new view.
@@ -107,12 +119,14 @@ pub async fn start(
         .map_err(|source| MembershipError::Socket { addr: bind, source })?;
     let (commands, receiver) = mpsc::channel(64);
     let (view_tx, view) = watch::channel(membership.view());
+    let (clock_tx, clock) = watch::channel(membership.clock_report());
     let (events, _) = broadcast::channel(1024);
     let task = Task {
         membership,
         socket,
         commands: receiver,
         view: view_tx,
+        clock: clock_tx,
         events: events.clone(),
         timers: BinaryHeap::new(),
         timer_seq: 0,
@@ -122,6 +136,7 @@ pub async fn start(
         MembershipHandle {
             commands,
             view,
+            clock,
             events,
             local_addr,
         },
@@ -134,6 +149,7 @@ struct Task {
     socket: UdpSocket,
     commands: mpsc::Receiver<Command>,
     view: watch::Sender<Arc<ClusterView>>,
+    clock: watch::Sender<Arc<ClockReport>>,
     events: broadcast::Sender<MembershipEvent>,
     /// Due time, a tie-breaking sequence, the timer.
     timers: BinaryHeap<Reverse<(Instant, u64, TimerSlot)>>,
@@ -233,6 +249,12 @@ impl Task {
         self.view.send_if_modified(|current| {
             let changed = !Arc::ptr_eq(current, &view);
             *current = view;
+            changed
+        });
+        let report = self.membership.clock_report();
+        self.clock.send_if_modified(|current| {
+            let changed = !Arc::ptr_eq(current, &report);
+            *current = report;
             changed
         });
     }

@@ -27,6 +27,11 @@ pub struct MembershipConfig {
     /// How often a node with no live member announces itself to the seeds
     /// (first try at once).
     pub seed_retry_interval: Duration,
+    /// How often every live peer is sent a clock probe.
+    pub clock_probe_interval: Duration,
+    /// The most a node's clock may be off from the majority of the live
+    /// members before its [`ClockVerdict`](crate::ClockVerdict) says skewed.
+    pub max_clock_offset: Duration,
 }
 
 impl MembershipConfig {
@@ -54,6 +59,8 @@ impl MembershipConfig {
             metadata_gossip_interval: Duration::from_secs(1),
             metadata_gossip_fanout: 2,
             seed_retry_interval: Duration::from_secs(2),
+            clock_probe_interval: Duration::from_secs(1),
+            max_clock_offset: Duration::from_millis(500),
         }
     }
 
@@ -65,6 +72,12 @@ impl MembershipConfig {
         config.swim.probe_rtt *= 3;
         config.swim.suspect_to_down_after *= 3;
         config
+    }
+
+    /// Sets the clock-offset bound.
+    pub fn with_max_clock_offset(mut self, max_clock_offset: Duration) -> MembershipConfig {
+        self.max_clock_offset = max_clock_offset;
+        self
     }
 
     /// Sets the cluster secret.

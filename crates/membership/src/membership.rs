@@ -11,14 +11,16 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use ringstore_placement::HostId;
 
+use crate::clock::{Clock, SystemClock, WallTime};
 use crate::config::MembershipConfig;
 use crate::envelope::{Envelope, Rejection};
 use crate::identity::NodeIdentity;
 use crate::message::{
-    Body, Control, DIGEST_ENTRIES_PER_PACKET, MetadataChunk, chunk_metadata, encode_control,
-    encode_swim,
+    Body, ClockMessage, Control, DIGEST_ENTRIES_PER_PACKET, MetadataChunk, chunk_metadata,
+    encode_clock, encode_control, encode_swim,
 };
 use crate::metadata::{MetadataStamp, NodeMetadata};
+use crate::offsets::{ClockReport, ClockVerdict, OffsetEstimator};
 use crate::stats::MembershipStats;
 use crate::view::{
     ClusterView, Liveness, MemberInfo, build_pending_ring, build_ring, joining_tokens,
@@ -41,6 +43,8 @@ pub enum Timer {
     GossipMetadata,
     /// Time to announce to the seeds if still alone.
     AnnounceToSeeds,
+    /// Time to probe the live peers' clocks.
+    ProbeClocks,
 }
 
 /// What changed, for the rest of the node.
@@ -83,8 +87,9 @@ pub enum Output {
 }
 
 /// One node's membership: a pure state machine driven by packets and timers,
-/// reporting through [`Output`]s. It never blocks, never reads a clock and
-/// takes its randomness from a seed, so a simulation is repeatable.
+/// reporting through [`Output`]s. It never blocks, reads time only from its
+/// injected [`Clock`] (for clock probes) and takes its randomness from a
+/// seed, so a simulation is repeatable.
 pub struct Membership {
     config: MembershipConfig,
     foca: Foca<NodeIdentity, PostcardCodec, StdRng, NoCustomBroadcast>,
@@ -103,6 +108,9 @@ pub struct Membership {
     seed_attempts: u32,
     stats: MembershipStats,
     out: Vec<Output>,
+    clock: Arc<dyn Clock>,
+    offsets: OffsetEstimator,
+    clock_report: Arc<ClockReport>,
 }
 
 impl Membership {
@@ -130,6 +138,7 @@ impl Membership {
         );
         let ring = Arc::new(build_ring(1, std::iter::once(&local)));
         let host = local.host_id;
+        let max_clock_offset = config.max_clock_offset;
         let mut membership = Membership {
             config,
             foca,
@@ -152,12 +161,30 @@ impl Membership {
             seed_attempts: 0,
             stats: MembershipStats::default(),
             out: Vec::new(),
+            clock: SystemClock::shared(),
+            offsets: OffsetEstimator::default(),
+            clock_report: Arc::new(ClockReport::empty(max_clock_offset)),
         };
         membership.rebuild_view(true);
         membership.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
         let interval = membership.config.metadata_gossip_interval;
         membership.schedule(interval, Timer::GossipMetadata);
+        let probes = membership.config.clock_probe_interval;
+        membership.schedule(probes, Timer::ProbeClocks);
         membership
+    }
+
+    /// Reads time from `clock` instead of the system's (the node's offset
+    /// clock, or a simulated one).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Membership {
+        self.clock = clock;
+        self
+    }
+
+    /// What this node knows of its live peers' clocks, and the verdict on
+    /// its own.
+    pub fn clock_report(&self) -> Arc<ClockReport> {
+        self.clock_report.clone()
     }
 
     /// The current view.
@@ -203,6 +230,7 @@ impl Membership {
                 self.drain_swim();
             }
             Some(Body::Control(control)) => self.handle_control(sender, from, control),
+            Some(Body::Clock(clock)) => self.handle_clock(sender, from, clock),
         }
     }
 
@@ -221,6 +249,11 @@ impl Membership {
                 self.schedule(interval, Timer::GossipMetadata);
             }
             Timer::AnnounceToSeeds => self.announce_to_seeds(),
+            Timer::ProbeClocks => {
+                self.probe_clocks();
+                let interval = self.config.clock_probe_interval;
+                self.schedule(interval, Timer::ProbeClocks);
+            }
         }
     }
 
@@ -286,9 +319,13 @@ impl Membership {
             OwnedNotification::MemberUp(identity) => {
                 let host = identity.host_id;
                 self.pull_if_stale(&identity);
+                let addr = identity.gossip_addr;
                 self.live.insert(host, identity);
                 self.out.push(Output::Event(MembershipEvent::Up(host)));
                 self.rebuild_view(false);
+                // Measure a member that comes up at once, not at the next round.
+                self.probe_clock(host, addr);
+                self.refresh_clock_report();
             }
             OwnedNotification::MemberDown(identity) => {
                 let host = identity.host_id;
@@ -296,6 +333,7 @@ impl Membership {
                     self.live.remove(&host);
                     self.out.push(Output::Event(MembershipEvent::Down(host)));
                     self.rebuild_view(false);
+                    self.refresh_clock_report();
                 }
             }
             OwnedNotification::Rename(_, identity) => {
@@ -429,6 +467,93 @@ impl Membership {
             }
             Control::Metadata(chunk) => self.receive_chunk(sender, chunk),
         }
+    }
+
+    fn probe_clock(&mut self, host: HostId, addr: SocketAddr) {
+        let now = self.clock.wall();
+        self.offsets.probe_sent(host, now, self.clock.monotonic());
+        self.send(addr, &encode_clock(&ClockMessage::Probe { sent_at: now.0 }));
+    }
+
+    /// Sends every live peer a clock probe, and re-judges (samples age).
+    fn probe_clocks(&mut self) {
+        let peers: Vec<(HostId, SocketAddr)> = self
+            .live
+            .values()
+            .map(|i| (i.host_id, i.gossip_addr))
+            .collect();
+        for (host, addr) in peers {
+            self.probe_clock(host, addr);
+        }
+        let known = &self.metadata;
+        self.offsets.retain(|h| known.contains_key(&h));
+        self.refresh_clock_report();
+    }
+
+    fn handle_clock(&mut self, sender: HostId, from: SocketAddr, clock: ClockMessage) {
+        match clock {
+            ClockMessage::Probe { sent_at } => {
+                let echo = ClockMessage::Echo {
+                    probe_sent_at: sent_at,
+                    replied_at: self.clock.wall().0,
+                };
+                self.send(from, &encode_clock(&echo));
+            }
+            ClockMessage::Echo {
+                probe_sent_at,
+                replied_at,
+            } => {
+                let now = self.clock.monotonic();
+                let sample = self.offsets.echo_received(
+                    sender,
+                    WallTime(probe_sent_at),
+                    WallTime(replied_at),
+                    now,
+                );
+                if sample.is_some() {
+                    self.refresh_clock_report();
+                }
+            }
+        }
+    }
+
+    /// Rebuilds the clock report over the live peers; logs when the verdict
+    /// on this node's clock turns.
+    fn refresh_clock_report(&mut self) {
+        let report = self.offsets.report(
+            self.live.keys().copied(),
+            self.clock.monotonic(),
+            self.config.max_clock_offset,
+        );
+        if report == *self.clock_report {
+            return;
+        }
+        let bound_ms = self.config.max_clock_offset.as_millis();
+        match (self.clock_report.verdict, report.verdict) {
+            (
+                ClockVerdict::Within { .. },
+                ClockVerdict::Skewed {
+                    offset_micros,
+                    beyond,
+                    members,
+                },
+            ) => tracing::error!(
+                offset_ms = offset_micros / 1000,
+                max_clock_offset_ms = bound_ms,
+                beyond,
+                members,
+                "this node's clock is off from the majority of the live members by more                  than max_clock_offset; it refuses to coordinate writes until it is back"
+            ),
+            (ClockVerdict::Skewed { .. }, ClockVerdict::Within { offset_micros }) => {
+                tracing::warn!(
+                    offset_ms = offset_micros / 1000,
+                    max_clock_offset_ms = bound_ms,
+                    "this node's clock is back within max_clock_offset of the majority"
+                )
+            }
+            _ => {}
+        }
+        self.clock_report = Arc::new(report);
     }
 
     fn send_metadata(&mut self, metadata: &NodeMetadata, to: SocketAddr) {
@@ -627,6 +752,59 @@ mod tests {
             membership.handle_packet(from, &peer.seal(&body));
             prop_assert_eq!(membership.view().members.len(), before.members.len());
             prop_assert_eq!(membership.view().ring.checksum(), before.ring.checksum());
+        }
+    }
+
+    proptest! {
+        /// Clock echoes nobody asked for, and garbage clock bodies, leave no
+        /// estimate behind (and never panic).
+        #[test]
+        fn forged_clock_echoes_and_garbage_change_no_estimate(
+            probe_sent_at in any::<i64>(),
+            replied_at in any::<i64>(),
+            garbage in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut membership = node(None);
+            let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+            let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+            let echo = ClockMessage::Echo { probe_sent_at, replied_at };
+            membership.handle_packet(from, &peer.seal(&encode_clock(&echo)));
+            let mut body = vec![2u8];
+            body.extend_from_slice(&garbage);
+            membership.handle_packet(from, &peer.seal(&body));
+            prop_assert!(membership.clock_report().peers.is_empty());
+            prop_assert!(!membership.clock_report().verdict.is_skewed());
+        }
+    }
+
+    #[test]
+    fn a_clock_probe_is_echoed_at_once_to_its_sender() {
+        let mut membership = node(None);
+        membership.drain_outputs();
+        let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+        let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+        let probe = ClockMessage::Probe { sent_at: 42 };
+        membership.handle_packet(from, &peer.seal(&encode_clock(&probe)));
+        let sends: Vec<Vec<u8>> = membership
+            .drain_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Send { to, packet } if to == from => Some(packet),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sends.len(), 1);
+        let opened = peer.open(&sends[0]).unwrap();
+        let before = crate::clock::system_micros();
+        match Body::decode(opened.body) {
+            Some(Body::Clock(ClockMessage::Echo {
+                probe_sent_at,
+                replied_at,
+            })) => {
+                assert_eq!(probe_sent_at, 42);
+                assert!((replied_at - before).abs() < 60_000_000, "the system clock");
+            }
+            other => panic!("{other:?}"),
         }
     }
 

@@ -1,5 +1,12 @@
-//! The bodies carried inside envelopes: foca's SWIM packets and ringstore's
-//! metadata anti-entropy messages.
+//! The bodies carried inside envelopes: foca's SWIM packets, ringstore's
+//! metadata anti-entropy messages, and clock probes.
+//!
+//! The first body byte says which, and doubles as the body's format version:
+//! a node that does not know a kind (clock probes, kind 2, came after kinds
+//! 0 and 1) counts the packet as malformed and drops it, and understands the
+//! other kinds as before. So nodes with and without clock probes gossip
+//! together (an upgrade can be rolled); the older ones are simply not
+//! measured, and a changed clock message would get a new kind byte.
 
 use ringstore_placement::HostId;
 use serde::{Deserialize, Serialize};
@@ -10,6 +17,8 @@ use crate::metadata::MetadataStamp;
 const SWIM: u8 = 0;
 /// First body byte of a [`Control`] message; the rest is postcard.
 const CONTROL: u8 = 1;
+/// First body byte of a [`ClockMessage`]; the rest is postcard.
+const CLOCK: u8 = 2;
 
 /// Most metadata bytes carried by one [`Control::Metadata`] chunk.
 pub const METADATA_CHUNK_BYTES: usize = 1100;
@@ -44,6 +53,25 @@ pub struct MetadataChunk {
     pub data: Vec<u8>,
 }
 
+/// Clock probes: how nodes estimate each other's clock offsets (see
+/// [`offsets`](crate::offsets)). Both carry the sender's wall time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClockMessage {
+    /// "What time is it?", sent at the prober's wall time `sent_at`
+    /// (microseconds since the epoch).
+    Probe {
+        /// The prober's wall time when it sent the probe.
+        sent_at: i64,
+    },
+    /// The answer, sent at once.
+    Echo {
+        /// The probe's `sent_at`, echoed.
+        probe_sent_at: i64,
+        /// The answerer's wall time when it answered.
+        replied_at: i64,
+    },
+}
+
 /// A decoded body.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -51,6 +79,8 @@ pub enum Body<'a> {
     Swim(&'a [u8]),
     /// A control message.
     Control(Control),
+    /// A clock probe or echo.
+    Clock(ClockMessage),
 }
 
 impl Body<'_> {
@@ -60,6 +90,10 @@ impl Body<'_> {
             (&SWIM, rest) => Some(Body::Swim(rest)),
             (&CONTROL, rest) => match postcard::take_from_bytes::<Control>(rest) {
                 Ok((control, [])) => Some(Body::Control(control)),
+                _ => None,
+            },
+            (&CLOCK, rest) => match postcard::take_from_bytes::<ClockMessage>(rest) {
+                Ok((clock, [])) => Some(Body::Clock(clock)),
                 _ => None,
             },
             _ => None,
@@ -79,6 +113,13 @@ pub fn encode_swim(packet: &[u8]) -> Vec<u8> {
 pub fn encode_control(control: &Control) -> Vec<u8> {
     let mut body = vec![CONTROL];
     body.extend(postcard::to_stdvec(control).expect("control messages serialize"));
+    body
+}
+
+/// The body of a clock message.
+pub fn encode_clock(clock: &ClockMessage) -> Vec<u8> {
+    let mut body = vec![CLOCK];
+    body.extend(postcard::to_stdvec(clock).expect("clock messages serialize"));
     body
 }
 
@@ -114,6 +155,22 @@ mod tests {
             Body::decode(&encode_control(&control)),
             Some(Body::Control(control))
         );
+        for clock in [
+            ClockMessage::Probe { sent_at: i64::MIN },
+            ClockMessage::Echo {
+                probe_sent_at: 1_700_000_000_000_000,
+                replied_at: -1,
+            },
+        ] {
+            assert_eq!(
+                Body::decode(&encode_clock(&clock)),
+                Some(Body::Clock(clock))
+            );
+        }
+        let mut trailing = encode_clock(&ClockMessage::Probe { sent_at: 5 });
+        trailing.push(0);
+        assert_eq!(Body::decode(&trailing), None);
+        assert_eq!(Body::decode(&[CLOCK]), None);
         assert_eq!(Body::decode(&[]), None);
         assert_eq!(Body::decode(&[7, 1, 2]), None);
         assert_eq!(Body::decode(&[CONTROL, 0xff, 0xff, 0xff]), None);

@@ -9,12 +9,14 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_placement::HostId;
 
+use crate::clock::{Clock, WallTime};
 use crate::config::MembershipConfig;
 use crate::identity::{Generation, NodeIdentity};
 use crate::membership::{Membership, MembershipEvent, Output, Timer};
@@ -43,6 +45,26 @@ impl LinkModel {
     }
 }
 
+/// The simulated wall time at simulated time zero: 2026-01-01T00:00:00Z.
+pub const SIM_EPOCH_MICROS: i64 = 1_767_225_600_000_000;
+
+/// A simulated node's clock: the simulation's time plus the node's offset.
+struct SimClock {
+    now_nanos: Arc<AtomicU64>,
+    offset_micros: Arc<AtomicI64>,
+}
+
+impl Clock for SimClock {
+    fn wall(&self) -> WallTime {
+        let micros = (self.monotonic().as_micros()) as i64;
+        WallTime(SIM_EPOCH_MICROS + micros + self.offset_micros.load(Ordering::Relaxed))
+    }
+
+    fn monotonic(&self) -> Duration {
+        Duration::from_nanos(self.now_nanos.load(Ordering::Relaxed))
+    }
+}
+
 /// A simulated node.
 pub struct SimNode {
     /// Its gossip address.
@@ -54,6 +76,8 @@ pub struct SimNode {
     /// Bumped on every kill and restart, so timers of a dead incarnation are ignored.
     incarnation: u64,
     membership: Option<Membership>,
+    /// Its clock's offset from the simulation's time, in microseconds.
+    clock_offset: Arc<AtomicI64>,
     /// Every event the node reported, with when.
     pub events: Vec<(Duration, MembershipEvent)>,
 }
@@ -112,6 +136,8 @@ pub struct Simulation {
     /// The network's behaviour; may be changed at any time.
     pub link: LinkModel,
     blocked: BTreeSet<(usize, usize)>,
+    /// `now`, shared with the nodes' clocks.
+    clock: Arc<AtomicU64>,
 }
 
 impl Simulation {
@@ -126,6 +152,7 @@ impl Simulation {
             by_addr: HashMap::new(),
             link,
             blocked: BTreeSet::new(),
+            clock: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -146,6 +173,7 @@ impl Simulation {
             metadata,
             incarnation: 0,
             membership: None,
+            clock_offset: Arc::new(AtomicI64::new(0)),
             events: Vec::new(),
         });
         self.boot(index);
@@ -162,12 +190,14 @@ impl Simulation {
             rejoin: 0,
         };
         let seed = self.rng.random();
-        node.membership = Some(Membership::new(
-            node.config.clone(),
-            identity,
-            node.metadata.clone(),
-            seed,
-        ));
+        let clock = SimClock {
+            now_nanos: self.clock.clone(),
+            offset_micros: node.clock_offset.clone(),
+        };
+        node.membership = Some(
+            Membership::new(node.config.clone(), identity, node.metadata.clone(), seed)
+                .with_clock(Arc::new(clock)),
+        );
         self.flush(index);
     }
 
@@ -207,6 +237,15 @@ impl Simulation {
         self.nodes[index].metadata =
             NodeMetadata::clone(&membership.view().members[&host].metadata);
         self.flush(index);
+    }
+
+    /// Sets node `index`'s clock to read `offset` ahead of the simulation's
+    /// time (behind, if negative), in microseconds; takes effect at once, as
+    /// a clock step does.
+    pub fn set_clock_offset(&mut self, index: usize, offset_micros: i64) {
+        self.nodes[index]
+            .clock_offset
+            .store(offset_micros, Ordering::Relaxed);
     }
 
     /// Cuts every link between the two groups, both ways.
@@ -255,7 +294,7 @@ impl Simulation {
     pub fn run_for(&mut self, duration: Duration) {
         let end = self.now + duration;
         while self.step_until(end) {}
-        self.now = end;
+        self.set_now(end);
     }
 
     /// Runs until `done` holds (checked every 50 ms of simulated time) or
@@ -283,7 +322,7 @@ impl Simulation {
             _ => return false,
         }
         let Reverse(Scheduled { at, due, .. }) = self.queue.pop().expect("peeked");
-        self.now = at;
+        self.set_now(at);
         match due {
             Due::Deliver { to, from, packet } => {
                 if let Some(membership) = self.nodes[to].membership.as_mut() {
@@ -305,6 +344,11 @@ impl Simulation {
             }
         }
         true
+    }
+
+    fn set_now(&mut self, now: Duration) {
+        self.now = now;
+        self.clock.store(now.as_nanos() as u64, Ordering::Relaxed);
     }
 
     fn push(&mut self, at: Duration, due: Due) {

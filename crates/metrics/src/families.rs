@@ -2,7 +2,8 @@
 
 use prometheus::core::Collector;
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry,
 };
 
 use crate::error::{MetricsError, Result};
@@ -53,6 +54,22 @@ impl Families<'_> {
         labels: &[&str],
     ) -> Result<IntGaugeVec> {
         let g = IntGaugeVec::new(Opts::new(name, help), labels)
+            .map_err(|source| MetricsError::Register { name, source })?;
+        self.add(name, g)
+    }
+
+    pub(crate) fn float_gauge(&self, name: &'static str, help: &str) -> Result<Gauge> {
+        let g = Gauge::new(name, help).map_err(|source| MetricsError::Register { name, source })?;
+        self.add(name, g)
+    }
+
+    pub(crate) fn float_gauges(
+        &self,
+        name: &'static str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<GaugeVec> {
+        let g = GaugeVec::new(Opts::new(name, help), labels)
             .map_err(|source| MetricsError::Register { name, source })?;
         self.add(name, g)
     }

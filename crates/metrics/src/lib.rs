@@ -53,5 +53,5 @@ pub use error::{MetricsError, Result};
 pub use labels::{CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
 pub use node_metrics::{KeyspaceHandles, NodeMetrics, RequestHandles, latency_buckets};
 pub use percentiles::{LatencySummary, PERCENTILES};
-pub use snapshot::{KeyspaceSample, NodeSnapshot, RepairSample, StageSample, Traffic};
+pub use snapshot::{ClockSample, KeyspaceSample, NodeSnapshot, RepairSample, StageSample, Traffic};
 pub use stage::StageGuard;

@@ -2,7 +2,7 @@
 //! the Grafana dashboard against the families.
 
 use super::*;
-use crate::snapshot::{KeyspaceSample, StageSample, Traffic};
+use crate::snapshot::{ClockSample, KeyspaceSample, StageSample, Traffic};
 
 fn line<'a>(page: &'a str, prefix: &str) -> Option<&'a str> {
     page.lines()
@@ -173,4 +173,40 @@ fn latency_buckets_span_50_microseconds_to_seconds() {
     assert_eq!(buckets.len(), 30);
     assert!((buckets[0] - 50e-6).abs() < 1e-12);
     assert!(buckets[29] > 6.0 && buckets[29] < 7.0, "{}", buckets[29]);
+}
+
+#[test]
+fn the_clock_families_follow_the_snapshot() {
+    let metrics = NodeMetrics::new().unwrap();
+    let mut snapshot = NodeSnapshot {
+        clock: ClockSample {
+            offset_seconds: 2.5,
+            peer_offsets: vec![("b".into(), -2.5)],
+            skewed: true,
+            refused_writes: 3,
+        },
+        ..NodeSnapshot::default()
+    };
+    let page = metrics.render(&snapshot).unwrap();
+    assert_eq!(line(&page, "ringstore_clock_offset_seconds"), Some("2.5"));
+    assert_eq!(
+        line(&page, "ringstore_clock_peer_offset_seconds{peer=\"b\"}"),
+        Some("-2.5")
+    );
+    assert_eq!(line(&page, "ringstore_clock_skewed"), Some("1"));
+    assert_eq!(
+        line(&page, "ringstore_clock_skew_refused_writes_total"),
+        Some("3")
+    );
+    snapshot.clock = ClockSample {
+        refused_writes: 3,
+        ..ClockSample::default()
+    };
+    let page = metrics.render(&snapshot).unwrap();
+    assert_eq!(line(&page, "ringstore_clock_skewed"), Some("0"));
+    assert_eq!(
+        line(&page, "ringstore_clock_peer_offset_seconds{peer=\"b\"}"),
+        None,
+        "a peer no longer measured goes"
+    );
 }

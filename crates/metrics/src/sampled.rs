@@ -1,6 +1,6 @@
 //! The families mirrored from a [`NodeSnapshot`] at scrape time.
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
+use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use crate::error::Result;
 use crate::families::{Families, advance, gauge_value};
@@ -37,6 +37,10 @@ pub(crate) struct Sampled {
     repair_running: IntGauge,
     repair_oldest_unrepaired: IntGauge,
     gc_purged: IntCounter,
+    clock_offset: Gauge,
+    clock_peer_offset: GaugeVec,
+    clock_skewed: IntGauge,
+    clock_refused_writes: IntCounter,
 }
 
 impl Sampled {
@@ -170,6 +174,23 @@ impl Sampled {
                 "ringstore_gc_purged_total",
                 "Tombstones and expired cells purged by garbage collection.",
             )?,
+            clock_offset: f.float_gauge(
+                "ringstore_clock_offset_seconds",
+                "This node's clock minus the median of the live members' clocks, as gossip estimates it.",
+            )?,
+            clock_peer_offset: f.float_gauges(
+                "ringstore_clock_peer_offset_seconds",
+                "Each live peer's clock minus this node's, as gossip estimates it.",
+                &["peer"],
+            )?,
+            clock_skewed: f.gauge(
+                "ringstore_clock_skewed",
+                "1 while this node's clock is off from the majority by more than max_clock_offset (it refuses to coordinate writes).",
+            )?,
+            clock_refused_writes: f.counter(
+                "ringstore_clock_skew_refused_writes_total",
+                "Writes this node refused to coordinate because its clock was off from the majority.",
+            )?,
         })
     }
 
@@ -254,5 +275,15 @@ impl Sampled {
         self.repair_oldest_unrepaired
             .set(gauge_value(r.oldest_unrepaired_seconds));
         advance(&self.gc_purged, r.purged);
+        let c = &s.clock;
+        self.clock_offset.set(c.offset_seconds);
+        self.clock_peer_offset.reset();
+        for (peer, offset) in &c.peer_offsets {
+            self.clock_peer_offset
+                .with_label_values(&[peer.as_str()])
+                .set(*offset);
+        }
+        self.clock_skewed.set(i64::from(c.skewed));
+        advance(&self.clock_refused_writes, c.refused_writes);
     }
 }

@@ -51,6 +51,24 @@ pub struct NodeSnapshot {
     pub keyspaces: Vec<KeyspaceSample>,
     /// Repair and garbage collection.
     pub repair: RepairSample,
+    /// This node's clock against its peers'.
+    pub clock: ClockSample,
+}
+
+/// This node's clock against the live members' clocks, as gossip's clock
+/// probes estimate it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClockSample {
+    /// This node's clock minus the median of the live members' clocks
+    /// (its own included), in seconds.
+    pub offset_seconds: f64,
+    /// Each live peer's clock minus this node's, in seconds: (host id, offset).
+    pub peer_offsets: Vec<(String, f64)>,
+    /// Whether this node's clock is off from the majority by more than
+    /// `max_clock_offset` (it then refuses to coordinate writes).
+    pub skewed: bool,
+    /// Writes refused since start because of it.
+    pub refused_writes: u64,
 }
 
 /// What this node's repairs and garbage collection did since it started.

@@ -2,6 +2,13 @@
 //! and strictly increasing per node even when the wall clock stalls or steps
 //! back.
 //!
+//! Every wall-clock reading of the node goes through one [`WallClock`]:
+//! write timestamps, TTL and tombstone times, hint ages, repair times, the
+//! generation, and the clock probes of gossip. It is the system clock plus an
+//! offset that only tests set (`test_clock_offset_ms`, or
+//! `RINGSTORE_TEST_CLOCK_OFFSET_MS`), so a test can give one node a wrong
+//! clock and see everything that clock drives go wrong together.
+//!
 //! # Invariants
 //! - Only the wall clock moves the source forward. A client-supplied
 //!   timestamp never does: one request with a timestamp a year ahead would
@@ -22,9 +29,11 @@
 //!   are not covered: if the wall clock also stepped back by more than that
 //!   interval across the crash, a few of them may be reissued.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use ringstore_membership::{Clock, WallTime, system_micros};
 use ringstore_storage::{Store, Timestamp};
 
 use crate::error::{NodeError, Result};
@@ -35,10 +44,65 @@ pub const SAVE_INTERVAL: Duration = Duration::from_millis(200);
 /// The key of the saved high-water mark in the storage's system tree.
 const HIGH_WATER_META_KEY: &str = "clock_high_water";
 
-/// Issues strictly increasing timestamps: `max(now, last + 1)`.
+/// The node's wall clock: the system clock plus a test offset (zero
+/// outside tests). Shared as `Arc`; the offset can be changed at run time,
+/// as a clock step would.
+#[derive(Debug)]
+pub struct WallClock {
+    offset_micros: AtomicI64,
+    origin: Instant,
+}
+
+impl Default for WallClock {
+    fn default() -> WallClock {
+        WallClock::with_offset_ms(0)
+    }
+}
+
+impl WallClock {
+    /// A clock reading `offset_ms` milliseconds ahead of the system's
+    /// (behind, if negative). For tests only.
+    pub fn with_offset_ms(offset_ms: i64) -> WallClock {
+        WallClock {
+            offset_micros: AtomicI64::new(offset_ms.saturating_mul(1000)),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The current wall time.
+    pub fn now(&self) -> Timestamp {
+        Timestamp(system_micros().saturating_add(self.offset_micros.load(Ordering::Relaxed)))
+    }
+
+    /// Steps the clock to read `offset_ms` ahead of the system's. For tests
+    /// only: a step back never makes timestamps go back ([`TimestampSource`]).
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_micros
+            .store(offset_ms.saturating_mul(1000), Ordering::Relaxed);
+    }
+
+    /// The test offset, in milliseconds.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_micros.load(Ordering::Relaxed) / 1000
+    }
+}
+
+impl Clock for WallClock {
+    fn wall(&self) -> WallTime {
+        WallTime(self.now().0)
+    }
+
+    fn monotonic(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// Issues strictly increasing timestamps: `max(now, last + 1)`, `now` read
+/// from the node's [`WallClock`].
 #[derive(Debug, Default)]
 pub struct TimestampSource {
     last: AtomicI64,
+    clock: Arc<WallClock>,
 }
 
 /// What [`TimestampSource::resume`] made of a saved high-water mark.
@@ -58,32 +122,46 @@ pub enum Resumed {
 }
 
 impl TimestampSource {
-    /// A source that continues above `saved` (the high-water mark a previous
-    /// run saved), unless `saved` lies more than `max_ahead` past `now`.
+    /// A source reading `clock` that continues above `saved` (the
+    /// high-water mark a previous run saved), unless `saved` lies more than
+    /// `max_ahead` past the clock's time.
     pub fn resume(
         saved: Option<Timestamp>,
-        now: Timestamp,
+        clock: Arc<WallClock>,
         max_ahead: Duration,
     ) -> (TimestampSource, Resumed) {
-        let Some(saved) = saved else {
-            return (TimestampSource::default(), Resumed::Fresh);
+        let fresh = |clock| TimestampSource {
+            last: AtomicI64::new(0),
+            clock,
         };
+        let Some(saved) = saved else {
+            return (fresh(clock), Resumed::Fresh);
+        };
+        let now = clock.now();
         let limit = now.0.saturating_add(micros_of(max_ahead));
         if saved.0 > limit {
-            return (
-                TimestampSource::default(),
-                Resumed::Distrusted { saved, now },
-            );
+            return (fresh(clock), Resumed::Distrusted { saved, now });
         }
         let source = TimestampSource {
             last: AtomicI64::new(saved.0),
+            clock,
         };
         (source, Resumed::Above(saved))
     }
 
     /// The next timestamp, at the current wall-clock time.
     pub fn next(&self) -> Timestamp {
-        self.next_at(Timestamp::now())
+        self.next_at(self.clock.now())
+    }
+
+    /// The node's wall time now (not a timestamp: two reads may be equal).
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The node's wall clock, to share (gossip, hints) or, in tests, to step.
+    pub fn wall_clock(&self) -> &Arc<WallClock> {
+        &self.clock
     }
 
     /// The next timestamp when the wall clock reads `now`.
@@ -217,20 +295,22 @@ mod tests {
 
     #[test]
     fn a_restart_resumes_above_the_saved_mark() {
-        let now = Timestamp(10_000_000);
-        let saved = Timestamp(now.0 + 1_000);
-        let (source, resumed) = TimestampSource::resume(Some(saved), now, SKEW);
+        let clock = Arc::new(WallClock::default());
+        let now = clock.now();
+        let saved = Timestamp(now.0 + 1_000_000);
+        let (source, resumed) = TimestampSource::resume(Some(saved), clock, SKEW);
         assert_eq!(resumed, Resumed::Above(saved));
         assert_eq!(source.next_at(now), Timestamp(saved.0 + 1));
     }
 
     #[test]
     fn a_poisoned_saved_mark_is_not_trusted() {
-        let now = Timestamp(10_000_000);
-        for saved in [Timestamp(now.0 + 3_600_000_000), Timestamp(i64::MAX)] {
-            let (source, resumed) = TimestampSource::resume(Some(saved), now, SKEW);
-            assert_eq!(resumed, Resumed::Distrusted { saved, now });
-            assert_eq!(source.next_at(now), now);
+        let clock = Arc::new(WallClock::default());
+        let base = clock.now();
+        for saved in [Timestamp(base.0 + 3_600_000_000), Timestamp(i64::MAX)] {
+            let (source, resumed) = TimestampSource::resume(Some(saved), clock.clone(), SKEW);
+            assert!(matches!(resumed, Resumed::Distrusted { saved: s, .. } if s == saved));
+            assert_eq!(source.next_at(base), base);
         }
     }
 
@@ -238,10 +318,26 @@ mod tests {
     fn the_source_never_overflows() {
         let (source, _) = TimestampSource::resume(
             Some(Timestamp(i64::MAX)),
-            Timestamp(i64::MAX),
+            Arc::new(WallClock::with_offset_ms(i64::MAX)),
             Duration::ZERO,
         );
         assert_eq!(source.next_at(Timestamp(0)), Timestamp(i64::MAX));
+    }
+
+    #[test]
+    fn the_test_offset_moves_every_reading_and_a_step_back_never_moves_timestamps_back() {
+        let clock = Arc::new(WallClock::with_offset_ms(60_000));
+        let (source, _) = TimestampSource::resume(None, clock.clone(), SKEW);
+        let system = system_micros();
+        let ahead = source.next().0 - system;
+        assert!((59_000_000..61_000_000).contains(&ahead), "{ahead}");
+        assert!((source.now().0 - system_micros() - 60_000_000).abs() < 1_000_000);
+        assert!((clock.wall().0 - system_micros() - 60_000_000).abs() < 1_000_000);
+        let before = source.next();
+        clock.set_offset_ms(0);
+        assert_eq!(clock.offset_ms(), 0);
+        assert!(source.now() < before, "the wall clock stepped back");
+        assert!(source.next() > before, "timestamps did not");
     }
 
     #[test]

@@ -92,6 +92,17 @@ pub struct NodeConfig {
     /// `INVALID_ARGUMENT`: a timestamp from the future would win over every
     /// write and delete made until then.
     pub max_client_timestamp_skew_seconds: u64,
+    /// The most this node's clock may be off from the majority of the live
+    /// members, in milliseconds (default 500; as CockroachDB's
+    /// `--max-offset`). Past it the node refuses to coordinate writes
+    /// (`UNAVAILABLE`, naming its offset) until its clock is back: writes to
+    /// one key further apart than this bound are ordered as they happened.
+    pub max_clock_offset_ms: u64,
+    /// For tests only: this node's wall clock reads this many milliseconds
+    /// ahead of the system's (behind, if negative). Everything that reads
+    /// the node's wall clock sees it (`RINGSTORE_TEST_CLOCK_OFFSET_MS`).
+    /// Never set it in production.
+    pub test_clock_offset_ms: i64,
     /// The most mutations one `Batch` request may carry (default 1,000).
     pub max_batch_mutations: usize,
     /// The most bytes of keys and values one `Batch` request may carry
@@ -312,6 +323,8 @@ impl Default for NodeConfig {
             timeouts: TimeoutConfig::default(),
             max_value_bytes: 16 * 1024 * 1024,
             max_client_timestamp_skew_seconds: 300,
+            max_clock_offset_ms: 500,
+            test_clock_offset_ms: 0,
             max_batch_mutations: 1000,
             max_batch_bytes: 16 * 1024 * 1024,
             batch_concurrency: 32,
@@ -452,6 +465,9 @@ impl NodeConfig {
         }
         if self.max_batch_mutations == 0 || self.max_batch_bytes == 0 {
             return invalid("max_batch_mutations and max_batch_bytes must be positive".into());
+        }
+        if self.max_clock_offset_ms == 0 {
+            return invalid("max_clock_offset_ms must be positive".into());
         }
         if self.batch_concurrency == 0 {
             return invalid("batch_concurrency must be positive".into());

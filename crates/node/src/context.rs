@@ -9,6 +9,7 @@ use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
 use crate::clock::TimestampSource;
+use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
 use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
@@ -39,8 +40,10 @@ pub struct NodeContext {
     pub placements: Placements,
     /// Internode clients.
     pub peers: Peers,
-    /// Write timestamps.
+    /// Write timestamps, and the node's wall clock.
     pub clock: TimestampSource,
+    /// Refuses writes while this node's clock is off from the majority.
+    pub clock_guard: ClockGuard,
     /// Hinted handoff.
     pub handoff: Handoff,
     /// When it started.
@@ -85,6 +88,13 @@ impl NodeContext {
             ));
         }
         Ok(())
+    }
+
+    /// `UNAVAILABLE` naming this node's clock offset and `max_clock_offset`
+    /// when its clock is off from the majority of the live members by more
+    /// than that: it must not stamp writes (see [`crate::clock_guard`]).
+    pub fn check_clock(&self) -> Result<()> {
+        self.clock_guard.check(&self.membership.clock_report())
     }
 
     /// The keyspace named `name`, or `NOT_FOUND`.

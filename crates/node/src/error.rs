@@ -61,6 +61,29 @@ pub enum NodeError {
     #[error("metrics: {0}")]
     Metrics(#[from] ringstore_metrics::MetricsError),
 
+    /// This node's clock is off from the majority of the live members by
+    /// more than `max_clock_offset`: it does not stamp writes.
+    #[error(
+        "this node's clock is {} the majority of the live members' by {:.3} s \
+         ({beyond} of the {members} live members, this one included, are further than \
+         max_clock_offset = {:.3} s from it): \
+         it does not coordinate writes until its clock is back within the bound; send the \
+         write to another node, and fix this node's clock (NTP)",
+        if *offset_micros >= 0 { "ahead of" } else { "behind" },
+        offset_micros.unsigned_abs() as f64 / 1e6,
+        max_offset.as_secs_f64()
+    )]
+    ClockSkewed {
+        /// This node's clock minus the median of the live members', in µs.
+        offset_micros: i64,
+        /// The bound, `max_clock_offset_ms`.
+        max_offset: std::time::Duration,
+        /// How many live peers are further than the bound.
+        beyond: usize,
+        /// How many members were compared (this node included).
+        members: usize,
+    },
+
     /// The node is being shut down.
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -103,7 +126,12 @@ impl NodeError {
             }
             NodeError::KeyspaceNotFound(_) => Code::NotFound,
             NodeError::AlreadyExists(_) => Code::AlreadyExists,
-            NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
+            // UNAVAILABLE, not FAILED_PRECONDITION: nothing was applied, the
+            // condition is this node's alone and clears by itself, so the
+            // client should retry — on another coordinator.
+            NodeError::Unavailable(_) | NodeError::ShuttingDown | NodeError::ClockSkewed { .. } => {
+                Code::Unavailable
+            }
             NodeError::Timeout(_) => Code::DeadlineExceeded,
             NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
                 Code::FailedPrecondition

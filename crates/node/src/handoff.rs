@@ -29,10 +29,11 @@ use ringstore_hints::{
 use ringstore_membership::{ClusterView, Liveness, MembershipHandle, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
-use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
+use ringstore_storage::{Cell, KeyspaceId, Store};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::clock::WallClock;
 use crate::config::HintsConfig;
 use crate::convert::cell_to_pb;
 use crate::error::{NodeError, Result};
@@ -70,6 +71,8 @@ pub struct Handoff {
     /// Wakes the replay task: a hint was stored or a setting changed.
     wake: Notify,
     started: Instant,
+    /// The node's wall clock: hint creation times and ages.
+    clock: Arc<WallClock>,
     gc_grace: Duration,
     /// Hints the coordinator could not store (a storage failure).
     store_failures: AtomicU64,
@@ -81,8 +84,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Handoff {
-    /// Opens the hint store of `store` with the settings of `config`.
-    pub fn open(store: &Store, config: &HintsConfig) -> Result<Handoff> {
+    /// Opens the hint store of `store` with the settings of `config`; hint
+    /// times are read from `clock`.
+    pub fn open(store: &Store, config: &HintsConfig, clock: Arc<WallClock>) -> Result<Handoff> {
         let hints = HintStore::open(
             store.hints(),
             HintLimits {
@@ -107,6 +111,7 @@ impl Handoff {
             paused: AtomicBool::new(false),
             wake: Notify::new(),
             started,
+            clock,
             gc_grace: Duration::from_secs(config.gc_grace_seconds),
             store_failures: AtomicU64::new(0),
         })
@@ -154,9 +159,10 @@ impl Handoff {
         max_bytes: u64,
     ) -> Result<Vec<(HintId, Hint)>> {
         let max_age = self.gc_grace_lookup(context);
+        let now = self.clock.now();
         self.off_worker(move |hints| {
             hints
-                .next_batch(target, max_bytes, Timestamp::now(), max_age)
+                .next_batch(target, max_bytes, now, max_age)
                 .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))
         })
         .await
@@ -187,7 +193,7 @@ impl Handoff {
                 return None;
             }
         };
-        let micros = Timestamp::now().0.saturating_sub(oldest.0);
+        let micros = self.clock.now().0.saturating_sub(oldest.0);
         Some(Duration::from_micros(u64::try_from(micros).unwrap_or(0)))
     }
 
@@ -215,7 +221,7 @@ impl Handoff {
             keyspace,
             key: key.to_vec(),
             cell: cell.clone(),
-            created_at: Timestamp::now(),
+            created_at: self.clock.now(),
         };
         let outcome = self
             .off_worker(move |hints| {
@@ -329,7 +335,7 @@ impl Handoff {
         loop {
             let batch = self
                 .hints
-                .next_batch(from, 1 << 20, Timestamp::now(), |_| Duration::MAX)
+                .next_batch(from, 1 << 20, self.clock.now(), |_| Duration::MAX)
                 .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
             if batch.is_empty() {
                 return Ok(moved);
@@ -633,7 +639,7 @@ impl Handoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_storage::{Durability, MemoryEngine};
+    use ringstore_storage::{Durability, MemoryEngine, Timestamp};
 
     fn handoff() -> (Store, Handoff) {
         let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
@@ -641,7 +647,7 @@ mod tests {
             hinted_handoff_throttle_kib: 0,
             ..HintsConfig::default()
         };
-        let handoff = Handoff::open(&store, &config).unwrap();
+        let handoff = Handoff::open(&store, &config, Arc::default()).unwrap();
         (store, handoff)
     }
 

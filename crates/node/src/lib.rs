@@ -36,6 +36,13 @@
 //!   replicas too while the ranges are streamed ([`streaming`]: pulled,
 //!   checksummed, throttled, resumable), and only then does the ring change.
 //!
+//! - **Clock bound** ([`clock_guard`]): a node whose clock gossip finds off
+//!   from the majority of the live members by more than `max_clock_offset`
+//!   refuses to coordinate writes until it is back, so last-write-wins
+//!   orders writes further apart than the bound as they happened. Every
+//!   wall-clock reading goes through one [`clock::WallClock`], which tests
+//!   can skew.
+//!
 //! - **Repair** ([`repair`]): Merkle-tree anti-entropy repair of token
 //!   ranges (`ringstore repair`, or continuously by the built-in
 //!   scheduler), and garbage collection of tombstones and expired cells once
@@ -48,6 +55,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod clock_guard;
 pub mod config;
 pub mod context;
 pub mod convert;

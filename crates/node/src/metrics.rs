@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ringstore_membership::{Liveness, MembershipStats, NodeState};
-use ringstore_metrics::{KeyspaceSample, NodeSnapshot, RepairSample, Stage, StageSample, Traffic};
-use ringstore_storage::Timestamp;
+use ringstore_metrics::{
+    ClockSample, KeyspaceSample, NodeSnapshot, RepairSample, Stage, StageSample, Traffic,
+};
 
 use crate::context::NodeContext;
 use crate::error::Result;
@@ -127,6 +128,22 @@ fn snapshot(
         ],
         keyspaces,
         repair: repair_sample(context),
+        clock: clock_sample(context),
+    }
+}
+
+/// This node's clock against its live peers', as gossip estimates it.
+fn clock_sample(context: &NodeContext) -> ClockSample {
+    let report = context.membership.clock_report();
+    ClockSample {
+        offset_seconds: report.verdict.offset_micros() as f64 / 1e6,
+        peer_offsets: report
+            .peers
+            .iter()
+            .map(|(host, p)| (host.to_string(), p.offset_micros as f64 / 1e6))
+            .collect(),
+        skewed: report.verdict.is_skewed(),
+        refused_writes: context.clock_guard.refused(),
     }
 }
 
@@ -134,7 +151,7 @@ fn snapshot(
 /// the least recently repaired of its primary ranges was repaired.
 fn repair_sample(context: &NodeContext) -> RepairSample {
     let stats = &context.repair.stats;
-    let now = Timestamp::now();
+    let now = context.clock.now();
     let started = now.0 - context.started.elapsed().as_micros() as i64;
     let oldest = scheduled_ranges(context)
         .iter()

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
 use ringstore_membership::{
@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 
-use crate::clock::{self, Resumed, TimestampSource};
+use crate::clock::{self, Resumed, TimestampSource, WallClock};
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
@@ -90,10 +90,16 @@ impl RunningNode {
 /// Starts a node with `config` and returns once it serves requests (a fresh
 /// node chooses its tokens in the background).
 pub async fn start(config: NodeConfig) -> Result<RunningNode> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(1);
+    let wall_clock = Arc::new(WallClock::with_offset_ms(config.test_clock_offset_ms));
+    if config.test_clock_offset_ms != 0 {
+        tracing::warn!(
+            offset_ms = config.test_clock_offset_ms,
+            "test_clock_offset_ms is set: this node's clock is deliberately wrong (for tests only)"
+        );
+    }
+    let now = u64::try_from(wall_clock.now().0 / 1_000_000)
+        .unwrap_or(1)
+        .max(1);
     let record = NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now)?;
     let store = open_store(&config).await?;
     if saved::was_decommissioned(&store)? {
@@ -114,8 +120,8 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     }
     let tokens = tokens::startup_tokens(&store, config.initial_token.as_deref()).await?;
     let schema = SchemaStore::load(store.clone())?;
-    let clock = resume_clock(&store, &config)?;
-    let handoff = Handoff::open(&store, &config.hints)?;
+    let clock = resume_clock(&store, &config, wall_clock.clone())?;
+    let handoff = Handoff::open(&store, &config.hints, wall_clock.clone())?;
     let takeovers = saved::saved_takeovers(&store)?;
     let unfinished_bootstrap = saved::unfinished_bootstrap(&store)?;
 
@@ -157,13 +163,16 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         FailureDetection::Lan => MembershipConfig::lan,
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
-    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone()).with_secret(
-        config
-            .cluster_secret
-            .as_ref()
-            .and_then(|secret| ClusterSecret::new(secret.expose())),
-    );
-    let membership = Membership::new(membership_config, identity, metadata, rand::random());
+    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
+        .with_secret(
+            config
+                .cluster_secret
+                .as_ref()
+                .and_then(|secret| ClusterSecret::new(secret.expose())),
+        )
+        .with_max_clock_offset(Duration::from_millis(config.max_clock_offset_ms));
+    let membership = Membership::new(membership_config, identity, metadata, rand::random())
+        .with_clock(wall_clock.clone());
 
     let (stop, stopped) = watch::channel(false);
     // Gossip stops when the node stops or is drained.
@@ -235,6 +244,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         placements: Placements::default(),
         peers: Peers::new(signer, internode_client_tls),
         clock,
+        clock_guard: Default::default(),
         handoff,
         started: Instant::now(),
         stream_throttle: StreamThrottle::new(config_throughput),
@@ -366,11 +376,14 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
 
 /// The write-timestamp source, resumed above the mark the previous run saved
 /// unless that mark is implausibly far ahead of the wall clock.
-fn resume_clock(store: &Store, config: &NodeConfig) -> Result<TimestampSource> {
+fn resume_clock(
+    store: &Store,
+    config: &NodeConfig,
+    wall_clock: Arc<WallClock>,
+) -> Result<TimestampSource> {
     let max_ahead = Duration::from_secs(config.max_client_timestamp_skew_seconds);
     let saved = clock::load_high_water(store)?;
-    let (source, resumed) =
-        TimestampSource::resume(saved, ringstore_storage::Timestamp::now(), max_ahead);
+    let (source, resumed) = TimestampSource::resume(saved, wall_clock, max_ahead);
     if let Resumed::Distrusted { saved, now } = resumed {
         tracing::warn!(
             %saved,

@@ -1,5 +1,8 @@
 //! Building simulated clusters for the membership tests.
 
+// Each test file uses a part of these.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -68,8 +68,9 @@ async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Resu
     let (batches, mut scanned) = mpsc::channel(2);
     let store = context.store.clone();
     let id = keyspace.id;
+    let now = context.clock.now();
     let scan = tokio::task::spawn_blocking(move || {
-        scan_purgeable(&store, id, &rule, &history, Timestamp::now(), &batches)
+        scan_purgeable(&store, id, &rule, &history, now, &batches)
     });
     let mut report = Collected {
         keyspace: keyspace.name.clone(),

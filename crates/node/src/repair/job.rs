@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ringstore_placement::TokenRange;
 use ringstore_repair::{RepairJob, RepairOptions, UnitState};
-use ringstore_storage::{KeyspaceId, Timestamp};
+use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{Direction, SessionInfo};
 use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
@@ -67,7 +67,7 @@ pub async fn start(context: Arc<NodeContext>, scope: RepairScope) -> Result<Uuid
             "nothing to repair: the ring is empty or the sub-range holds no range".into(),
         ));
     }
-    let job = RepairJob::new(Uuid::new_v4(), Timestamp::now(), scope.options, units);
+    let job = RepairJob::new(Uuid::new_v4(), context.clock.now(), scope.options, units);
     save(&context, &job).await?;
     let id = job.id;
     tokio::spawn(run(context, job, guard));

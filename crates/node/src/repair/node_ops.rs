@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use ringstore_placement::{HostId, MovementPlan, ReplicaMap, Ring};
 use ringstore_repair::{RepairOptions, UnitReport};
-use ringstore_storage::Timestamp;
 
 use crate::context::NodeContext;
 use crate::error::Result;
@@ -29,7 +28,7 @@ pub async fn sync_gained_ranges(
     after: &Arc<Ring>,
     gainer: Option<HostId>,
 ) -> Result<UnitReport> {
-    let began = Timestamp::now();
+    let began = context.clock.now();
     let mut total = UnitReport::default();
     for keyspace in context.keyspaces() {
         let old = ReplicaMap::new(before.clone(), &keyspace.strategy);

@@ -70,11 +70,11 @@ pub async fn run(context: Arc<NodeContext>) {
     let interval = Duration::from_secs(context.config.repair.interval_seconds.max(1));
     // New keyspaces and ring changes are noticed within this.
     let recheck = RECHECK.min(interval);
-    let since = Timestamp::now();
+    let since = context.clock.now();
     let mut failures: HashMap<(KeyspaceId, TokenRange), Timestamp> = HashMap::new();
     let mut warned_at: Option<tokio::time::Instant> = None;
     loop {
-        let now = Timestamp::now();
+        let now = context.clock.now();
         let mut ranges = scheduled_ranges(&context);
         for range in &mut ranges {
             range.retry_at = failures.get(&(range.keyspace, range.range)).copied();
@@ -86,7 +86,7 @@ pub async fn run(context: Arc<NodeContext>) {
                     keyspace, range, ..
                 } = ranges[index];
                 let _running = context.repair.running.lock().await;
-                let began = Timestamp::now();
+                let began = context.clock.now();
                 let state =
                     repair_unit(&context, keyspace, range, RepairOptions::default(), began).await;
                 if let UnitState::Failed(_) = state {

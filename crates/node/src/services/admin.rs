@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ringstore_membership::{ClusterView, Liveness, MemberInfo, NodeState};
+use ringstore_membership::{ClockReport, ClusterView, Liveness, MemberInfo, NodeState};
 use ringstore_placement::{HostId, Murmur3Partitioner};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_server::Admin;
@@ -31,6 +31,7 @@ impl AdminService {
 
     /// Every member but those that left or were removed, with `ownership` per host.
     fn nodes(&self, view: &ClusterView, ownership: &BTreeMap<HostId, f64>) -> Vec<pb::NodeStatus> {
+        let clock = self.context.membership.clock_report();
         let mut nodes: Vec<pb::NodeStatus> = view
             .members
             .values()
@@ -40,6 +41,7 @@ impl AdminService {
                 node_status(
                     m,
                     ownership.get(&m.metadata.host_id).copied().unwrap_or(0.0),
+                    clock_offset(&clock, view.local, m.metadata.host_id),
                 )
             })
             .collect();
@@ -89,7 +91,37 @@ fn state_name(state: NodeState) -> &'static str {
     }
 }
 
-fn node_status(member: &MemberInfo, ownership: f64) -> pb::NodeStatus {
+/// `host`'s clock minus the local node's and its uncertainty, in µs, if
+/// measured (zero for the local node itself).
+fn clock_offset(report: &ClockReport, local: HostId, host: HostId) -> Option<(i64, i64)> {
+    if host == local {
+        return Some((0, 0));
+    }
+    report
+        .peers
+        .get(&host)
+        .map(|p| (p.offset_micros, p.uncertainty_micros))
+}
+
+/// The `info` view of this node's clock.
+fn clock_standing(context: &NodeContext) -> pb::ClockStanding {
+    let report = context.membership.clock_report();
+    pb::ClockStanding {
+        offset_micros: report.verdict.offset_micros(),
+        max_offset_ms: report.max_offset.as_millis() as u64,
+        skewed: report.verdict.is_skewed(),
+        peers_measured: report.peers.len() as u32,
+        peers_beyond: report
+            .peers
+            .values()
+            .filter(|p| p.exceeds(report.max_offset))
+            .count() as u32,
+        refused_writes: context.clock_guard.refused(),
+        test_offset_ms: context.clock.wall_clock().offset_ms(),
+    }
+}
+
+fn node_status(member: &MemberInfo, ownership: f64, clock: Option<(i64, i64)>) -> pb::NodeStatus {
     let m = &member.metadata;
     pb::NodeStatus {
         host_id: m.host_id.to_string(),
@@ -104,10 +136,12 @@ fn node_status(member: &MemberInfo, ownership: f64) -> pb::NodeStatus {
         tokens: m.tokens.iter().map(|t| t.0).collect(),
         schema_version: m.schema_version.to_string(),
         software_version: m.software_version.clone(),
+        clock_offset_micros: clock.map(|c| c.0),
+        clock_uncertainty_micros: clock.map(|c| c.1),
     }
 }
 
-fn gossip_endpoint(member: &MemberInfo) -> pb::GossipEndpoint {
+fn gossip_endpoint(member: &MemberInfo, clock: Option<(i64, i64)>) -> pb::GossipEndpoint {
     let m = &member.metadata;
     pb::GossipEndpoint {
         gossip_address: m.gossip_addr.to_string(),
@@ -124,6 +158,8 @@ fn gossip_endpoint(member: &MemberInfo) -> pb::GossipEndpoint {
         client_address: m.client_addr.to_string(),
         internode_address: m.internode_addr.to_string(),
         token_count: m.tokens.len() as u32,
+        clock_offset_micros: clock.map(|c| c.0),
+        clock_uncertainty_micros: clock.map(|c| c.1),
     }
 }
 
@@ -192,6 +228,7 @@ impl Admin for AdminService {
             pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
             hint_counters: Some(hint_counters(&context.handoff)),
             disk_bytes: context.store.disk_bytes().unwrap_or(0),
+            clock: Some(clock_standing(context)),
         }))
     }
 
@@ -310,7 +347,12 @@ impl Admin for AdminService {
         _: Request<pb::GossipInfoRequest>,
     ) -> Result<Response<pb::GossipInfoResponse>, Status> {
         let view = self.context.view();
-        let endpoints = view.members.values().map(gossip_endpoint).collect();
+        let clock = self.context.membership.clock_report();
+        let endpoints = view
+            .members
+            .values()
+            .map(|m| gossip_endpoint(m, clock_offset(&clock, view.local, m.metadata.host_id)))
+            .collect();
         Ok(Response::new(pb::GossipInfoResponse { endpoints }))
     }
 

@@ -2,7 +2,8 @@
 //! checked, then coordinated at its consistency level. Every request with a
 //! valid consistency level is counted and timed by operation and level (a
 //! request whose level does not parse has no level to count it under); a
-//! drained node refuses writes.
+//! drained node refuses writes, and so does a node whose clock is off from
+//! the majority ([`crate::clock_guard`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,17 +80,20 @@ impl ClientService {
             Some(micros) => {
                 let max_skew =
                     Duration::from_secs(self.context.config.max_client_timestamp_skew_seconds);
-                check_client_timestamp(micros, Timestamp::now(), max_skew)?;
+                check_client_timestamp(micros, self.context.clock.now(), max_skew)?;
                 Timestamp(micros)
             }
             None => self.context.clock.next(),
         };
+        // TTLs and tombstones count from the node's clock (the test offset
+        // included), as timestamps do.
+        let now = self.context.clock.now();
         Ok(match value {
             Some(value) => match ttl {
-                Some(ttl) => Cell::expiring(timestamp, value, ttl, Timestamp::now()),
+                Some(ttl) => Cell::expiring(timestamp, value, ttl, now),
                 None => Cell::live(timestamp, value),
             },
-            None => Cell::deletion(timestamp, Timestamp::now()),
+            None => Cell::deletion(timestamp, now),
         })
     }
 }
@@ -188,6 +192,7 @@ impl ClientService {
 
     async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
         self.context.check_not_drained()?;
+        self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(&r.key, Some(r.value), r.timestamp_micros, r.ttl_seconds)?;
         let timestamp = cell.timestamp;
@@ -201,7 +206,7 @@ impl ClientService {
         let keyspace = self.keyspace(&r.keyspace)?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
-        let now = Timestamp::now();
+        let now = self.context.clock.now();
         Ok(
             match winner
                 .as_ref()
@@ -223,6 +228,7 @@ impl ClientService {
         level: ConsistencyLevel,
     ) -> Result<pb::DeleteResponse> {
         self.context.check_not_drained()?;
+        self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None)?;
         let timestamp = cell.timestamp;
@@ -238,6 +244,7 @@ impl ClientService {
         level: ConsistencyLevel,
     ) -> Result<pb::BatchResponse> {
         self.context.check_not_drained()?;
+        self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         check_batch_size(&self.context.config, &r.mutations)?;
         let writes = r.mutations.into_iter().map(|m| {

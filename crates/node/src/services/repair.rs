@@ -160,7 +160,7 @@ impl Repair for RepairService {
             .as_ref()
             .map(|p| progress_to_pb(context, p));
         let ranges = scheduled_ranges(context);
-        let now = Timestamp::now();
+        let now = context.clock.now();
         let since = Timestamp(now.0 - context.started.elapsed().as_micros() as i64);
         let late = overdue(&ranges, gc_grace_of(context), since, now);
         let ranges = ranges

@@ -53,6 +53,7 @@ impl SchemaApi for SchemaService {
             strategy,
             gc_grace_seconds: request.gc_grace_seconds.unwrap_or(DEFAULT_GC_GRACE_SECONDS),
         };
+        self.context.check_clock()?;
         let entry = SchemaEntry {
             keyspace: keyspace.clone(),
             timestamp: self.context.clock.next(),
@@ -72,6 +73,7 @@ impl SchemaApi for SchemaService {
     ) -> Result<Response<pb::DropKeyspaceResponse>, Status> {
         let name = request.into_inner().name;
         let keyspace = self.context.keyspace(&name)?;
+        self.context.check_clock()?;
         let entry = SchemaEntry {
             keyspace: keyspace.clone(),
             timestamp: self.context.clock.next(),

@@ -1,0 +1,130 @@
+//! The write guard of the clock bound: a node whose clock is off from the
+//! majority of the live members by more than `max_clock_offset` does not
+//! coordinate writes.
+//!
+//! # Why only coordination
+//! Last-write-wins orders a key's writes by their timestamps, and the
+//! timestamp is stamped by the *coordinator* (from its [`WallClock`]), so the
+//! coordinator's clock is the one that must be right. Two writes to one key
+//! further apart than the bound are then ordered as they happened, whichever
+//! nodes coordinated them: each coordinator's clock is within the bound of
+//! the majority's. A skewed node therefore refuses client writes and schema
+//! changes (the schema is last-write-wins too), with `UNAVAILABLE` naming its
+//! offset and the bound: nothing was applied, the condition is this node's
+//! alone, and the client should retry on another coordinator. It resumes by
+//! itself once gossip finds its clock back within the bound.
+//!
+//! It goes on applying replica writes coordinated by others (and hints,
+//! repairs and streams): those cells carry their coordinator's timestamp,
+//! which this node's clock does not touch, so refusing them would only cost
+//! availability. (CockroachDB stops such a node altogether, because there
+//! every replica's clock bounds its reads' uncertainty; here it does not.)
+//! It also goes on coordinating reads: a read picks the newest timestamp
+//! among replicas and issues none. What its clock still affects: whether an
+//! expiring cell it reads counts as expired yet (up to its offset early or
+//! late), and when its own tombstones and expired cells pass `gc_grace`
+//! (an offset far below the 10-day default).
+//!
+//! [`WallClock`]: crate::clock::WallClock
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ringstore_membership::{ClockReport, ClockVerdict};
+
+use crate::error::{NodeError, Result};
+
+/// The longest a refused write waits to be logged: refusals are logged at
+/// most once per this interval, with how many there were.
+pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Refuses writes while the clock report says this node's clock is skewed;
+/// counts the refusals and logs them, rate-limited.
+#[derive(Debug, Default)]
+pub struct ClockGuard {
+    refused: AtomicU64,
+    /// When a refusal was last logged, and the refusal count then.
+    logged: Mutex<Option<(Instant, u64)>>,
+}
+
+impl ClockGuard {
+    /// `Ok` when `report` lets this node stamp writes; otherwise the
+    /// `UNAVAILABLE` error naming its offset and the bound.
+    pub fn check(&self, report: &ClockReport) -> Result<()> {
+        let ClockVerdict::Skewed {
+            offset_micros,
+            beyond,
+            members,
+        } = report.verdict
+        else {
+            return Ok(());
+        };
+        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let error = NodeError::ClockSkewed {
+            offset_micros,
+            max_offset: report.max_offset,
+            beyond,
+            members,
+        };
+        self.log(refused, &error);
+        Err(error)
+    }
+
+    /// Writes refused since start.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    fn log(&self, refused: u64, error: &NodeError) {
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let since = match *logged {
+            Some((at, _)) if at.elapsed() < LOG_INTERVAL => return,
+            Some((_, count)) => refused - count,
+            None => refused,
+        };
+        *logged = Some((Instant::now(), refused));
+        drop(logged);
+        tracing::warn!(refused = since, %error, "refusing writes: clock skew");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn report(verdict: ClockVerdict) -> ClockReport {
+        ClockReport {
+            max_offset: Duration::from_millis(500),
+            peers: BTreeMap::new(),
+            verdict,
+        }
+    }
+
+    #[test]
+    fn a_skewed_clock_refuses_with_unavailable_naming_the_offset_and_the_bound() {
+        let guard = ClockGuard::default();
+        assert!(
+            guard
+                .check(&report(ClockVerdict::Within {
+                    offset_micros: 400_000
+                }))
+                .is_ok()
+        );
+        let skewed = report(ClockVerdict::Skewed {
+            offset_micros: -2_003_000,
+            beyond: 2,
+            members: 3,
+        });
+        let error = guard.check(&skewed).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::Unavailable);
+        let message = error.to_string();
+        assert!(message.contains("behind"), "{message}");
+        assert!(message.contains("2.003 s"), "{message}");
+        assert!(message.contains("max_clock_offset = 0.500 s"), "{message}");
+        assert!(message.contains("2 of the 3"), "{message}");
+        guard.check(&skewed).unwrap_err();
+        assert_eq!(guard.refused(), 2);
+    }
+}
