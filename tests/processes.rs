@@ -9,7 +9,9 @@
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
-//! (in-process repair tests use 90–92, 95, 96).
+//! (in-process repair tests use 90–92, 95, 96), 170 to 174 in
+//! `tests/faults.rs` (with 127.<block>.1.x and .2.1 for its proxies; 175
+//! to 179 kept for it).
 
 mod common;
 
