@@ -2,7 +2,10 @@
 //! `protoc`) and generates the tonic clients and servers.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not with `env!`: a build script compiled in one
+    // checkout and reused from a copied target directory (whose hashes do
+    // not depend on the checkout's path) would read that checkout's protos.
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         "admin",
         "client",
