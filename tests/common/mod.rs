@@ -4,7 +4,10 @@
 #![allow(dead_code)]
 
 pub mod load;
+pub mod nemesis;
+pub mod netproxy;
 pub mod processes;
+pub mod recorder;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -21,6 +21,8 @@ pub struct Processes {
     servers: Vec<Option<Child>>,
     /// Given to every CLI run before the command (TLS flags).
     cli_args: Vec<String>,
+    /// The servers' seeds, if not node 0's gossip address.
+    seeds: Option<String>,
 }
 
 impl Drop for Processes {
@@ -39,7 +41,13 @@ impl Processes {
             dir: tempfile::tempdir().unwrap(),
             servers: Vec::new(),
             cli_args: Vec::new(),
+            seeds: None,
         }
+    }
+
+    /// Every later server start gets `seeds` (e.g. a proxy's address).
+    pub fn set_seeds(&mut self, seeds: &str) {
+        self.seeds = Some(seeds.to_string());
     }
 
     /// The directory the servers' data and logs are in (for test files too).
@@ -75,7 +83,7 @@ impl Processes {
                 "--gossip-address",
                 &self.address(i, 7000),
                 "--seeds",
-                &self.address(0, 7000),
+                &self.seeds.clone().unwrap_or_else(|| self.address(0, 7000)),
                 "--rack",
                 &format!("rack{}", i + 1),
             ])

@@ -234,6 +234,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let metrics = Arc::new(NodeMetrics::new()?);
     let observed = metrics.clone();
     store.observe_syncs(move |elapsed| observed.storage_synced(elapsed));
+    let peers = Peers::new(signer, internode_client_tls, config.internode_address.ip());
     let context = Arc::new(NodeContext {
         config,
         host_id: record.host_id,
@@ -242,7 +243,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         membership,
         schema,
         placements: Placements::default(),
-        peers: Peers::new(signer, internode_client_tls),
+        peers,
         clock,
         clock_guard: Default::default(),
         handoff,

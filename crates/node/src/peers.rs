@@ -1,8 +1,15 @@
 //! Internode gRPC clients, one lazily connected channel per peer address,
 //! each call signed with the cluster secret when the node has one.
+//!
+//! Connections leave from the node's internode IP when it binds one (as
+//! Cassandra binds its outbound connections to its listen address), so a
+//! peer, a firewall or a test's network proxy sees which node is calling,
+//! not whichever address the kernel picks. Not when the internode address
+//! is unspecified (`0.0.0.0`), nor towards a peer the bound IP cannot reach
+//! (another address family, or loopback towards a non-loopback peer).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,19 +44,34 @@ pub struct Peers {
     signer: Option<Arc<CallSigner>>,
     /// TLS for every channel (none: plaintext).
     tls: Option<ClientTlsConfig>,
+    /// The node's internode IP, if it binds a specific one.
+    source: Option<IpAddr>,
     /// Held only to look up or insert a client, never across an await.
     clients: Mutex<HashMap<SocketAddr, PeerClient>>,
 }
 
 impl Peers {
     /// Peers whose calls are signed by `signer`, if any, over TLS
-    /// configured by `tls`, if any (checked already: it builds).
-    pub fn new(signer: Option<CallSigner>, tls: Option<ClientTlsConfig>) -> Peers {
+    /// configured by `tls`, if any (checked already: it builds), leaving
+    /// from `internode_ip` where it can (see the module's comment).
+    pub fn new(
+        signer: Option<CallSigner>,
+        tls: Option<ClientTlsConfig>,
+        internode_ip: IpAddr,
+    ) -> Peers {
         Peers {
             signer: signer.map(Arc::new),
             tls,
+            source: (!internode_ip.is_unspecified()).then_some(internode_ip),
             clients: Mutex::default(),
         }
+    }
+
+    /// The local IP connections to `peer` leave from, if one is bound.
+    fn source_for(&self, peer: SocketAddr) -> Option<IpAddr> {
+        self.source.filter(|source| {
+            source.is_ipv4() == peer.is_ipv4() && source.is_loopback() == peer.ip().is_loopback()
+        })
     }
 
     /// A client for the peer at `addr` (cheap to clone; connects on first use
@@ -63,7 +85,8 @@ impl Peers {
                 let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
                     .expect("a socket address is a valid URI")
                     .connect_timeout(Duration::from_secs(2))
-                    .tcp_nodelay(true);
+                    .tcp_nodelay(true)
+                    .local_address(self.source_for(addr));
                 if let Some(tls) = &self.tls {
                     endpoint = endpoint
                         .tls_config(tls.clone())
@@ -75,5 +98,29 @@ impl Peers {
                     .max_encoding_message_size(64 * 1024 * 1024)
             })
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_leave_from_the_internode_ip_only_where_it_can_reach() {
+        let peers = Peers::new(None, None, "127.0.0.3".parse().unwrap());
+        let loopback: SocketAddr = "127.0.0.4:7101".parse().unwrap();
+        let remote: SocketAddr = "10.0.0.4:7101".parse().unwrap();
+        let v6: SocketAddr = "[::1]:7101".parse().unwrap();
+        assert_eq!(
+            peers.source_for(loopback),
+            Some("127.0.0.3".parse().unwrap())
+        );
+        assert_eq!(peers.source_for(remote), None);
+        assert_eq!(peers.source_for(v6), None);
+        let public = Peers::new(None, None, "10.0.0.3".parse().unwrap());
+        assert_eq!(public.source_for(remote), Some("10.0.0.3".parse().unwrap()));
+        assert_eq!(public.source_for(loopback), None);
+        let unbound = Peers::new(None, None, "0.0.0.0".parse().unwrap());
+        assert_eq!(unbound.source_for(remote), None);
     }
 }

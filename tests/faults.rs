@@ -1,0 +1,539 @@
+//! The fault-injection suite: real `ringstore server` processes under
+//! faults on a seeded schedule — SIGKILL and restart, SIGSTOP (short, long,
+//! flapping), a partition, one-way drops, a full disk, a node joining and
+//! one decommissioning — while concurrent clients read and write at
+//! `QUORUM` (RF 3) through random coordinators. After the faults heal
+//! (hints delivered, then `ringstore repair`), the history checker
+//! (`crates/history`) judges what the clients saw and what every replica
+//! holds, and the failures are bounded: one faulty node of RF 3 leaves a
+//! quorum, so a failure through a healthy coordinator is allowed only while
+//! the failure detector has not yet marked a hanging node down.
+//!
+//! Each run prints its seed; `RINGSTORE_FAULT_SEED=N` runs the same
+//! schedule again (the faults' kinds, nodes and timings; the servers'
+//! interleaving is the machine's). `faults_soak` (ignored) runs many seeds
+//! for as long as asked: see the README.
+//!
+//! Address blocks 170 to 172 (see `tests/processes.rs`); 173 for the soak.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::nemesis::{FaultCluster, FaultKind, schedule, seed_or};
+use common::processes::text;
+use common::recorder::{Coordinators, Recorder, RecorderSettings, failure_of, key_name};
+use ringstore_history::{
+    CheckReport, Checks, FailureKind, FaultWindow, FinalKey, NodeId, Op, ReadOutcome, Timestamp,
+    Version, check,
+};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::admin_client::AdminClient;
+
+/// How long a client waits for an answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long the others take to mark a node that stopped answering down
+/// (LAN failure detection: a 1 s probe period, suspected for 4 s), plus
+/// a second of slack for a loaded machine.
+const DETECTION: Duration = Duration::from_secs(6);
+/// How long after a fault heals requests may still fail: a node that was
+/// paused or cut off works off what queued up meanwhile.
+const HEAL_GRACE: Duration = Duration::from_secs(3);
+/// Keys the clients share.
+const KEYS: usize = 40;
+
+/// One run of the suite.
+struct Scenario {
+    block: u8,
+    /// Servers at the start.
+    nodes: usize,
+    /// The faults, one of each, in an order drawn from the seed.
+    kinds: Vec<FaultKind>,
+    /// A node joins after the first fault, one leaves after the second.
+    topology: bool,
+    seed: u64,
+    clients: usize,
+}
+
+/// What a run did, for the figures and the assertions.
+struct Outcome {
+    history: Vec<Op>,
+    faults: Vec<FaultWindow>,
+    kinds: Vec<Option<FaultKind>>,
+    report: CheckReport,
+}
+
+fn node_name(address: &str) -> usize {
+    // 127.B.0.{i + 1}:7100
+    let ip = address.split(':').next().unwrap();
+    ip.rsplit('.').next().unwrap().parse::<usize>().unwrap() - 1
+}
+
+/// The replicas `getendpoints` names for `key`, as node indices.
+async fn endpoints(admin: &mut AdminClient<tonic::transport::Channel>, key: &str) -> Vec<usize> {
+    let response = admin
+        .get_endpoints(pb::GetEndpointsRequest {
+            keyspace: "ks".into(),
+            key: key.as_bytes().to_vec(),
+        })
+        .await
+        .expect("getendpoints")
+        .into_inner();
+    response.endpoints.iter().map(|a| node_name(a)).collect()
+}
+
+/// Every key after healing: each replica's own cell, then a read at ALL.
+async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey> {
+    let host = cluster.running[0];
+    let mut admin = AdminClient::new(cluster.servers.channel(host, 7100));
+    let mut client = cluster.servers.client(host);
+    let mut finals = Vec::new();
+    for key in (0..KEYS).map(key_name) {
+        let mut replicas = Vec::new();
+        for node in endpoints(&mut admin, &key).await {
+            let cell = cluster
+                .servers
+                .internode(node)
+                .read(pb::ReadRequest {
+                    keyspace_id: keyspace_id.into(),
+                    key: key.as_bytes().to_vec(),
+                    digest_only: false,
+                })
+                .await
+                .unwrap_or_else(|s| panic!("reading {key} on node{node}: {s:?}"))
+                .into_inner()
+                .cell;
+            let held = cell.and_then(|c| {
+                Some(Version {
+                    timestamp: Timestamp(c.timestamp_micros),
+                    value: c.value?,
+                })
+            });
+            replicas.push((NodeId(node), held));
+        }
+        let answer = client
+            .get(pb::GetRequest {
+                keyspace: "ks".into(),
+                key: key.as_bytes().to_vec(),
+                consistency: pb::ConsistencyLevel::All as i32,
+            })
+            .await;
+        let read_all = match answer {
+            Ok(get) if get.get_ref().found => {
+                let get = get.into_inner();
+                ReadOutcome::Found(Version {
+                    timestamp: Timestamp(get.timestamp_micros),
+                    value: get.value,
+                })
+            }
+            Ok(_) => ReadOutcome::NotFound,
+            Err(status) => ReadOutcome::Failed(failure_of(&status)),
+        };
+        finals.push(FinalKey {
+            key,
+            read_all,
+            replicas,
+        });
+    }
+    finals
+}
+
+/// Runs `scenario`: servers, load, faults, healing, checks.
+fn run(scenario: &Scenario) -> Outcome {
+    // The clients' runtime; gRPC channels are made in its context. This
+    // thread runs the faults and may block (CLI runs, signals, sleeps).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _runtime = runtime.enter();
+    let max_nodes = scenario.nodes + usize::from(scenario.topology);
+    let mut faults = schedule(scenario.seed, &scenario.kinds, scenario.nodes);
+    let disk_node = faults
+        .iter()
+        .find(|f| f.kind == FaultKind::DiskFull)
+        .map(|f| f.node);
+    let mut cluster = FaultCluster::new(scenario.block, max_nodes, disk_node);
+    if cluster.disk.is_none() {
+        faults.retain(|f| f.kind != FaultKind::DiskFull);
+    }
+    eprintln!(
+        "fault seed {seed} (RINGSTORE_FAULT_SEED={seed} reproduces the schedule): {faults:?}",
+        seed = scenario.seed
+    );
+    for i in 0..scenario.nodes {
+        cluster.start_node(i);
+    }
+    cluster.servers.wait_until_all_un(0, scenario.nodes);
+    let keyspace_id = cluster.servers.create_keyspace("ks", "SimpleStrategy:3");
+
+    let coordinators = Coordinators::default();
+    for i in 0..scenario.nodes {
+        coordinators.add(i, cluster.servers.client(i));
+    }
+    cluster.start = Instant::now();
+    let settings = RecorderSettings {
+        keyspace: "ks".into(),
+        clients: scenario.clients,
+        keys: KEYS,
+        max_ops: 100_000,
+        deadline: Instant::now() + Duration::from_secs(150),
+        request_timeout: REQUEST_TIMEOUT,
+        seed: scenario.seed,
+    };
+    let recorder = Recorder::start(settings, coordinators.clone(), cluster.start);
+    common::processes::eventually(Duration::from_secs(30), "the load warms up", || {
+        recorder.completed() >= 100
+    });
+
+    for (n, mut fault) in faults.into_iter().enumerate() {
+        // After a decommission, faults go to the nodes still there.
+        if !cluster.running.contains(&fault.node) {
+            fault.node = cluster.running[fault.node % cluster.running.len()];
+        }
+        cluster.inject(fault);
+        if scenario.topology && n == 0 {
+            join(&mut cluster, &coordinators, scenario.nodes);
+        }
+        if scenario.topology && n == 1 {
+            decommission(&mut cluster, &coordinators, 1);
+        }
+    }
+    // A last stretch of load on the healed cluster.
+    std::thread::sleep(Duration::from_millis(500));
+    let history = runtime.block_on(recorder.stop());
+
+    eprintln!("healing: waiting for hints, then repairing");
+    cluster.wait_until_hints_delivered(Duration::from_secs(60));
+    let repaired = cluster.repair(cluster.running[0], "ks");
+    eprintln!("{}", repaired.trim());
+    let finals = runtime.block_on(final_state(&cluster, &keyspace_id));
+    let checks = Checks {
+        replication_factor: 3,
+        monotonic_reads: !scenario.topology,
+    };
+    let report = check(&history, &finals, &cluster.faults, &checks);
+    eprintln!(
+        "{} in {:?}; faults: {}",
+        report,
+        cluster.start.elapsed(),
+        cluster
+            .faults
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Outcome {
+        history,
+        faults: cluster.faults.clone(),
+        kinds: cluster.kinds.clone(),
+        report,
+    }
+}
+
+/// Starts node `new` (fresh: it bootstraps) and waits until it is UN.
+fn join(cluster: &mut FaultCluster, coordinators: &Coordinators, new: usize) {
+    let from = cluster.now();
+    cluster.start_node(new);
+    cluster.wait_until_settled(Duration::from_secs(90));
+    coordinators.add(new, cluster.servers.client(new));
+    cluster.log(None, "joined (bootstrap)".into(), new, from);
+}
+
+/// Decommissions node `leaving` and waits until it has left.
+fn decommission(cluster: &mut FaultCluster, coordinators: &Coordinators, leaving: usize) {
+    let from = cluster.now();
+    coordinators.remove(leaving);
+    let done = cluster.servers.cli(leaving, &["decommission"]);
+    assert!(
+        done.status.success(),
+        "decommission: {}",
+        text(&done.stderr)
+    );
+    let status = cluster.servers.take(leaving).wait().unwrap();
+    assert!(
+        status.success(),
+        "the decommissioned node exits 0: {status}"
+    );
+    cluster.running.retain(|&n| n != leaving);
+    cluster.wait_until_settled(Duration::from_secs(60));
+    cluster.log(None, "decommissioned".into(), leaving, from);
+}
+
+/// Whether a failed `op` is one the faults excuse, and why.
+fn excuse(op: &Op, faults: &[FaultWindow], kinds: &[Option<FaultKind>]) -> Option<&'static str> {
+    let failure = op.failure()?;
+    let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
+    for (fault, kind) in faults.iter().zip(kinds) {
+        let until = fault.until.expect("every fault healed");
+        // A known bug, reported: a QUORUM read whose blocking read repair
+        // cannot write to one stale replica (its disk is full) fails, where
+        // Cassandra would write the winner to another replica instead.
+        if *kind == Some(FaultKind::DiskFull)
+            && failure.message.contains("read repair failed")
+            && during(fault.from, until)
+        {
+            return Some("KNOWN BUG: read repair onto the full disk failed the read");
+        }
+    }
+    for (fault, kind) in faults.iter().zip(kinds) {
+        let until = fault.until.expect("every fault healed");
+        if op.coordinator == fault.node && during(fault.from, until + HEAL_GRACE) {
+            return Some("through the faulty node");
+        }
+        let hanging = kind.is_some_and(FaultKind::makes_unresponsive);
+        let slow = matches!(
+            failure.kind,
+            FailureKind::Timeout | FailureKind::ClientTimeout
+        );
+        if hanging && slow && during(fault.from, fault.from + DETECTION + REQUEST_TIMEOUT) {
+            return Some("a timeout before the hanging node was marked down");
+        }
+        if slow && during(until, until + HEAL_GRACE) {
+            return Some("a timeout while the healed node caught up");
+        }
+    }
+    None
+}
+
+/// The assertions every run makes: the checker passed, the load
+/// overlapped every fault, and every failure is excused by one.
+fn assert_sound(outcome: &Outcome) {
+    let Outcome {
+        history,
+        faults,
+        kinds,
+        report,
+    } = outcome;
+    assert!(
+        report.is_ok(),
+        "the history checker failed: {report}\nfaults: {faults:#?}"
+    );
+    assert!(report.writes_acked >= 500, "too little load: {report}");
+    for fault in faults {
+        let until = fault.until.unwrap();
+        let ok_within = |write: bool| {
+            history
+                .iter()
+                .filter(|op| {
+                    fault.from <= op.completed
+                        && op.completed <= until
+                        && (op.acked_version().is_some() == write)
+                        && op.failure().is_none()
+                })
+                .count()
+        };
+        let (writes, reads) = (ok_within(true), ok_within(false));
+        let mut per_coordinator: BTreeMap<(usize, &str), (usize, Duration)> = BTreeMap::new();
+        for op in history
+            .iter()
+            .filter(|op| fault.from <= op.invoked && op.completed <= until)
+        {
+            let what = match op.kind {
+                ringstore_history::OpKind::Write { .. } => "write",
+                ringstore_history::OpKind::Read { .. } => "read",
+            };
+            let entry = per_coordinator.entry((op.coordinator.0, what)).or_default();
+            entry.0 += 1;
+            entry.1 += op.completed - op.invoked;
+        }
+        let latencies: Vec<String> = per_coordinator
+            .iter()
+            .map(|((node, what), (n, total))| {
+                format!("node{node} {what}s {n} (mean {:?})", *total / *n as u32)
+            })
+            .collect();
+        eprintln!(
+            "during {fault}: {writes} writes acknowledged, {reads} reads answered; {}",
+            latencies.join(", ")
+        );
+        assert!(
+            writes >= 3 && reads >= 3,
+            "the load did not overlap {fault}: {writes} writes, {reads} reads"
+        );
+    }
+    let mut excused: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut unexcused = Vec::new();
+    for op in history.iter().filter(|op| op.failure().is_some()) {
+        match excuse(op, faults, kinds) {
+            Some(why) => *excused.entry(why).or_default() += 1,
+            None => unexcused.push(op),
+        }
+    }
+    eprintln!("failed operations excused by a fault: {excused:?}");
+    assert!(
+        unexcused.is_empty(),
+        "{} operations failed that no fault excuses (one faulty node of RF 3 leaves a quorum):\n{}\nfaults: {}",
+        unexcused.len(),
+        unexcused
+            .iter()
+            .take(30)
+            .map(|op| format!("  {op:?}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        faults
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+#[test]
+fn kills_pauses_and_a_full_disk_lose_no_acknowledged_write() {
+    let outcome = run(&Scenario {
+        block: 170,
+        nodes: 4,
+        kinds: vec![
+            FaultKind::Kill,
+            FaultKind::Pause,
+            FaultKind::Flap,
+            FaultKind::DiskFull,
+        ],
+        topology: false,
+        seed: seed_or(1701),
+        clients: 6,
+    });
+    assert_sound(&outcome);
+}
+
+#[test]
+fn partitions_and_one_way_drops_lose_no_acknowledged_write() {
+    let outcome = run(&Scenario {
+        block: 171,
+        nodes: 4,
+        kinds: vec![
+            FaultKind::Isolate,
+            FaultKind::DropOutgoing,
+            FaultKind::DropIncoming,
+        ],
+        topology: false,
+        seed: seed_or(1711),
+        clients: 6,
+    });
+    assert_sound(&outcome);
+}
+
+#[test]
+fn a_join_and_a_decommission_amid_faults_lose_no_acknowledged_write() {
+    let outcome = run(&Scenario {
+        block: 172,
+        nodes: 4,
+        kinds: vec![FaultKind::Pause, FaultKind::Kill, FaultKind::Isolate],
+        topology: true,
+        seed: seed_or(1721),
+        clients: 6,
+    });
+    assert_sound(&outcome);
+}
+
+/// The soak: `RINGSTORE_SOAK_SECONDS` (default 600) of runs of every
+/// fault kind, one seed after another from `RINGSTORE_SOAK_FIRST_SEED`
+/// (default 1), every third run with a join and a decommission.
+#[test]
+#[ignore = "a soak: minutes to hours; see the README"]
+fn faults_soak() {
+    let seconds: u64 = std::env::var("RINGSTORE_SOAK_SECONDS")
+        .map_or(600, |s| s.parse().expect("RINGSTORE_SOAK_SECONDS"));
+    let first: u64 = std::env::var("RINGSTORE_SOAK_FIRST_SEED")
+        .map_or(1, |s| s.parse().expect("RINGSTORE_SOAK_FIRST_SEED"));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut seed = first;
+    while Instant::now() < deadline {
+        let topology = seed.is_multiple_of(3);
+        eprintln!("== soak seed {seed} (topology change: {topology})");
+        let outcome = run(&Scenario {
+            block: 173,
+            nodes: if topology { 4 } else { 5 },
+            kinds: vec![
+                FaultKind::Kill,
+                FaultKind::Pause,
+                FaultKind::Flap,
+                FaultKind::Isolate,
+                FaultKind::DropOutgoing,
+                FaultKind::DropIncoming,
+                FaultKind::DiskFull,
+            ],
+            topology,
+            seed,
+            clients: 12,
+        });
+        assert_sound(&outcome);
+        seed += 1;
+    }
+    eprintln!("soak: seeds {first} to {} passed", seed - 1);
+}
+
+/// A bug the suite found, kept as its reproduction until it is fixed: once
+/// sled has met an I/O error (here `ENOSPC`), it keeps returning it for
+/// good (its global error), so a node whose disk filled up fails every
+/// write, hint and clock save after space is freed, while gossip shows it
+/// `UN`, until it is restarted. Block 174.
+#[test]
+#[ignore = "fails today: a node whose disk filled up never writes again until restarted"]
+fn a_node_whose_disk_filled_up_takes_writes_again_once_space_is_freed() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _runtime = runtime.enter();
+    let mut cluster = FaultCluster::new(174, 3, Some(2));
+    let disk = cluster
+        .disk
+        .take()
+        .expect("the test mounts a tmpfs (needs root)");
+    for i in 0..3 {
+        cluster.start_node(i);
+    }
+    cluster.servers.wait_until_all_un(0, 3);
+    let keyspace_id = cluster.servers.create_keyspace("ks", "SimpleStrategy:3");
+    let put = |key: &str| {
+        let mut client = cluster.servers.client(0);
+        let request = pb::PutRequest {
+            keyspace: "ks".into(),
+            key: key.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+            consistency: pb::ConsistencyLevel::Quorum as i32,
+            timestamp_micros: None,
+            ttl_seconds: None,
+        };
+        runtime
+            .block_on(client.put(request))
+            .expect("QUORUM holds with one replica full");
+    };
+    let held_by_node2 = |key: &str| {
+        let request = pb::ReadRequest {
+            keyspace_id: keyspace_id.clone(),
+            key: key.as_bytes().to_vec(),
+            digest_only: false,
+        };
+        let answer = runtime.block_on(cluster.servers.internode(2).read(request));
+        answer.is_ok_and(|a| a.into_inner().cell.is_some())
+    };
+    disk.fill();
+    // Long enough for node2 to flush (and fail) while full, as in the suite.
+    let full_until = Instant::now() + Duration::from_secs(2);
+    let mut n = 0;
+    while Instant::now() < full_until {
+        put(&format!("while-full-{n}"));
+        n += 1;
+    }
+    assert!(!held_by_node2("while-full-0") || !held_by_node2(&format!("while-full-{}", n - 1)));
+    disk.free();
+    let mut n = 0;
+    common::processes::eventually(
+        Duration::from_secs(30),
+        "node2 stores writes again once its disk has space",
+        || {
+            n += 1;
+            let key = format!("after-{n}");
+            put(&key);
+            held_by_node2(&key)
+        },
+    );
+    drop(disk);
+}
