@@ -9,7 +9,8 @@
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
-//! (in-process repair tests use 90–92, 95, 96).
+//! (in-process repair tests use 90–92, 95, 96), 150 and 151 in
+//! `tests/client_auth.rs` (152 to 154 kept for client-auth tests).
 
 mod common;
 

@@ -71,11 +71,10 @@ impl CredentialCache {
         if now_ms.saturating_sub(entry.read_at_ms) >= self.validity_ms {
             return Cached::Miss;
         }
-        let verified = entry.verified.as_ref().is_some_and(|digest| {
-            self.digest(name, password)
-                .verify_slice(digest)
-                .is_ok()
-        });
+        let verified = entry
+            .verified
+            .as_ref()
+            .is_some_and(|digest| self.digest(name, password).verify_slice(digest).is_ok());
         Cached::Known {
             record: entry.record.as_ref(),
             verified,
@@ -178,7 +177,10 @@ mod tests {
         cache.store("cassandra", Some(record(false)), 20);
         assert!(matches!(
             cache.lookup("cassandra", "right", 21),
-            Cached::Known { verified: false, .. }
+            Cached::Known {
+                verified: false,
+                ..
+            }
         ));
         cache.invalidate("cassandra");
         assert_eq!(cache.lookup("cassandra", "right", 22), Cached::Miss);

@@ -141,11 +141,17 @@ mod tests {
         assert_eq!(call(&writer, "/ringstore.v1.Client/Put", Some("x")), Ok(()));
         assert!(call(&writer, "/ringstore.v1.Client/Put", Some(AUTH_KEYSPACE)).is_err());
         let admin = user(&[(Permission::Admin, Scope::All)], false);
-        assert_eq!(call(&admin, "/ringstore.v1.Repair/Repair", Some(AUTH_KEYSPACE)), Ok(()));
+        assert_eq!(
+            call(&admin, "/ringstore.v1.Repair/Repair", Some(AUTH_KEYSPACE)),
+            Ok(())
+        );
         assert!(call(&admin, "/ringstore.v1.Client/Get", Some(AUTH_KEYSPACE)).is_err());
         // Admin on one keyspace repairs it, but not every keyspace.
         let local = user(&[(Permission::Admin, ks("a"))], false);
-        assert_eq!(call(&local, "/ringstore.v1.Repair/Repair", Some("a")), Ok(()));
+        assert_eq!(
+            call(&local, "/ringstore.v1.Repair/Repair", Some("a")),
+            Ok(())
+        );
         assert!(call(&local, "/ringstore.v1.Repair/Repair", Some("")).is_err());
         assert!(call(&local, "/ringstore.v1.Topology/Decommission", None).is_err());
     }
@@ -171,7 +177,10 @@ mod tests {
     fn the_default_password_allows_user_management_and_views_only() {
         let mut fresh = user(&[], true);
         fresh.default_password = true;
-        assert_eq!(call(&fresh, "/ringstore.v1.Users/ChangePassword", None), Ok(()));
+        assert_eq!(
+            call(&fresh, "/ringstore.v1.Users/ChangePassword", None),
+            Ok(())
+        );
         assert_eq!(call(&fresh, "/ringstore.v1.Users/CreateUser", None), Ok(()));
         assert_eq!(call(&fresh, "/ringstore.v1.Admin/Status", None), Ok(()));
         assert_eq!(

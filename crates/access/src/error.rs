@@ -8,9 +8,7 @@ pub enum AccessError {
     #[error("unknown permission {0:?} (expected read, write, schema or admin)")]
     UnknownPermission(String),
     /// A user name outside the allowed form.
-    #[error(
-        "user name {0:?} must be 1 to 64 characters: letters, digits, and _ - . @"
-    )]
+    #[error("user name {0:?} must be 1 to 64 characters: letters, digits, and _ - . @")]
     BadUserName(String),
     /// An empty or oversized password.
     #[error("a password must be 1 to {max} bytes", max = crate::password::MAX_PASSWORD_BYTES)]

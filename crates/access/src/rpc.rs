@@ -72,7 +72,10 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Topology/RemoveNode", On(Admin, NoKs)),
         ("/ringstore.v1.Topology/Cleanup", On(Admin, Field(1))),
         ("/ringstore.v1.Topology/NetStats", Login),
-        ("/ringstore.v1.Topology/SetStreamThroughput", On(Admin, NoKs)),
+        (
+            "/ringstore.v1.Topology/SetStreamThroughput",
+            On(Admin, NoKs),
+        ),
         ("/ringstore.v1.Topology/Plan", Login),
         // Repair.
         ("/ringstore.v1.Repair/Repair", On(Admin, Field(1))),
@@ -188,7 +191,11 @@ mod tests {
             rule_for("/ringstore.v1.Repair/Repair").need(Some("")),
             Need::Permission(Permission::Admin, Scope::All)
         );
-        for path in ["/ringstore.v1.Admin/Status", "/ringstore.v1.Admin/Ring", "/ringstore.v1.Admin/Info"] {
+        for path in [
+            "/ringstore.v1.Admin/Status",
+            "/ringstore.v1.Admin/Ring",
+            "/ringstore.v1.Admin/Info",
+        ] {
             assert_eq!(rule_for(path).need(None), Need::Login, "{path}");
         }
     }

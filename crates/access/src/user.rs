@@ -208,7 +208,10 @@ mod tests {
             scope: Scope::Keyspace("demo".into()),
         });
         assert_eq!(UserRecord::decode(&record.encode()).unwrap(), record);
-        assert!(crate::password::verify(DEFAULT_PASSWORD, Some(&record.hash)));
+        assert!(crate::password::verify(
+            DEFAULT_PASSWORD,
+            Some(&record.hash)
+        ));
     }
 
     #[test]

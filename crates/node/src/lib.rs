@@ -47,6 +47,7 @@
 
 #![deny(missing_docs)]
 
+pub mod client_auth;
 pub mod clock;
 pub mod config;
 pub mod context;
