@@ -28,7 +28,7 @@ pub async fn run(context: Arc<NodeContext>) {
             Ok(()) => return,
             Err(error) => {
                 failures += 1;
-                if failures % WARN_EVERY == 0 {
+                if failures.is_multiple_of(WARN_EVERY) {
                     tracing::warn!(
                         %error,
                         replication_factor = context.config.auth.replication_factor,

@@ -23,6 +23,10 @@ pub struct Gate {
     cache: Mutex<CredentialCache>,
     /// Failed logins since start.
     failed_logins: AtomicU64,
+    /// Argon2 checks running at once, at most one per core: each takes
+    /// 19 MiB and tens of milliseconds, so a flood of bad logins queues
+    /// here instead of exhausting memory and the blocking pool.
+    checks: tokio::sync::Semaphore,
 }
 
 /// Why a request is refused before any service sees it.
@@ -83,6 +87,9 @@ impl Gate {
             context,
             cache: Mutex::new(CredentialCache::new(validity)),
             failed_logins: AtomicU64::new(0),
+            checks: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, usize::from),
+            ),
         }
     }
 
@@ -143,6 +150,11 @@ impl Gate {
         let verified = verified || {
             let hash = record.as_ref().map(|r| r.hash.clone());
             let checked = password.clone();
+            let _turn = self
+                .checks
+                .acquire()
+                .await
+                .map_err(|_| Refused::BadCredentials)?;
             tokio::task::spawn_blocking(move || verify(&checked, hash.as_ref()))
                 .await
                 .unwrap_or(false)

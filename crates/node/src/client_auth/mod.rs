@@ -33,3 +33,43 @@ pub const USER_HEADER: &str = "x-ringstore-user";
 /// The metadata key of the password (binary metadata: any bytes; sent
 /// marked sensitive so HTTP/2 header compression does not index it).
 pub const PASSWORD_HEADER: &str = "x-ringstore-password-bin";
+
+#[cfg(test)]
+mod tests {
+    use ringstore_access::{Rule, rule_for};
+
+    /// Every RPC of every client-port service in `proto/`, as gRPC paths.
+    fn client_port_rpcs() -> Vec<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/ringstore/v1");
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            let mut service = None;
+            for line in text.lines().map(str::trim) {
+                if let Some(rest) = line.strip_prefix("service ") {
+                    service = rest.split_whitespace().next().map(str::to_string);
+                } else if let (Some(rest), Some(service)) = (line.strip_prefix("rpc "), &service)
+                    && service != "Internode"
+                {
+                    let method = rest.split('(').next().unwrap().trim();
+                    paths.push(format!("/ringstore.v1.{service}/{method}"));
+                }
+            }
+        }
+        paths
+    }
+
+    #[test]
+    fn every_client_port_rpc_in_the_protos_has_a_rule() {
+        let paths = client_port_rpcs();
+        assert!(paths.len() > 40, "{paths:?}");
+        let unclassified: Vec<&String> = paths
+            .iter()
+            .filter(|path| rule_for(path) == Rule::Superuser)
+            .collect();
+        assert!(
+            unclassified.is_empty(),
+            "add these RPCs to ringstore-access's table: {unclassified:?}"
+        );
+    }
+}
