@@ -131,15 +131,14 @@ mod tests {
     fn an_unknown_user_never_verifies_and_costs_a_full_check() {
         let hash = StoredHash::new("pw").unwrap();
         let _ = dummy_hash();
+        assert!(!verify("pw", Some(&StoredHash::from_phc("garbage".into()))));
         let started = Instant::now();
         for _ in 0..3 {
-            assert!(!verify("pw", Some(&StoredHash::from_phc("garbage".into()))));
             assert!(!verify("pw", None));
         }
         let missing = started.elapsed();
         let started = Instant::now();
         for _ in 0..3 {
-            assert!(!verify("wrong", Some(&hash)));
             assert!(!verify("wrong", Some(&hash)));
         }
         let wrong = started.elapsed();
