@@ -155,9 +155,18 @@ impl Gate {
                 .acquire()
                 .await
                 .map_err(|_| Refused::BadCredentials)?;
-            tokio::task::spawn_blocking(move || verify(&checked, hash.as_ref()))
-                .await
-                .unwrap_or(false)
+            // Requests arriving together with one user's credentials check
+            // them once: the others find the password verified meanwhile.
+            let meanwhile = name.as_ref().is_some_and(|name| {
+                matches!(
+                    self.cache().lookup(name.as_str(), &password, now_ms()),
+                    Cached::Known { verified: true, .. }
+                )
+            });
+            meanwhile
+                || tokio::task::spawn_blocking(move || verify(&checked, hash.as_ref()))
+                    .await
+                    .unwrap_or(false)
         };
         match (record, name) {
             (Some(record), Some(name)) if verified => {
