@@ -151,6 +151,12 @@ fn passwords_and_permissions_guard_every_client_request() {
         "{}",
         text(&old.stderr)
     );
+    // Other nodes take the new password within the cache validity.
+    eventually(
+        Duration::from_secs(10),
+        "node 1 takes the new password",
+        || servers.cli(1, &["status"]).status.success(),
+    );
     for args in [
         &[
             "keyspace",
