@@ -37,6 +37,23 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
     pub client_key: Option<PathBuf>,
 
+    /// The user to log in as, on nodes with `authenticator = "password"`
+    /// (every command but `server`, `token`, `demo` and `certs`).
+    #[arg(long, global = true, env = "RINGSTORE_USER", value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// The user's password. Prefer the environment variable, which keeps
+    /// it out of the process list and the shell history.
+    #[arg(
+        long,
+        global = true,
+        env = "RINGSTORE_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD",
+        requires = "user"
+    )]
+    pub password: Option<String>,
+
     /// How log lines are written to stderr: `text` for people, `json` (one
     /// object per line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -169,11 +186,91 @@ pub enum Command {
     /// Load a node with reads and writes and report throughput and latency
     /// (as cassandra-stress).
     Stress(StressArgs),
+    /// Create, drop or list client users, or change a password (nodes with
+    /// `authenticator = "password"`; needs admin on all keyspaces).
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Give a user a permission: `grant read on demo to alice` (`ALL` for
+    /// every keyspace; permissions: read, write, schema, admin).
+    Grant(GrantArgs),
+    /// Take a permission back: `revoke read on demo from alice` (or `to`).
+    Revoke(GrantArgs),
     /// Run a local cluster on loopback with a sample keyspace, until ctrl-c.
     Demo(DemoArgs),
     /// Make TLS certificates for tests and trials.
     #[command(subcommand)]
     Certs(CertsCommand),
+}
+
+/// `ringstore user ...`.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user with a password (from --new-password,
+    /// RINGSTORE_NEW_PASSWORD, or the first line of standard input).
+    Create {
+        /// Its name: 1 to 64 letters, digits, `_ - . @`.
+        name: String,
+        /// A superuser holds every permission (creating one needs a superuser).
+        #[arg(long)]
+        superuser: bool,
+        /// The password (prefer the environment variable or standard input).
+        #[command(flatten)]
+        new_password: NewPassword,
+    },
+    /// Drop a user and its grants.
+    Drop {
+        /// The user.
+        name: String,
+    },
+    /// Every user, whether a superuser, and its grants.
+    List,
+    /// Change a user's password (your own, or anyone's with admin on all).
+    Password {
+        /// The user.
+        name: String,
+        /// The new password (prefer the environment variable or standard input).
+        #[command(flatten)]
+        new_password: NewPassword,
+    },
+}
+
+/// A new password for `user create` and `user password`.
+#[derive(Debug, Args)]
+pub struct NewPassword {
+    /// The new password; without it, RINGSTORE_NEW_PASSWORD, else the first
+    /// line of standard input.
+    #[arg(
+        long = "new-password",
+        env = "RINGSTORE_NEW_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD"
+    )]
+    pub value: Option<String>,
+}
+
+/// Arguments of `ringstore grant` and `ringstore revoke`:
+/// `PERMISSION on KEYSPACE to|from USER`.
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// `read`, `write`, `schema` or `admin`.
+    #[arg(value_parser = parse_permission)]
+    pub permission: ringstore_access::Permission,
+    /// The word `on`.
+    #[arg(value_parser = ["on", "ON"], hide_possible_values = true)]
+    pub on: String,
+    /// A keyspace, or `ALL` for every keyspace.
+    pub keyspace: String,
+    /// The word `to` (or `from`).
+    #[arg(value_parser = ["to", "TO", "from", "FROM"], hide_possible_values = true)]
+    pub to: String,
+    /// The user (not `user`: that id is the global `--user`).
+    #[arg(id = "grantee", value_name = "USER")]
+    pub grantee: String,
+}
+
+fn parse_permission(text: &str) -> Result<ringstore_access::Permission, String> {
+    text.parse()
+        .map_err(|e: ringstore_access::AccessError| e.to_string())
 }
 
 /// `ringstore certs ...`.
@@ -666,6 +763,68 @@ pub struct TokenArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grantee_and_the_new_password_do_not_take_the_global_credentials() {
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "--user",
+            "root",
+            "--password",
+            "pw",
+            "grant",
+            "READ",
+            "on",
+            "ALL",
+            "to",
+            "reader",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cli.user.as_deref(), cli.password.as_deref()),
+            (Some("root"), Some("pw"))
+        );
+        let Command::Grant(args) = cli.command else {
+            panic!("a grant command")
+        };
+        assert_eq!(args.permission, ringstore_access::Permission::Read);
+        assert_eq!(
+            (args.keyspace.as_str(), args.grantee.as_str()),
+            ("ALL", "reader")
+        );
+        let cli = Cli::try_parse_from([
+            "ringstore",
+            "--user",
+            "root",
+            "--password",
+            "pw",
+            "user",
+            "password",
+            "alice",
+            "--new-password",
+            "new",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cli.user.as_deref(), cli.password.as_deref()),
+            (Some("root"), Some("pw"))
+        );
+        let Command::User(UserCommand::Password { name, new_password }) = cli.command else {
+            panic!("a user password command")
+        };
+        assert_eq!(
+            (name.as_str(), new_password.value.as_deref()),
+            ("alice", Some("new"))
+        );
+        let refused = Cli::try_parse_from(["ringstore", "grant", "fly", "on", "a", "to", "b"]);
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("unknown permission")
+        );
+        assert!(Cli::try_parse_from(["ringstore", "grant", "read", "in", "a", "to", "b"]).is_err());
+    }
 
     #[test]
     fn server_flags_take_negative_initial_tokens_and_seed_lists() {

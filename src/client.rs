@@ -9,9 +9,14 @@ use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
+use ringstore_proto::v1::users_client::UsersClient;
 use std::path::Path;
 
 use anyhow::Context;
+use ringstore_node::client_auth::{PASSWORD_HEADER, USER_HEADER};
+use tonic::metadata::{AsciiMetadataValue, BinaryMetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::failure::Failure;
@@ -48,17 +53,79 @@ impl ClientTls {
     }
 }
 
+/// The user name and password every request carries (`--user`,
+/// `--password`); none: requests carry none.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    user: Option<AsciiMetadataValue>,
+    password: Option<BinaryMetadataValue>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(..)")
+    }
+}
+
+impl Credentials {
+    /// From `--user` and `--password` (a user name must be ASCII; the
+    /// password may be any text). Both are sent marked sensitive, so
+    /// HTTP/2 header compression never indexes them.
+    pub fn new(user: Option<&str>, password: Option<&str>) -> Result<Credentials, Failure> {
+        let user = match user {
+            None => None,
+            Some(user) => {
+                let mut value = AsciiMetadataValue::try_from(user)
+                    .map_err(|_| anyhow::anyhow!("--user must be letters, digits and _ - . @"))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        let password = password.map(|password| {
+            let mut value = BinaryMetadataValue::from_bytes(password.as_bytes());
+            value.set_sensitive(true);
+            value
+        });
+        Ok(Credentials { user, password })
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(user) = &self.user {
+            request.metadata_mut().insert(USER_HEADER, user.clone());
+        }
+        if let Some(password) = &self.password {
+            request
+                .metadata_mut()
+                .insert_bin(PASSWORD_HEADER, password.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A channel whose every request carries the credentials.
+pub type Transport = InterceptedService<Channel, Credentials>;
+
 /// A connected channel to one node.
 #[derive(Clone)]
 pub struct Connection {
     channel: Channel,
+    credentials: Credentials,
 }
 
 impl Connection {
     /// Connects to `host` (`HOST:PORT`; a host name is resolved first),
     /// failing fast (5 s) with [`Failure::Connect`].
-    /// With `tls`, over TLS.
-    pub async fn open(host: &str, tls: Option<&ClientTls>) -> Result<Connection, Failure> {
+    /// With `tls`, over TLS; every request carries `credentials`.
+    pub async fn open(
+        host: &str,
+        tls: Option<&ClientTls>,
+        credentials: Credentials,
+    ) -> Result<Connection, Failure> {
         let address = resolve(host).await?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
@@ -80,35 +147,49 @@ impl Connection {
                 ),
             },
         })?;
-        Ok(Connection { channel })
+        Ok(Connection {
+            channel,
+            credentials,
+        })
+    }
+
+    fn transport(&self) -> Transport {
+        InterceptedService::new(self.channel.clone(), self.credentials.clone())
     }
 
     /// The `Client` service.
-    pub fn client(&self) -> ClientClient<Channel> {
-        ClientClient::new(self.channel.clone())
+    pub fn client(&self) -> ClientClient<Transport> {
+        ClientClient::new(self.transport())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// The `Schema` service.
-    pub fn schema(&self) -> SchemaClient<Channel> {
-        SchemaClient::new(self.channel.clone())
+    pub fn schema(&self) -> SchemaClient<Transport> {
+        SchemaClient::new(self.transport())
     }
 
     /// The `Admin` service.
-    pub fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
+    pub fn admin(&self) -> AdminClient<Transport> {
+        AdminClient::new(self.transport())
     }
 
     /// The `Repair` service.
-    pub fn repair(&self) -> RepairClient<Channel> {
-        RepairClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    pub fn repair(&self) -> RepairClient<Transport> {
+        RepairClient::new(self.transport()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// The `Topology` service. A plan lists every moving range (vnodes times
     /// keyspaces), which outgrows tonic's default 4 MiB in big clusters.
-    pub fn topology(&self) -> TopologyClient<Channel> {
-        TopologyClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    pub fn topology(&self) -> TopologyClient<Transport> {
+        TopologyClient::new(self.transport()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+impl Connection {
+    /// The `Users` service.
+    pub fn users(&self) -> UsersClient<Transport> {
+        UsersClient::new(self.transport())
     }
 }
 

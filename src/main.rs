@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, LogFormat};
-use crate::client::{ClientTls, Connection};
+use crate::client::{ClientTls, Connection, Credentials};
 use crate::failure::{Failure, Outcome};
 
 fn main() -> ExitCode {
@@ -62,7 +62,8 @@ async fn run(cli: &Cli) -> Outcome {
         cli.client_cert.as_deref(),
         cli.client_key.as_deref(),
     )?;
-    let connection = Connection::open(&cli.host, tls.as_ref()).await?;
+    let credentials = Credentials::new(cli.user.as_deref(), cli.password.as_deref())?;
+    let connection = Connection::open(&cli.host, tls.as_ref(), credentials).await?;
     let outcome = run_on(cli, &connection, &mut out).await;
     match tls {
         Some(_) => outcome,
@@ -135,6 +136,9 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
             commands::netstats::get_throughput(&connection, &mut out).await
         }
         Command::Plan(command) => commands::plan::run(&connection, command, &mut out).await,
+        Command::User(command) => commands::users::run(&connection, command, &mut out).await,
+        Command::Grant(args) => commands::users::grant(&connection, args, true, &mut out).await,
+        Command::Revoke(args) => commands::users::grant(&connection, args, false, &mut out).await,
         Command::Server(_) | Command::Token(_) | Command::Demo(_) | Command::Certs(_) => {
             unreachable!("handled above")
         }

@@ -10,9 +10,10 @@
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
 //! (in-process repair tests use 90–92, 95, 96), 120 in `tests/restore.rs`,
-//! 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for its
-//! proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs` (180 and
-//! 181 there are in-process; 183 and 184 are kept for clock tests).
+//! 150 and 151 in `tests/client_auth.rs` (152 to 154 kept for client-auth
+//! tests), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1
+//! for its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs`
+//! (180 and 181 there are in-process; 183 and 184 are kept for clock tests).
 
 mod common;
 

@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "repair",
         "schema",
         "topology",
+        "users",
     ]
     .map(|name| root.join(format!("ringstore/v1/{name}.proto")));
     let descriptors = protox::compile(&files, [&root])?;

@@ -47,7 +47,12 @@ pub async fn run(args: &DemoArgs) -> Outcome {
 
     let racks = args.nodes.min(3) as u32;
     let replication = format!("NetworkTopologyStrategy:dc1={racks}");
-    let connection = Connection::open(&configs[0].listen_address.to_string(), None).await?;
+    let connection = Connection::open(
+        &configs[0].listen_address.to_string(),
+        None,
+        crate::client::Credentials::default(),
+    )
+    .await?;
     connection
         .schema()
         .create_keyspace(pb::CreateKeyspaceRequest {

@@ -21,3 +21,4 @@ pub mod status;
 pub mod stress;
 pub mod token;
 pub mod topology;
+pub mod users;

@@ -38,7 +38,6 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_client::ClientClient;
-use tonic::transport::Channel;
 
 use crate::cli::{StressArgs, Workload};
 use crate::client::Connection;
@@ -60,7 +59,17 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// Runs the workload and prints the report.
 pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Write) -> Outcome {
     let plan = Plan::from_args(args)?;
-    if plan.workload != Workload::Noop {
+    // Created only if missing: a user with `write` (not `schema`) on an
+    // existing keyspace can stress it.
+    let exists = || async {
+        let listed = connection
+            .schema()
+            .list_keyspaces(pb::ListKeyspacesRequest {})
+            .await?
+            .into_inner();
+        Ok::<_, tonic::Status>(listed.keyspaces.iter().any(|k| k.name == plan.keyspace))
+    };
+    if plan.workload != Workload::Noop && !exists().await? {
         let replication = crate::commands::keyspace::parse_replication(&args.replication)?;
         connection
             .schema()
@@ -294,7 +303,7 @@ impl Tally {
 /// is over.
 async fn worker(
     index: usize,
-    mut client: ClientClient<Channel>,
+    mut client: ClientClient<crate::client::Transport>,
     plan: Arc<Plan>,
     shared: Arc<Shared>,
 ) -> Tally {

@@ -23,6 +23,8 @@ pub struct Processes {
     cli_args: Vec<String>,
     /// The servers' seeds, if not node 0's gossip address.
     seeds: Option<String>,
+    /// Set in every CLI run's environment (credentials).
+    cli_env: Vec<(String, String)>,
 }
 
 impl Drop for Processes {
@@ -42,6 +44,7 @@ impl Processes {
             servers: Vec::new(),
             cli_args: Vec::new(),
             seeds: None,
+            cli_env: Vec::new(),
         }
     }
 
@@ -58,6 +61,15 @@ impl Processes {
     /// Every later CLI run gets `args` first (e.g. `--ca-cert FILE`).
     pub fn set_cli_args(&mut self, args: &[&str]) {
         self.cli_args = args.iter().map(|a| a.to_string()).collect();
+    }
+
+    /// Every later CLI run gets these environment variables (e.g.
+    /// `RINGSTORE_USER`, `RINGSTORE_PASSWORD`).
+    pub fn set_cli_env(&mut self, env: &[(&str, &str)]) {
+        self.cli_env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     }
 
     /// Node `i`'s address on `port`.
@@ -140,13 +152,45 @@ impl Processes {
 
     /// Runs the CLI against node `host`.
     pub fn cli(&self, host: usize, args: &[&str]) -> Output {
+        self.cli_env(host, &[], args)
+    }
+
+    /// Runs the CLI against node `host` with `env` besides (and over) the
+    /// environment of [`Processes::set_cli_env`].
+    pub fn cli_env(&self, host: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
         Command::new(BIN)
             .arg("--host")
             .arg(self.address(host, 7100))
             .args(&self.cli_args)
             .args(args)
+            .envs(self.cli_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+
+    /// Runs the CLI against node `host`, writing `input` to its stdin.
+    pub fn cli_stdin(&self, host: usize, input: &str, args: &[&str]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(BIN)
+            .arg("--host")
+            .arg(self.address(host, 7100))
+            .args(&self.cli_args)
+            .args(args)
+            .envs(self.cli_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
     }
 
     /// The node rows of `status` on node `host`.

@@ -152,3 +152,33 @@ impl Stage {
         !matches!(self, Stage::HintDelivery | Stage::Streaming)
     }
 }
+
+/// Why a client request was refused by client authentication (the
+/// `reason` label of `ringstore_client_auth_refusals_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AuthRefusal {
+    /// The request carried no user name or no password.
+    MissingCredentials,
+    /// An unknown user or a wrong password (not told apart: a failed login).
+    BadCredentials,
+    /// Authenticated, but without the permission the request needs.
+    PermissionDenied,
+}
+
+impl AuthRefusal {
+    /// Every reason, in label order.
+    pub const ALL: [AuthRefusal; 3] = [
+        AuthRefusal::MissingCredentials,
+        AuthRefusal::BadCredentials,
+        AuthRefusal::PermissionDenied,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            AuthRefusal::MissingCredentials => "missing_credentials",
+            AuthRefusal::BadCredentials => "bad_credentials",
+            AuthRefusal::PermissionDenied => "permission_denied",
+        }
+    }
+}

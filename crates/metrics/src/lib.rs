@@ -8,7 +8,8 @@
 //! - **Two kinds of family.** *Recorded* families are updated on the request
 //!   path: client requests by operation and consistency level (count, errors
 //!   by gRPC code, latency histogram), coordinator latency, unavailables and
-//!   timeouts, read repairs, internode latency per peer, storage sync
+//!   timeouts, read repairs, client auth refusals by reason, internode
+//!   latency per peer, storage sync
 //!   latency, replica-local reads and writes per keyspace, and work per
 //!   [`Stage`] (in flight and completed). *Sampled* families (hints, streams,
 //!   gossip, ring, schema, keyspace sizes, repair) mirror numbers other parts of the
@@ -50,7 +51,7 @@ mod snapshot;
 mod stage;
 
 pub use error::{MetricsError, Result};
-pub use labels::{CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
+pub use labels::{AuthRefusal, CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
 pub use node_metrics::{KeyspaceHandles, NodeMetrics, RequestHandles, latency_buckets};
 pub use percentiles::{LatencySummary, PERCENTILES};
 pub use snapshot::{ClockSample, KeyspaceSample, NodeSnapshot, RepairSample, StageSample, Traffic};

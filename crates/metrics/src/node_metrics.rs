@@ -13,7 +13,7 @@ use prometheus::{
 
 use crate::error::{MetricsError, Result};
 use crate::families::{Families, advance, gauge_value};
-use crate::labels::{CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
+use crate::labels::{AuthRefusal, CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
 use crate::percentiles::LatencySummary;
 use crate::sampled::Sampled;
 use crate::snapshot::NodeSnapshot;
@@ -73,6 +73,7 @@ pub struct NodeMetrics {
     coordinator_unavailables: IntCounterVec,
     coordinator_timeouts: IntCounterVec,
     read_repairs: IntCounter,
+    auth_refusals: IntCounterVec,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
     keyspace_requests: IntCounterVec,
@@ -165,6 +166,11 @@ impl NodeMetrics {
                 "ringstore_read_repairs_total",
                 "Stale replicas a read repaired (blocking read repair).",
             )?,
+            auth_refusals: f.counters(
+                "ringstore_client_auth_refusals_total",
+                "Client requests refused by client authentication: missing credentials, failed logins (unknown user or wrong password), denied permissions.",
+                &["reason"],
+            )?,
             internode_latency: f.histograms(
                 "ringstore_internode_request_duration_seconds",
                 "Internode calls this node made as a coordinator, by peer internode address and RPC.",
@@ -199,6 +205,9 @@ impl NodeMetrics {
             registry,
         };
         // Families a scrape should show before their first sample.
+        for reason in AuthRefusal::ALL {
+            metrics.auth_refusals.with_label_values(&[reason.label()]);
+        }
         for op in [CoordinatorOp::Read, CoordinatorOp::Write] {
             let label = [op.label()];
             metrics.coordinator_latency.with_label_values(&label);
@@ -249,6 +258,13 @@ impl NodeMetrics {
     pub fn timed_out(&self, op: CoordinatorOp) {
         self.coordinator_timeouts
             .with_label_values(&[op.label()])
+            .inc();
+    }
+
+    /// Counts a client request refused by client authentication.
+    pub fn auth_refused(&self, reason: AuthRefusal) {
+        self.auth_refusals
+            .with_label_values(&[reason.label()])
             .inc();
     }
 

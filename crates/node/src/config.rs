@@ -126,6 +126,8 @@ pub struct NodeConfig {
     pub stream_throughput_mib_per_sec: u64,
     /// Anti-entropy repair and tombstone garbage collection.
     pub repair: RepairConfig,
+    /// Client authentication and authorization (`[auth]`).
+    pub auth: crate::client_auth::AuthConfig,
     /// At a fresh node's first start: the dead node it replaces (its host id,
     /// or an IP address it used), whose tokens it takes over and whose data it
     /// streams from the surviving replicas.
@@ -333,6 +335,7 @@ impl Default for NodeConfig {
             hints: HintsConfig::default(),
             stream_throughput_mib_per_sec: 24,
             repair: RepairConfig::default(),
+            auth: crate::client_auth::AuthConfig::default(),
             replace_address: None,
         }
     }
@@ -364,6 +367,14 @@ pub const DEFAULT_METRICS_PORT: u16 = 7200;
 /// The environment-variable prefix of settings.
 pub const ENV_PREFIX: &str = "RINGSTORE_";
 
+/// Variables with the prefix that are the CLI's credentials, not node
+/// settings: a node ignores them.
+pub const CLIENT_ENV_VARS: [&str; 3] = [
+    "RINGSTORE_USER",
+    "RINGSTORE_PASSWORD",
+    "RINGSTORE_NEW_PASSWORD",
+];
+
 impl NodeConfig {
     /// Merges defaults, the file (if any), the `RINGSTORE_*` variables of
     /// `env` and the flag values (`dotted.key` → TOML value), in that
@@ -385,6 +396,9 @@ impl NodeConfig {
             None => toml::Table::new(),
         };
         for (name, value) in env {
+            if CLIENT_ENV_VARS.contains(&name.as_str()) {
+                continue;
+            }
             let Some(key) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
             };
@@ -469,6 +483,7 @@ impl NodeConfig {
         if self.max_clock_offset_ms == 0 {
             return invalid("max_clock_offset_ms must be positive".into());
         }
+        self.auth.check().map_err(ConfigError::Invalid)?;
         if self.batch_concurrency == 0 {
             return invalid("batch_concurrency must be positive".into());
         }

@@ -83,6 +83,17 @@ pub enum NodeError {
         /// How many members were compared (this node included).
         members: usize,
     },
+    /// A bad user name, password or permission, or an unreadable user record.
+    #[error("{0}")]
+    Access(#[from] ringstore_access::AccessError),
+
+    /// No user of that name.
+    #[error("user {0:?} does not exist")]
+    UserNotFound(String),
+
+    /// The caller lacks the permission the request needs.
+    #[error("{0}")]
+    PermissionDenied(String),
 
     /// The node is being shut down.
     #[error("the node is shutting down")]
@@ -124,7 +135,14 @@ impl NodeError {
             | NodeError::Repair(ringstore_repair::RepairError::UnknownGcMode(_)) => {
                 Code::InvalidArgument
             }
-            NodeError::KeyspaceNotFound(_) => Code::NotFound,
+            NodeError::KeyspaceNotFound(_) | NodeError::UserNotFound(_) => Code::NotFound,
+            NodeError::PermissionDenied(_) => Code::PermissionDenied,
+            NodeError::Access(error) => match error {
+                ringstore_access::AccessError::CorruptRecord(_)
+                | ringstore_access::AccessError::UnknownVersion(_)
+                | ringstore_access::AccessError::Hashing(_) => Code::Internal,
+                _ => Code::InvalidArgument,
+            },
             NodeError::AlreadyExists(_) => Code::AlreadyExists,
             // UNAVAILABLE, not FAILED_PRECONDITION: nothing was applied, the
             // condition is this node's alone and clears by itself, so the
@@ -158,6 +176,7 @@ impl NodeError {
             Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
             Code::FailedPrecondition => "FAILED_PRECONDITION",
             Code::Internal => "INTERNAL",
+            Code::PermissionDenied => "PERMISSION_DENIED",
             _ => "UNKNOWN",
         }
     }

@@ -54,6 +54,7 @@
 
 #![deny(missing_docs)]
 
+pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
 pub mod config;

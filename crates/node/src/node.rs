@@ -17,6 +17,7 @@ use ringstore_proto::v1::internode_server::InternodeServer;
 use ringstore_proto::v1::repair_server::RepairServer;
 use ringstore_proto::v1::schema_server::SchemaServer;
 use ringstore_proto::v1::topology_server::TopologyServer;
+use ringstore_proto::v1::users_server::UsersServer;
 use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 
+use crate::client_auth::{self, Authenticator, ClientAuthLayer, Gate};
 use crate::clock::{self, Resumed, TimestampSource, WallClock};
 use crate::config::{DurabilityMode, FailureDetection, NodeConfig};
 use crate::context::NodeContext;
@@ -41,6 +43,7 @@ use crate::services::internode::InternodeService;
 use crate::services::repair::RepairService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
+use crate::services::users::UsersService;
 use crate::tls::TlsError;
 use crate::topology::{bootstrap, saved};
 use crate::{metrics_http, schema_sync, tokens};
@@ -259,7 +262,21 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     });
 
     let mut tasks = Vec::new();
+    let gate = match context.config.auth.authenticator {
+        Authenticator::Password => Some(Arc::new(Gate::new(context.clone()))),
+        Authenticator::AllowAll => {
+            tracing::info!(
+                "authenticator = allow_all: anyone who reaches the client port may read, write \
+                 and operate the cluster"
+            );
+            None
+        }
+    };
+    let client_auth = gate
+        .clone()
+        .map_or_else(ClientAuthLayer::open, ClientAuthLayer::new);
     let client_server = tls_server(client_tls, "client", "client_encryption")?
+        .layer(client_auth)
         .add_service(
             ClientServer::new(ClientService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -269,6 +286,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         .add_service(AdminServer::new(AdminService::new(context.clone())))
         .add_service(TopologyServer::new(TopologyService::new(context.clone())))
         .add_service(RepairServer::new(RepairService::new(context.clone())))
+        .add_service(UsersServer::new(UsersService::new(
+            context.clone(),
+            gate.clone(),
+        )))
         .serve_with_incoming_shutdown(incoming(client_listener), wait_for(stopped.clone()));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = client_server.await {
@@ -307,6 +328,12 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         schema_sync::run(context.clone(), Duration::from_secs(2)),
         stopped.clone(),
     ));
+    if gate.is_some() {
+        tasks.push(spawn_until_stopped(
+            client_auth::bootstrap(context.clone()),
+            stopped.clone(),
+        ));
+    }
     let saving = context.clone();
     tasks.push(spawn_until_stopped(
         async move { clock::keep_saving(saving.store.clone(), &saving.clock).await },

@@ -4,7 +4,7 @@
 //! Services: `Client` (reads and writes at a consistency level), `Schema`
 //! (keyspaces), `Admin` (what `status`, `ring`, `info`, `describering` and
 //! `getendpoints` show) and `Repair` (anti-entropy repair and garbage
-//! collection) on the client port, and `Internode` (replica reads and
+//! collection) and `Users` (client users and their permissions) on the client port, and `Internode` (replica reads and
 //! writes, schema exchange, streaming, repair's trees and rows) on the
 //! internode port.
 

@@ -1,5 +1,5 @@
 //! The gRPC services, one module each: `Client`, `Schema`, `Admin`,
-//! `Topology` and `Repair` on the client port, `Internode` on the internode
+//! `Topology`, `Repair` and `Users` on the client port, `Internode` on the internode
 //! port.
 
 pub mod admin;
@@ -9,3 +9,4 @@ pub mod node_stats;
 pub mod repair;
 pub mod schema;
 pub mod topology;
+pub mod users;

@@ -1,0 +1,117 @@
+//! Users in the replicated `system_auth` keyspace, read and written at
+//! QUORUM through the coordinator like any client data.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use ringstore_access::{
+    AUTH_KEYSPACE, USER_INDEX_KEY, UserName, UserRecord, decode_index, encode_index,
+};
+use ringstore_placement::ReplicationStrategy;
+use ringstore_replication::ConsistencyLevel;
+use ringstore_storage::{Cell, Timestamp};
+
+use crate::context::NodeContext;
+use crate::coordinator;
+use crate::error::{NodeError, Result};
+use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
+use crate::schema_sync::{merge_and_publish, push_to_live_nodes};
+
+/// Reads and writes of users are at this level.
+pub const LEVEL: ConsistencyLevel = ConsistencyLevel::Quorum;
+
+/// `system_auth`, created (SimpleStrategy, `auth.replication_factor`) if
+/// this node's schema does not have it. Nodes creating it at once derive
+/// the same keyspace id from the name, so they agree on one keyspace.
+pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> {
+    let schema = context.schema.current();
+    if let Some(existing) = schema.keyspace(AUTH_KEYSPACE) {
+        return Ok(existing.clone());
+    }
+    let strategy = ReplicationStrategy::simple(context.config.auth.replication_factor)
+        .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    let keyspace = KeyspaceDef {
+        id: schema.id_for_new_keyspace(AUTH_KEYSPACE),
+        name: AUTH_KEYSPACE.to_string(),
+        strategy,
+        gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
+    };
+    let entry = SchemaEntry {
+        keyspace: keyspace.clone(),
+        timestamp: context.clock.next(),
+        dropped: false,
+    };
+    merge_and_publish(context, vec![entry]).await?;
+    if let Err(error) = push_to_live_nodes(context).await {
+        // It spreads by schema pulls anyway.
+        tracing::debug!(%error, "system_auth not yet on every node");
+    }
+    tracing::info!(strategy = %keyspace.strategy, "created the {AUTH_KEYSPACE} keyspace");
+    Ok(keyspace)
+}
+
+/// The keyspace, if this node's schema has it (none: there are no users).
+fn keyspace(context: &NodeContext) -> Option<KeyspaceDef> {
+    context.schema.current().keyspace(AUTH_KEYSPACE).cloned()
+}
+
+async fn read_value(context: &Arc<NodeContext>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let Some(keyspace) = keyspace(context) else {
+        return Ok(None);
+    };
+    let cell = coordinator::read(context, &keyspace, key.to_vec(), LEVEL).await?;
+    Ok(cell.and_then(|cell| cell.visible_value(Timestamp::now()).map(<[u8]>::to_vec)))
+}
+
+async fn write_cell(context: &Arc<NodeContext>, key: &[u8], cell: Cell) -> Result<()> {
+    let keyspace = ensure_keyspace(context).await?;
+    coordinator::write(context, &keyspace, key.to_vec(), cell, LEVEL).await
+}
+
+/// `name`'s record, if the user exists.
+pub async fn read_user(context: &Arc<NodeContext>, name: &UserName) -> Result<Option<UserRecord>> {
+    match read_value(context, &name.record_key()).await? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(UserRecord::decode(&bytes)?)),
+    }
+}
+
+/// Writes `record` at `timestamp` (none: the node's clock).
+pub async fn write_user(
+    context: &Arc<NodeContext>,
+    record: &UserRecord,
+    timestamp: Option<Timestamp>,
+) -> Result<()> {
+    let timestamp = timestamp.unwrap_or_else(|| context.clock.next());
+    let cell = Cell::live(timestamp, record.encode());
+    write_cell(context, &record.name.record_key(), cell).await
+}
+
+/// Deletes `name`'s record.
+pub async fn delete_user(context: &Arc<NodeContext>, name: &UserName) -> Result<()> {
+    let cell = Cell::deletion(context.clock.next(), Timestamp::now());
+    write_cell(context, &name.record_key(), cell).await
+}
+
+/// The user index: `None` if it was never written (a cluster without users).
+pub async fn read_index(context: &Arc<NodeContext>) -> Result<Option<BTreeSet<UserName>>> {
+    match read_value(context, USER_INDEX_KEY).await? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(decode_index(&bytes)?)),
+    }
+}
+
+/// Writes the user index at `timestamp` (none: the node's clock).
+pub async fn write_index(
+    context: &Arc<NodeContext>,
+    users: &BTreeSet<UserName>,
+    timestamp: Option<Timestamp>,
+) -> Result<()> {
+    let timestamp = timestamp.unwrap_or_else(|| context.clock.next());
+    write_cell(
+        context,
+        USER_INDEX_KEY,
+        Cell::live(timestamp, encode_index(users)),
+    )
+    .await
+}

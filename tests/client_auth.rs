@@ -1,0 +1,369 @@
+//! Client authentication and permissions (issue 14) on real processes: the
+//! default superuser of a fresh cluster, wrong passwords refused, a user
+//! with `read` on one keyspace that cannot write it, read another or
+//! decommission, grants and revokes taking effect within the cache
+//! validity, and no password in any log line or CLI output; and a node
+//! with `allow_all` working as before, with users prepared under it that
+//! log in once the node is restarted with the password authenticator.
+//!
+//! Address blocks 150 and 151.
+
+mod common;
+
+use std::process::Output;
+use std::time::Duration;
+
+use common::processes::{Processes, eventually, http_get, sample, text};
+
+const ROOT_PASSWORD: &str = "root-pw-never-logged-150";
+const READER_PASSWORD: &str = "reader-pw-never-logged-150";
+const WRONG_PASSWORD: &str = "wrong-pw-never-logged-150";
+
+/// The cache validity the nodes run with (ms): grants take effect within it.
+const VALIDITY_MS: &str = "500";
+
+fn password_auth(rf: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("RINGSTORE_AUTH__AUTHENTICATOR", "password".to_string()),
+        ("RINGSTORE_AUTH__REPLICATION_FACTOR", rf.to_string()),
+        ("RINGSTORE_AUTH__VALIDITY_MS", VALIDITY_MS.to_string()),
+    ]
+}
+
+fn as_user<'a>(user: &'a str, password: &'a str) -> [(&'a str, &'a str); 2] {
+    [("RINGSTORE_USER", user), ("RINGSTORE_PASSWORD", password)]
+}
+
+fn failed_with(output: &Output, code: &str, words: &str) -> bool {
+    let stderr = text(&output.stderr);
+    output.status.code() == Some(2) && stderr.starts_with(code) && stderr.contains(words)
+}
+
+#[test]
+fn passwords_and_permissions_guard_every_client_request() {
+    let mut servers = Processes::new(150);
+    let settings = password_auth("3");
+    for i in 0..3 {
+        let mut env: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.push(("RUST_LOG", if i == 0 { "debug" } else { "info" }));
+        // All three start at once: each writes the same default superuser.
+        servers.start(i, &env);
+    }
+    let mut outputs: Vec<Output> = Vec::new();
+    let default = as_user("cassandra", "cassandra");
+    servers.set_cli_env(&default);
+    servers.wait_until_all_un(0, 3);
+    eventually(
+        Duration::from_secs(30),
+        "the default superuser exists",
+        || servers.cli(1, &["user", "list"]).status.success(),
+    );
+    let listed = servers.cli(2, &["user", "list"]);
+    assert_eq!(
+        text(&listed.stdout)
+            .lines()
+            .filter(|l| l.starts_with("cassandra "))
+            .count(),
+        1,
+        "one default superuser: {}",
+        text(&listed.stdout)
+    );
+    assert_eq!(
+        text(&listed.stdout).lines().count(),
+        2,
+        "{}",
+        text(&listed.stdout)
+    );
+
+    // The default password serves views and user management, never data.
+    let refused = servers.cli(
+        0,
+        &[
+            "keyspace",
+            "create",
+            "a",
+            "--replication",
+            "SimpleStrategy:3",
+        ],
+    );
+    assert!(
+        failed_with(
+            &refused,
+            "PERMISSION_DENIED",
+            "default superuser's password must be changed"
+        ),
+        "{}",
+        text(&refused.stderr)
+    );
+    outputs.push(refused);
+
+    // Missing, wrong and unknown credentials are UNAUTHENTICATED, alike.
+    let none = servers.cli_env(
+        0,
+        &[("RINGSTORE_USER", ""), ("RINGSTORE_PASSWORD", "")],
+        &["status"],
+    );
+    outputs.push(none);
+    let anonymous = std::process::Command::new(env!("CARGO_BIN_EXE_ringstore"))
+        .args(["--host", &servers.address(0, 7100), "status"])
+        .env_remove("RINGSTORE_USER")
+        .env_remove("RINGSTORE_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(
+        failed_with(
+            &anonymous,
+            "UNAUTHENTICATED",
+            "requires a user name and password"
+        ),
+        "{}",
+        text(&anonymous.stderr)
+    );
+    let wrong = servers.cli_env(0, &as_user("cassandra", WRONG_PASSWORD), &["status"]);
+    let unknown = servers.cli_env(0, &as_user("nobody", WRONG_PASSWORD), &["status"]);
+    for output in [&wrong, &unknown] {
+        assert!(
+            failed_with(output, "UNAUTHENTICATED", "unknown user or wrong password"),
+            "{}",
+            text(&output.stderr)
+        );
+    }
+    assert_eq!(
+        text(&wrong.stderr),
+        text(&unknown.stderr),
+        "one message for both"
+    );
+    outputs.extend([anonymous, wrong, unknown]);
+
+    // The operator changes the default password; the old one stops working.
+    let changed = servers.cli_stdin(
+        0,
+        &format!("{ROOT_PASSWORD}\n"),
+        &["user", "password", "cassandra"],
+    );
+    assert!(changed.status.success(), "{}", text(&changed.stderr));
+    outputs.push(changed);
+    let root = as_user("cassandra", ROOT_PASSWORD);
+    servers.set_cli_env(&root);
+    let old = servers.cli_env(0, &default, &["status"]);
+    assert!(
+        failed_with(&old, "UNAUTHENTICATED", "wrong password"),
+        "{}",
+        text(&old.stderr)
+    );
+    // Other nodes take the new password within the cache validity.
+    eventually(
+        Duration::from_secs(10),
+        "node 1 takes the new password",
+        || servers.cli(1, &["status"]).status.success(),
+    );
+    for args in [
+        &[
+            "keyspace",
+            "create",
+            "a",
+            "--replication",
+            "SimpleStrategy:3",
+        ][..],
+        &[
+            "keyspace",
+            "create",
+            "b",
+            "--replication",
+            "SimpleStrategy:3",
+        ],
+        &["put", "a", "k", "in-a", "--consistency", "QUORUM"],
+        &["put", "b", "k", "in-b", "--consistency", "QUORUM"],
+    ] {
+        let output = servers.cli(1, args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        outputs.push(output);
+    }
+    let created = servers.cli_env(
+        0,
+        &[("RINGSTORE_NEW_PASSWORD", READER_PASSWORD)],
+        &["user", "create", "reader"],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let granted = servers.cli(0, &["grant", "read", "on", "a", "to", "reader"]);
+    assert_eq!(
+        text(&granted.stdout),
+        "granted read on keyspace a to reader\n",
+        "{}\n{}",
+        text(&granted.stderr),
+        servers
+            .log(0)
+            .lines()
+            .filter(|l| l.contains("login") || l.contains("user"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    outputs.extend([created, granted]);
+
+    // The reader reads `a` through every node, and nothing else.
+    let reader = as_user("reader", READER_PASSWORD);
+    for node in 0..3 {
+        eventually(
+            Duration::from_secs(10),
+            "the reader logs in everywhere",
+            || {
+                let get =
+                    servers.cli_env(node, &reader, &["get", "a", "k", "--consistency", "QUORUM"]);
+                text(&get.stdout) == "in-a\n"
+            },
+        );
+    }
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["put", "a", "k", "x"],
+            "user reader has no write permission on keyspace a",
+        ),
+        (
+            &["get", "b", "k"],
+            "user reader has no read permission on keyspace b",
+        ),
+        (
+            &["decommission"],
+            "user reader has no admin permission on all keyspaces",
+        ),
+        (
+            &["user", "create", "other", "--new-password", "p"],
+            "no admin permission on all keyspaces",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = servers.cli_env(2, &reader, args);
+        assert!(
+            failed_with(&output, "PERMISSION_DENIED", message),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        outputs.push(output);
+    }
+    assert!(
+        servers.cli_env(2, &reader, &["status"]).status.success(),
+        "views need a login only"
+    );
+    assert_eq!(
+        servers.status_rows(2).len(),
+        3,
+        "the decommission was refused"
+    );
+
+    // A grant, then a revoke, take effect on another node within the validity.
+    let granted = servers.cli(0, &["grant", "write", "on", "a", "to", "reader"]);
+    assert!(granted.status.success(), "{}", text(&granted.stderr));
+    eventually(Duration::from_secs(10), "the grant takes effect", || {
+        servers
+            .cli_env(1, &reader, &["put", "a", "k", "by-reader"])
+            .status
+            .success()
+    });
+    let revoked = servers.cli(0, &["revoke", "write", "on", "a", "from", "reader"]);
+    assert_eq!(
+        text(&revoked.stdout),
+        "revoked write on keyspace a from reader\n",
+        "{}",
+        text(&revoked.stderr)
+    );
+    eventually(Duration::from_secs(10), "the revoke takes effect", || {
+        let put = servers.cli_env(1, &reader, &["put", "a", "k", "again"]);
+        failed_with(
+            &put,
+            "PERMISSION_DENIED",
+            "no write permission on keyspace a",
+        )
+    });
+    let listed = servers.cli(2, &["user", "list"]);
+    assert!(
+        text(&listed.stdout).contains("reader                   no         read on a\n"),
+        "{}",
+        text(&listed.stdout)
+    );
+    outputs.extend([granted, revoked, listed]);
+
+    // Failed logins are counted and logged, naming the user only.
+    let page = http_get(&servers.address(0, 7200), "/metrics").1;
+    let failed = sample(
+        &page,
+        "ringstore_client_auth_refusals_total{reason=\"bad_credentials\"}",
+    );
+    assert!(failed.is_some_and(|n| n >= 2.0), "{failed:?}");
+    let denied = sample(
+        &page,
+        "ringstore_client_auth_refusals_total{reason=\"permission_denied\"}",
+    );
+    assert!(denied.is_some_and(|n| n >= 1.0), "{denied:?}");
+    eventually(Duration::from_secs(5), "the failed login is logged", || {
+        servers.log(0).contains("client login failed")
+    });
+
+    // No password in any node's log (node 0 at debug) or CLI output.
+    let mut texts: Vec<(String, String)> = (0..3)
+        .map(|i| (format!("node {i}'s log"), servers.log(i)))
+        .collect();
+    assert!(texts[0].1.contains("DEBUG"), "node 0 logs at debug");
+    for (n, output) in outputs.iter().enumerate() {
+        texts.push((
+            format!("CLI run {n}"),
+            text(&output.stdout) + &text(&output.stderr),
+        ));
+    }
+    for (what, text) in &texts {
+        for password in [ROOT_PASSWORD, READER_PASSWORD, WRONG_PASSWORD] {
+            assert!(!text.contains(password), "{what} contains a password");
+        }
+    }
+}
+
+#[test]
+fn allow_all_serves_everyone_and_users_made_under_it_log_in_after_the_switch() {
+    let mut servers = Processes::new(151);
+    servers.start(0, &[("RINGSTORE_AUTH__REPLICATION_FACTOR", "1")]);
+    servers.wait_until_all_un(0, 1);
+    // allow_all: no credentials needed, and credentials sent are ignored.
+    servers.create_keyspace("ks", "SimpleStrategy:1");
+    assert!(servers.cli(0, &["put", "ks", "k", "v"]).status.success());
+    let get = servers.cli_env(0, &as_user("anyone", "anything"), &["get", "ks", "k"]);
+    assert_eq!(text(&get.stdout), "v\n", "{}", text(&get.stderr));
+    assert!(
+        !servers.log(0).contains("created the default superuser"),
+        "allow_all makes no users"
+    );
+    // Prepare an operator before switching the authenticator on.
+    let created = servers.cli_env(
+        0,
+        &[("RINGSTORE_NEW_PASSWORD", ROOT_PASSWORD)],
+        &["user", "create", "ops", "--superuser"],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+
+    servers.signal(0, "TERM");
+    let exit = servers.take(0).wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let settings = password_auth("1");
+    let env: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    servers.start(0, &env);
+    let ops = as_user("ops", ROOT_PASSWORD);
+    eventually(Duration::from_secs(30), "the prepared user logs in", || {
+        text(&servers.cli_env(0, &ops, &["get", "ks", "k"]).stdout) == "v\n"
+    });
+    let anonymous = servers.cli(0, &["get", "ks", "k"]);
+    assert!(
+        failed_with(&anonymous, "UNAUTHENTICATED", "requires a user name"),
+        "{}",
+        text(&anonymous.stderr)
+    );
+    // Users existed: no default superuser was made.
+    let default = servers.cli_env(0, &as_user("cassandra", "cassandra"), &["status"]);
+    assert!(
+        failed_with(&default, "UNAUTHENTICATED", "unknown user"),
+        "{}",
+        text(&default.stderr)
+    );
+    assert!(!servers.log(0).contains(ROOT_PASSWORD));
+}
