@@ -9,7 +9,9 @@
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
-//! (in-process repair tests use 90–92, 95, 96).
+//! (in-process repair tests use 90–92, 95, 96). Scans, export and import
+//! use 160–164, in process (`tests/scan.rs`, `tests/export_import.rs`);
+//! `benches/scan_rss.sh` uses 66.
 
 mod common;
 
