@@ -89,7 +89,7 @@ pub async fn run(connection: &Connection, args: &ImportArgs, out: &mut impl Writ
                 bar.suspend(|| eprintln!("line {number}: {reason}"));
             }
         }
-        if number % 1000 == 0 {
+        if number.is_multiple_of(1000) {
             bar.set_message(format!("{} rows", sender.applied));
         }
     }

@@ -72,6 +72,9 @@ pub(crate) fn token_range_scans(range: TokenRange) -> Vec<ByteRange> {
         .collect()
 }
 
+/// The owned bounds of one contiguous scan of data keys.
+pub(crate) type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// The bounds of one contiguous scan of the data keys strictly after the row
 /// `(after, after_key)` — after every row of token `after` when `after_key`
 /// is `None` — up to and including every row of token `last`; `None` when no
@@ -80,7 +83,7 @@ pub(crate) fn after_row_bounds(
     after: Token,
     after_key: Option<&[u8]>,
     last: Token,
-) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+) -> Option<OwnedBounds> {
     let from = match after_key {
         Some(key) if after <= last => Bound::Excluded(encode_data_key(after, key)),
         None if after < last => Bound::Included(after.advance(1).to_ordered_bytes().to_vec()),

@@ -13,7 +13,6 @@
 //!   streaming need them.
 
 use std::collections::VecDeque;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use ringstore_placement::{Token, TokenRange};
@@ -21,14 +20,14 @@ use ringstore_placement::{Token, TokenRange};
 use crate::cell::Cell;
 use crate::engine::{KvIter, Tree};
 use crate::error::Result;
-use crate::key_encoding::{after_row_bounds, decode_data_key, token_range_scans};
+use crate::key_encoding::{OwnedBounds, after_row_bounds, decode_data_key, token_range_scans};
 
 /// An iterator over `(token, key, cell)` for the keys of one keyspace whose
 /// tokens lie in a token range, in `(token, key)` order.
 pub struct Scan {
     tree: Arc<dyn Tree>,
     /// Byte ranges not yet begun, in order.
-    pending: VecDeque<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
+    pending: VecDeque<OwnedBounds>,
     current: Option<KvIter>,
     ended: bool,
 }
