@@ -46,6 +46,14 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Asserts two scans' rows are the same, naming the first difference.
+fn assert_same_rows(got: &[pb::ScanRow], expected: &[pb::ScanRow]) {
+    assert_eq!(got.len(), expected.len(), "row counts differ");
+    if let Some((a, b)) = got.iter().zip(expected).find(|(a, b)| a != b) {
+        panic!("rows differ: {a:?} instead of {b:?}");
+    }
+}
+
 /// Every row of `keyspace`, read at ALL through `Scan`.
 async fn all_rows(client: &mut ClientClient<Channel>, keyspace: &str) -> Vec<pb::ScanRow> {
     let mut request = pb::ScanRequest {
@@ -142,7 +150,7 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
         text(&import.stdout)
     );
     let mut imported = destination.client(1).await;
-    assert_eq!(all_rows(&mut imported, "ks").await, exported_rows);
+    assert_same_rows(&all_rows(&mut imported, "ks").await, &exported_rows);
     // Every replica holds the very cells: the same timestamp and expiry.
     let context = destination.context(2);
     let id = context.keyspace("ks").unwrap().id;
@@ -165,7 +173,7 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
     // Importing again changes nothing (last write wins on equal cells).
     let again = ringstore(destination.address(2), &["import", "ks", path], b"").await;
     assert!(again.status.success(), "{}", text(&again.stderr));
-    assert_eq!(all_rows(&mut imported, "ks").await, exported_rows);
+    assert_same_rows(&all_rows(&mut imported, "ks").await, &exported_rows);
 
     // Malformed lines are reported by number; the good ones still land.
     let good = r#"{"key":"bmV3","value":"dmFs","timestamp_micros":5}"#;
