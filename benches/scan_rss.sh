@@ -54,7 +54,7 @@ echo "loaded in $(( $(date +%s) - start )) s; load per node:"
 
 before1=$(rss_mib "${pids[1]}"); before2=$(rss_mib "${pids[2]}")
 max1=$before1; max2=$before2
-"$bin" --host "$host" scan ks --consistency QUORUM --page-size 1000 | wc -l >"$work/rows" &
+"$bin" --host "$host" scan ks --consistency QUORUM --page-size 1000 --hex | wc -l >"$work/rows" &
 scan=$!
 start=$(date +%s.%N)
 while kill -0 "$scan" 2>/dev/null; do
@@ -66,6 +66,6 @@ done
 wait "$scan"
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 rows=$(cat "$work/rows")
-echo "scan at QUORUM: $rows rows in ${elapsed} s ($(echo "$rows / $elapsed" | bc) rows/s, $(echo "$rows / $elapsed / 1024" | bc) MiB/s of values)"
+echo "scan at QUORUM: $rows rows in ${elapsed} s ($(echo "$rows / $elapsed" | bc) rows/s, about $(echo "$rows / $elapsed / 1024" | bc) MiB/s of 1 KiB values)"
 echo "node 1 (coordinator) RSS: before ${before1} MiB, max during ${max1} MiB, after $(rss_mib "${pids[1]}") MiB"
 echo "node 2 (replica)     RSS: before ${before2} MiB, max during ${max2} MiB, after $(rss_mib "${pids[2]}") MiB"
