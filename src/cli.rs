@@ -133,6 +133,18 @@ pub enum Command {
     Get(ReadArgs),
     /// Delete a key.
     Delete(ReadArgs),
+    /// A keyspace's live rows in token order, one `KEY VALUE` line each,
+    /// following the node's pages.
+    Scan(crate::commands::scan::ScanArgs),
+    /// Every live row of a keyspace as JSON lines on standard output
+    /// (key, value, timestamp, expiry), for `import`.
+    Export(crate::commands::export::ExportArgs),
+    /// Write the rows of an `export` file into a keyspace, keeping their
+    /// timestamps and expiries.
+    Import(crate::commands::import::ImportArgs),
+    /// Apply mutations from a file or standard input, one per line
+    /// (`put KEY VALUE [ttl=S] [timestamp=US]`, `delete KEY [timestamp=US]`).
+    Batch(crate::commands::batch::BatchArgs),
     /// Create, list or drop keyspaces.
     #[command(subcommand)]
     Keyspace(KeyspaceCommand),
@@ -678,7 +690,7 @@ pub struct KeyArgs {
 }
 
 /// A consistency level from its name, in any case (`QUORUM`, `local_quorum`).
-fn parse_level(text: &str) -> Result<ConsistencyLevel, String> {
+pub(crate) fn parse_level(text: &str) -> Result<ConsistencyLevel, String> {
     text.parse()
         .map_err(|e: ringstore_replication::ReplicationError| e.to_string())
 }

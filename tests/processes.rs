@@ -11,9 +11,11 @@
 //! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
 //! (in-process repair tests use 90–92, 95, 96), 120 in `tests/restore.rs`,
 //! 150 and 151 in `tests/client_auth.rs` (152 to 154 kept for client-auth
-//! tests), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1
-//! for its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs`
-//! (180 and 181 there are in-process; 183 and 184 are kept for clock tests).
+//! tests), 160 to 164 in process for scans, export and import
+//! (`tests/scan.rs`, `tests/export_import.rs`; `benches/scan_rss.sh` uses
+//! 66), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
+//! its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
+//! and 181 there are in-process; 183 and 184 are kept for clock tests).
 
 mod common;
 

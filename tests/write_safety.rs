@@ -255,6 +255,7 @@ fn mutation(key: String, value_bytes: usize) -> pb::Mutation {
         value: Some(vec![b'v'; value_bytes]),
         timestamp_micros: None,
         ttl_seconds: None,
+        expires_at_micros: None,
     }
 }
 

@@ -37,6 +37,7 @@ const TABLE: &[(&str, Rule)] = {
         // Client: data.
         ("/ringstore.v1.Client/Put", On(Write, Field(1))),
         ("/ringstore.v1.Client/Get", On(Read, Field(1))),
+        ("/ringstore.v1.Client/Scan", On(Read, Field(1))),
         ("/ringstore.v1.Client/Delete", On(Write, Field(1))),
         ("/ringstore.v1.Client/Batch", On(Write, Field(1))),
         ("/ringstore.v1.Client/Noop", Login),
@@ -202,7 +203,7 @@ mod tests {
 
     #[test]
     fn an_unknown_rpc_is_for_superusers_only() {
-        assert_eq!(rule_for("/ringstore.v1.Client/Scan"), Rule::Superuser);
+        assert_eq!(rule_for("/ringstore.v1.Client/Teleport"), Rule::Superuser);
         assert_eq!(rule_for("").need(Some("demo")), Need::Superuser);
     }
 

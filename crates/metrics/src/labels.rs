@@ -11,15 +11,18 @@ pub enum Operation {
     Delete,
     /// `Batch` (one sample per batch, whatever its size).
     Batch,
+    /// `Scan` (one sample per page).
+    Scan,
 }
 
 impl Operation {
     /// Every operation, in label order.
-    pub const ALL: [Operation; 4] = [
+    pub const ALL: [Operation; 5] = [
         Operation::Get,
         Operation::Put,
         Operation::Delete,
         Operation::Batch,
+        Operation::Scan,
     ];
 
     /// The label value.
@@ -29,6 +32,7 @@ impl Operation {
             Operation::Put => "put",
             Operation::Delete => "delete",
             Operation::Batch => "batch",
+            Operation::Scan => "scan",
         }
     }
 
@@ -87,6 +91,8 @@ pub enum InternodeRpc {
     Apply,
     /// `Read`: replica reads and digests.
     Read,
+    /// `ReadRange`: replica pages of a scan.
+    ReadRange,
 }
 
 impl InternodeRpc {
@@ -95,6 +101,7 @@ impl InternodeRpc {
         match self {
             InternodeRpc::Apply => "apply",
             InternodeRpc::Read => "read",
+            InternodeRpc::ReadRange => "read_range",
         }
     }
 }

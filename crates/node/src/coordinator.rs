@@ -512,7 +512,11 @@ async fn read_on(
     })
 }
 
-fn internode_address(context: &NodeContext, host: HostId) -> Result<std::net::SocketAddr> {
+/// The internode address of `host`, from the current view.
+pub(crate) fn internode_address(
+    context: &NodeContext,
+    host: HostId,
+) -> Result<std::net::SocketAddr> {
     context
         .view()
         .member(host)

@@ -73,6 +73,7 @@ mod node;
 pub mod peers;
 pub mod placements;
 pub mod repair;
+pub mod scan;
 pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;

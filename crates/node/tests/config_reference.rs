@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use ringstore_node::NodeConfig;
+use ringstore_node::client_auth::AuthConfig;
 use ringstore_node::config::{HintsConfig, RepairConfig, StorageConfig, TimeoutConfig};
 use ringstore_node::tls::{ClientEncryption, ServerEncryption};
 use serde::de::{self, DeserializeOwned, Visitor};
@@ -80,7 +81,7 @@ fn documents(lines: &[&str], setting: &str) -> bool {
 fn the_sample_config_documents_every_setting_of_every_section() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ringstore.toml");
     let sample = std::fs::read_to_string(&path).unwrap();
-    let sections: [(&str, &[&str]); 7] = [
+    let sections: [(&str, &[&str]); 8] = [
         ("", settings_of::<NodeConfig>()),
         ("storage", settings_of::<StorageConfig>()),
         ("timeouts", settings_of::<TimeoutConfig>()),
@@ -88,6 +89,7 @@ fn the_sample_config_documents_every_setting_of_every_section() {
         ("repair", settings_of::<RepairConfig>()),
         ("client_encryption", settings_of::<ClientEncryption>()),
         ("server_encryption", settings_of::<ServerEncryption>()),
+        ("auth", settings_of::<AuthConfig>()),
     ];
     let tables: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
     let mut missing = Vec::new();

@@ -27,6 +27,13 @@
 //!   ([`Cell::reconcile`](ringstore_storage::Cell::reconcile), a function of
 //!   the cells alone, not of the coordinator's clock), with the winner to be
 //!   written back to replicas that differ ([`ReadOutcome`]).
+//! - **Range scans** ([`plan_read`] per piece → [`RangeReadTracker`] →
+//!   [`merge_pages`]): every replica the level counts is asked for a page of
+//!   its rows after a [`ScanPoint`]; pages that stop at their limit end at
+//!   different rows, so only rows up to the smallest last row of those pages
+//!   are final. Those are reconciled per key as point reads are, stale
+//!   replicas get the winners, tombstones and expired cells are hidden (but
+//!   win), and the merge says where the next page starts ([`PageEnd`]).
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants
@@ -38,6 +45,9 @@
 //!   against an oracle written from Cassandra's definitions).
 //! - A read's winner is the `reconcile` fold of all data it received, and its
 //!   repairs go exactly to the replicas known to differ from it.
+//! - A paged scan returns every visible winner of its replicas' rows once,
+//!   in `(token, key)` order, however the replicas' pages are cut
+//!   (property-tested against the reconciled union of the replicas).
 //! - Trackers are deterministic functions of the events fed to them;
 //!   duplicate replies and replies from unknown hosts are ignored.
 //!
@@ -48,7 +58,9 @@
 //! - No speculative retry: slow replicas are replaced only when the node's
 //!   round timer fires. No latency-aware replica ordering (no dynamic snitch).
 //! - No `SERIAL`/`LOCAL_SERIAL` (no lightweight transactions), no
-//!   `NODE_LOCAL`, no transient replicas, no range (multi-key) reads.
+//!   `NODE_LOCAL`, no transient replicas.
+//! - Scans ask every counted replica for full pages (no digests): a page
+//!   costs its rows times the level's replica count in bandwidth.
 //! - Read repair and hint storage are computed or requested here but carried
 //!   out by the node.
 
@@ -58,6 +70,8 @@ mod consistency;
 mod digest;
 mod error;
 mod plan;
+mod range_page;
+mod range_tracker;
 mod read_tracker;
 mod requirement;
 mod write_tracker;
@@ -69,6 +83,11 @@ pub use consistency::ConsistencyLevel;
 pub use digest::Digest;
 pub use error::{ReplicationError, Result, Unavailable};
 pub use plan::{ReadPlan, ReplicaCandidate, WritePlan, WriteTarget, plan_read, plan_write};
+pub use range_page::{
+    MergedPage, PageEnd, PageError, RangeRow, ReplicaPage, RowPosition, RowRepair, ScanPoint,
+    check_page, merge_pages,
+};
+pub use range_tracker::{RangeReadAction, RangeReadTracker};
 pub use read_tracker::{ReadAction, ReadFailure, ReadOutcome, ReadTracker, Request};
 pub use requirement::Requirement;
 pub use write_tracker::{WriteStatus, WriteTimeout, WriteTracker};

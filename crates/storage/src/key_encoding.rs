@@ -72,6 +72,30 @@ pub(crate) fn token_range_scans(range: TokenRange) -> Vec<ByteRange> {
         .collect()
 }
 
+/// The owned bounds of one contiguous scan of data keys.
+pub(crate) type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The bounds of one contiguous scan of the data keys strictly after the row
+/// `(after, after_key)` — after every row of token `after` when `after_key`
+/// is `None` — up to and including every row of token `last`; `None` when no
+/// data key can lie there. Never wraps: a scan resumed in token order.
+pub(crate) fn after_row_bounds(
+    after: Token,
+    after_key: Option<&[u8]>,
+    last: Token,
+) -> Option<OwnedBounds> {
+    let from = match after_key {
+        Some(key) if after <= last => Bound::Excluded(encode_data_key(after, key)),
+        None if after < last => Bound::Included(after.advance(1).to_ordered_bytes().to_vec()),
+        _ => return None,
+    };
+    let to = match last {
+        Token::MAX => Bound::Unbounded,
+        last => Bound::Excluded(last.advance(1).to_ordered_bytes().to_vec()),
+    };
+    Some((from, to))
+}
+
 #[cfg(test)]
 mod tests {
     use std::ops::RangeBounds;
@@ -176,6 +200,22 @@ mod tests {
                     prop_assert!(bytes.len() <= TOKEN_LEN);
                 }
             }
+        }
+
+        #[test]
+        fn resumed_scans_cover_exactly_the_rows_after_the_resume_point(
+            after in any_token(), last in any_token(), token in any_token(),
+            after_key in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..4)),
+            key in proptest::collection::vec(any::<u8>(), 1..4),
+        ) {
+            let data_key = encode_data_key(token, &key);
+            let inside = after_row_bounds(after, after_key.as_deref(), last)
+                .is_some_and(|bounds| RangeBounds::<Vec<u8>>::contains(&bounds, &data_key));
+            let after_point = match &after_key {
+                Some(k) => (token, &key) > (after, k),
+                None => token > after,
+            };
+            prop_assert_eq!(inside, after_point && token <= last);
         }
 
         #[test]

@@ -20,23 +20,48 @@ use ringstore_placement::{Token, TokenRange};
 use crate::cell::Cell;
 use crate::engine::{KvIter, Tree};
 use crate::error::Result;
-use crate::key_encoding::{ByteRange, decode_data_key, token_range_scans};
+use crate::key_encoding::{OwnedBounds, after_row_bounds, decode_data_key, token_range_scans};
 
 /// An iterator over `(token, key, cell)` for the keys of one keyspace whose
 /// tokens lie in a token range, in `(token, key)` order.
 pub struct Scan {
     tree: Arc<dyn Tree>,
     /// Byte ranges not yet begun, in order.
-    pending: VecDeque<ByteRange>,
+    pending: VecDeque<OwnedBounds>,
     current: Option<KvIter>,
     ended: bool,
 }
 
 impl Scan {
     pub(crate) fn new(tree: Arc<dyn Tree>, range: TokenRange) -> Scan {
+        let pending = token_range_scans(range)
+            .iter()
+            .map(|r| {
+                let (from, to) = r.bounds();
+                (from.map(<[u8]>::to_vec), to.map(<[u8]>::to_vec))
+            })
+            .collect();
         Scan {
             tree,
-            pending: token_range_scans(range).into(),
+            pending,
+            current: None,
+            ended: false,
+        }
+    }
+
+    /// The rows strictly after `(after, after_key)` (after every row of
+    /// token `after` without a key) up to the last row of token `last`.
+    pub(crate) fn after_row(
+        tree: Arc<dyn Tree>,
+        after: Token,
+        after_key: Option<&[u8]>,
+        last: Token,
+    ) -> Scan {
+        Scan {
+            tree,
+            pending: after_row_bounds(after, after_key, last)
+                .into_iter()
+                .collect(),
             current: None,
             ended: false,
         }
@@ -67,8 +92,11 @@ impl Iterator for Scan {
                 self.ended = true;
                 break;
             };
-            let (from, to) = range.bounds();
-            self.current = Some(self.tree.range(from, to));
+            let (from, to) = &range;
+            self.current = Some(self.tree.range(
+                from.as_ref().map(Vec::as_slice),
+                to.as_ref().map(Vec::as_slice),
+            ));
         }
         None
     }

@@ -213,6 +213,20 @@ impl Store {
         Ok(Scan::new(self.data_tree(ks)?, range))
     }
 
+    /// The cells of `ks` strictly after the row `(after, after_key)` (after
+    /// every row of token `after` when `after_key` is `None`) up to and
+    /// including the rows of token `last`, in `(token, key)` order: how a
+    /// paged scan resumes. Empty when `after` lies beyond `last`; never wraps.
+    pub fn scan_after(
+        &self,
+        ks: KeyspaceId,
+        after: ringstore_placement::Token,
+        after_key: Option<&[u8]>,
+        last: ringstore_placement::Token,
+    ) -> Result<Scan> {
+        Ok(Scan::after_row(self.data_tree(ks)?, after, after_key, last))
+    }
+
     /// Removes the cells of `keys` from `ks` outright — no tombstone, so
     /// only for data this node no longer replicates (cleanup). Durable on
     /// return, whatever the mode. How many cells were there.

@@ -48,13 +48,15 @@ impl ClientService {
         self.context.keyspace(name)
     }
 
-    /// A checked write: key and value limits, TTL, and the timestamp to use.
+    /// A checked write: key and value limits, TTL or absolute expiry, and
+    /// the timestamp to use.
     fn prepare_write(
         &self,
         key: &[u8],
         value: Option<Vec<u8>>,
         timestamp: Option<i64>,
         ttl: Option<u32>,
+        expires_at: Option<i64>,
     ) -> Result<Cell> {
         check_key(key)?;
         if let Some(value) = &value
@@ -88,14 +90,52 @@ impl ClientService {
         // TTLs and tombstones count from the node's clock (the test offset
         // included), as timestamps do.
         let now = self.context.clock.now();
+        let expires_at = check_expiry(expires_at, ttl, value.is_some(), now)?;
         Ok(match value {
-            Some(value) => match ttl {
-                Some(ttl) => Cell::expiring(timestamp, value, ttl, now),
-                None => Cell::live(timestamp, value),
+            Some(value) => match (ttl, expires_at) {
+                (Some(ttl), _) => Cell::expiring(timestamp, value, ttl, now),
+                (None, Some(at)) => Cell {
+                    timestamp,
+                    expires_at: Some(at),
+                    value: Some(value),
+                },
+                (None, None) => Cell::live(timestamp, value),
             },
             None => Cell::deletion(timestamp, now),
         })
     }
+}
+
+/// Checks an absolute expiry (µs since the epoch, as a scan reports it):
+/// only on a value, not with a TTL, positive, and at most
+/// [`MAX_TTL_SECONDS`] after `now`. An expiry already past is accepted: the
+/// cell is written expired (it hides older versions, as the original did).
+fn check_expiry(
+    expires_at: Option<i64>,
+    ttl: Option<u32>,
+    has_value: bool,
+    now: Timestamp,
+) -> Result<Option<Timestamp>> {
+    let Some(at) = expires_at else {
+        return Ok(None);
+    };
+    if !has_value {
+        return Err(NodeError::InvalidArgument(
+            "expires_at_micros is only for values, not deletes".into(),
+        ));
+    }
+    if ttl.is_some_and(|t| t > 0) {
+        return Err(NodeError::InvalidArgument(
+            "give ttl_seconds or expires_at_micros, not both".into(),
+        ));
+    }
+    let latest = now.plus_seconds(MAX_TTL_SECONDS);
+    if at <= 0 || Timestamp(at) > latest {
+        return Err(NodeError::InvalidArgument(format!(
+            "expires_at_micros {at} must be positive and at most {MAX_TTL_SECONDS} seconds              from now ({latest})"
+        )));
+    }
+    Ok(Some(Timestamp(at)))
 }
 
 /// Checks a batch against `max_batch_mutations` and `max_batch_bytes`
@@ -194,7 +234,13 @@ impl ClientService {
         self.context.check_not_drained()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
-        let cell = self.prepare_write(&r.key, Some(r.value), r.timestamp_micros, r.ttl_seconds)?;
+        let cell = self.prepare_write(
+            &r.key,
+            Some(r.value),
+            r.timestamp_micros,
+            r.ttl_seconds,
+            None,
+        )?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
         Ok(pb::PutResponse {
@@ -230,7 +276,7 @@ impl ClientService {
         self.context.check_not_drained()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
-        let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None)?;
+        let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None, None)?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
         Ok(pb::DeleteResponse {
@@ -248,7 +294,13 @@ impl ClientService {
         let keyspace = self.keyspace(&r.keyspace)?;
         check_batch_size(&self.context.config, &r.mutations)?;
         let writes = r.mutations.into_iter().map(|m| {
-            let prepared = self.prepare_write(&m.key, m.value, m.timestamp_micros, m.ttl_seconds);
+            let prepared = self.prepare_write(
+                &m.key,
+                m.value,
+                m.timestamp_micros,
+                m.ttl_seconds,
+                m.expires_at_micros,
+            );
             let (context, keyspace) = (&self.context, &keyspace);
             async move {
                 let cell = prepared?;
@@ -318,6 +370,20 @@ impl Client for ClientService {
         let level = level_from_pb(r.consistency)?;
         self.measured(Operation::Batch, level, self.run_batch(r, level))
             .await
+    }
+
+    async fn scan(
+        &self,
+        request: Request<pb::ScanRequest>,
+    ) -> Result<Response<pb::ScanResponse>, Status> {
+        let r = request.into_inner();
+        let level = level_from_pb(r.consistency)?;
+        self.measured(
+            Operation::Scan,
+            level,
+            crate::services::scan::run(&self.context, r, level),
+        )
+        .await
     }
 
     async fn noop(

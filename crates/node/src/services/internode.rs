@@ -212,6 +212,37 @@ impl Internode for InternodeService {
         Ok(Response::new(snapshot_of(&self.context.schema.current())))
     }
 
+    async fn read_range(
+        &self,
+        request: Request<pb::ReadRangeRequest>,
+    ) -> Result<Response<pb::ReadRangeResponse>, Status> {
+        let _stage = self.context.metrics.stage(Stage::InternodeRead);
+        let request = request.into_inner();
+        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let (page, last) = crate::scan::replica::request_from_pb(&request)?;
+        let page = crate::scan::replica::read_range(
+            &self.context,
+            keyspace,
+            page.0,
+            last,
+            page.1,
+            request.max_bytes,
+        )
+        .await?;
+        let rows = page
+            .rows
+            .into_iter()
+            .map(|row| pb::StreamEntry {
+                key: row.key,
+                cell: Some(cell_to_pb(&row.cell)),
+            })
+            .collect();
+        Ok(Response::new(pb::ReadRangeResponse {
+            rows,
+            complete: page.complete,
+        }))
+    }
+
     type StreamRangeStream = ReceiverStream<Result<pb::StreamChunk, Status>>;
 
     async fn stream_range(
