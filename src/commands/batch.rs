@@ -49,7 +49,7 @@ pub struct BatchArgs {
 /// [`BATCH_BYTES`]), at most `rate` mutations per second (0: unlimited),
 /// reporting each failed mutation by its input line on stderr.
 pub struct BatchSender {
-    client: ringstore_proto::v1::client_client::ClientClient<tonic::transport::Channel>,
+    client: ringstore_proto::v1::client_client::ClientClient<crate::client::Transport>,
     keyspace: String,
     consistency: i32,
     batch_size: usize,

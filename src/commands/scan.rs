@@ -41,7 +41,7 @@ pub struct ScanArgs {
 /// Follows a scan's pages: each call to [`Pager::next_page`] asks for the
 /// page after the last one, until the node says the range is done.
 pub struct Pager {
-    client: ringstore_proto::v1::client_client::ClientClient<tonic::transport::Channel>,
+    client: ringstore_proto::v1::client_client::ClientClient<crate::client::Transport>,
     request: pb::ScanRequest,
     done: bool,
 }

@@ -162,13 +162,13 @@ mod tests {
         for (path, keyspace) in [
             ("/ringstore.v1.Client/Put", Some(AUTH_KEYSPACE)),
             ("/ringstore.v1.Topology/Decommission", None),
-            ("/ringstore.v1.Client/Scan", Some("a")),
+            ("/ringstore.v1.Client/Teleport", Some("a")),
         ] {
             assert_eq!(call(&root, path, keyspace), Ok(()), "{path}");
         }
         let admin = user(&[(Permission::Admin, Scope::All)], false);
         assert!(matches!(
-            call(&admin, "/ringstore.v1.Client/Scan", Some("a")),
+            call(&admin, "/ringstore.v1.Client/Teleport", Some("a")),
             Err(Denied::NotSuperuser { .. })
         ));
     }
