@@ -467,14 +467,16 @@ fn faults_soak() {
     eprintln!("soak: seeds {first} to {} passed", seed - 1);
 }
 
-/// A bug the suite found, kept as its reproduction until it is fixed: once
-/// sled has met an I/O error (here `ENOSPC`), it keeps returning it for
-/// good (its global error), so a node whose disk filled up fails every
-/// write, hint and clock save after space is freed, while gossip shows it
-/// `UN`, until it is restarted. Block 174.
+/// A node whose disk fills up stops for good: sled keeps the first I/O
+/// error it meets (here `ENOSPC`) and fails every later write, even once
+/// space is freed (the suite found a node in that state failing every write
+/// while gossip showed it `UN`). Under `disk_failure_policy = stop` the node
+/// refuses writes naming the failure and leaves gossip, so the others mark
+/// it down and hint its writes: `QUORUM` writes through the healthy nodes
+/// never fail. Restarted once its disk has room, it gets every write it
+/// missed from the hints, each key with its own value. Block 174.
 #[test]
-#[ignore = "fails today: a node whose disk filled up never writes again until restarted"]
-fn a_node_whose_disk_filled_up_takes_writes_again_once_space_is_freed() {
+fn a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_missed() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -482,58 +484,122 @@ fn a_node_whose_disk_filled_up_takes_writes_again_once_space_is_freed() {
         .unwrap();
     let _runtime = runtime.enter();
     let mut cluster = FaultCluster::new(174, 3, Some(2));
-    let disk = cluster
-        .disk
-        .take()
-        .expect("the test mounts a tmpfs (needs root)");
+    let Some(disk) = cluster.disk.take() else {
+        panic!("the test mounts a tmpfs for node2's data (it needs root)");
+    };
     for i in 0..3 {
         cluster.start_node(i);
     }
     cluster.servers.wait_until_all_un(0, 3);
     let keyspace_id = cluster.servers.create_keyspace("ks", "SimpleStrategy:3");
-    let put = |key: &str| {
-        let mut client = cluster.servers.client(0);
+    let value_of = |key: &str| format!("{key}-value").into_bytes();
+    let put = |cluster: &FaultCluster, coordinator: usize, key: &str| {
         let request = pb::PutRequest {
             keyspace: "ks".into(),
             key: key.as_bytes().to_vec(),
-            value: b"v".to_vec(),
+            value: value_of(key),
             consistency: pb::ConsistencyLevel::Quorum as i32,
             timestamp_micros: None,
             ttl_seconds: None,
         };
-        runtime
-            .block_on(client.put(request))
-            .expect("QUORUM holds with one replica full");
+        let mut client = cluster.servers.client(coordinator);
+        runtime.block_on(client.put(request)).map(drop)
     };
-    let held_by_node2 = |key: &str| {
+    let held_by_node2 = |cluster: &FaultCluster, key: &str| {
         let request = pb::ReadRequest {
             keyspace_id: keyspace_id.clone(),
             key: key.as_bytes().to_vec(),
             digest_only: false,
         };
         let answer = runtime.block_on(cluster.servers.internode(2).read(request));
-        answer.is_ok_and(|a| a.into_inner().cell.is_some())
+        answer
+            .ok()
+            .and_then(|a| a.into_inner().cell)
+            .and_then(|c| c.value)
     };
+    let node2_seen_down = |cluster: &FaultCluster, host: usize| {
+        let rows = cluster.servers.status_rows(host);
+        rows.len() == 3 && rows.iter().filter(|r| r.starts_with("DN ")).count() == 1
+    };
+
     disk.fill();
-    // Long enough for node2 to flush (and fail) while full, as in the suite.
-    let full_until = Instant::now() + Duration::from_secs(2);
-    let mut n = 0;
-    while Instant::now() < full_until {
-        put(&format!("while-full-{n}"));
-        n += 1;
+    // QUORUM writes through the healthy nodes, until both see node2 down
+    // (and at least a few after): none may fail.
+    let mut written = Vec::new();
+    let mut failed = Vec::new();
+    let mut down_since = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while down_since.is_none_or(|n| written.len() < n + 20) {
+        assert!(
+            Instant::now() < deadline,
+            "node2 was not seen down within 60 s of its disk filling up ({} writes)\n{}",
+            written.len(),
+            cluster.log_tails(20)
+        );
+        let key = format!("while-full-{}", written.len());
+        if let Err(status) = put(&cluster, written.len() % 2, &key) {
+            failed.push((key.clone(), status));
+        }
+        written.push(key);
+        if down_since.is_none()
+            && written.len() % 10 == 0
+            && node2_seen_down(&cluster, 0)
+            && node2_seen_down(&cluster, 1)
+        {
+            down_since = Some(written.len());
+        }
     }
-    assert!(!held_by_node2("while-full-0") || !held_by_node2(&format!("while-full-{}", n - 1)));
-    disk.free();
-    let mut n = 0;
-    common::processes::eventually(
-        Duration::from_secs(30),
-        "node2 stores writes again once its disk has space",
-        || {
-            n += 1;
-            let key = format!("after-{n}");
-            put(&key);
-            held_by_node2(&key)
-        },
+    eprintln!(
+        "{} QUORUM writes while node2's disk was full, {} of them before both others saw it down",
+        written.len(),
+        down_since.unwrap_or_default()
     );
+    assert!(
+        failed.is_empty(),
+        "QUORUM writes failed with one replica's disk full: {failed:?}"
+    );
+    let storage = cluster.servers.info(2, "Storage");
+    assert!(
+        storage.starts_with("FAILED: "),
+        "node2's info shows the failure: {storage}"
+    );
+    let refused = put(&cluster, 2, "through-node2")
+        .expect_err("node2 refuses writes once its storage failed");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("storage failed") && refused.message().contains("restart"),
+        "the refusal names the failure and the way out: {}",
+        refused.message()
+    );
+    assert!(
+        cluster
+            .servers
+            .log(2)
+            .contains("disk_failure_policy = stop"),
+        "node2 logs what it did"
+    );
+
+    disk.free();
+    cluster.servers.kill(2);
+    cluster.running.retain(|&n| n != 2);
+    cluster.start_node(2);
+    cluster.wait_until_settled(Duration::from_secs(60));
+    cluster.wait_until_hints_delivered(Duration::from_secs(60));
+    let missing: Vec<&String> = written
+        .iter()
+        .filter(|key| held_by_node2(&cluster, key) != Some(value_of(key)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "node2 lacks {} of the {} writes made while its disk was full: {missing:?}",
+        missing.len(),
+        written.len()
+    );
+    put(&cluster, 2, "after-restart").expect("node2 takes writes again after its restart");
+    assert_eq!(
+        held_by_node2(&cluster, "after-restart"),
+        Some(value_of("after-restart"))
+    );
+    drop(cluster);
     drop(disk);
 }

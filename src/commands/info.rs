@@ -121,6 +121,15 @@ pub async fn logging_levels(connection: &Connection, out: &mut impl Write) -> Ou
     Ok(())
 }
 
+/// `ok`, or the storage's failure.
+fn storage_status(failure: &str) -> String {
+    if failure.is_empty() {
+        "ok".into()
+    } else {
+        format!("FAILED: {failure} (see storage.disk_failure_policy; restart once mended)")
+    }
+}
+
 /// Prints `name : value` lines.
 pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write) -> Outcome {
     let info = connection
@@ -142,6 +151,7 @@ pub async fn run(connection: &Connection, args: &InfoArgs, out: &mut impl Write)
         ("State", info.state.clone()),
         ("Schema Version", info.schema_version.clone()),
         ("Durability", info.durability.clone()),
+        ("Storage", storage_status(&info.storage_failure)),
         (
             "Hints pending",
             format!(

@@ -91,8 +91,19 @@ pub async fn run(args: &ServerArgs) -> Outcome {
     let left = view.member(node.context.host_id).map(|m| m.metadata.state)
         == Some(ringstore_node::membership::NodeState::Left);
     let removed = view.removed.contains(&node.context.host_id);
+    let storage_failed = node.context.store.failure().borrow().clone();
     tracing::info!("shutting down");
-    node.shutdown().await.context("shutting down")?;
+    let shutdown = node.shutdown().await;
+    if let Some(failure) = storage_failed {
+        // Exit with an error (disk_failure_policy = die, or a stop after the
+        // failure): a supervisor restarts the node, and its storage could not
+        // be flushed anyway.
+        return Err(anyhow::anyhow!(
+            "the node's storage failed ({failure}); restart it once the disk is mended"
+        )
+        .into());
+    }
+    shutdown.context("shutting down")?;
     if removed {
         return Err(Failure::Retired(anyhow::anyhow!(
             "this node was removed from the cluster by another node"

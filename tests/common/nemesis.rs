@@ -36,8 +36,9 @@ pub enum FaultKind {
     DropIncoming,
     /// The node's data directory full (a tmpfs filled up), then freed and
     /// the node restarted: sled keeps the first I/O error it meets for
-    /// good, so a node whose disk filled up fails every write until it is
-    /// restarted (see `a_node_whose_disk_filled_up_takes_writes_again_once_space_is_freed`
+    /// good, so the node stops (`disk_failure_policy = stop`: no writes, no
+    /// gossip) until it is restarted (see
+    /// `a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_missed`
     /// in `tests/faults.rs`).
     DiskFull,
 }

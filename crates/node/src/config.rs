@@ -265,6 +265,19 @@ pub enum DurabilityMode {
     Periodic,
 }
 
+/// What the node does once its storage has failed (see [`crate::disk_failure`]).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskFailurePolicy {
+    /// Stop writes and gossip; keep the process up.
+    #[default]
+    Stop,
+    /// Stop the process (with an error, so a supervisor restarts it).
+    Die,
+    /// Log it and keep serving.
+    Ignore,
+}
+
 /// Storage settings.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -275,6 +288,9 @@ pub struct StorageConfig {
     pub durability: DurabilityMode,
     /// The sync period in `periodic` mode, in milliseconds.
     pub periodic_sync_ms: u64,
+    /// What the node does once its storage has failed for good (a full
+    /// disk): `stop` writes and gossip, `die`, or `ignore`.
+    pub disk_failure_policy: DiskFailurePolicy,
 }
 
 /// Request timeouts, in milliseconds, as Cassandra's.
@@ -347,6 +363,7 @@ impl Default for StorageConfig {
             cache_capacity_mb: 256,
             durability: DurabilityMode::Batch,
             periodic_sync_ms: 500,
+            disk_failure_policy: DiskFailurePolicy::Stop,
         }
     }
 }

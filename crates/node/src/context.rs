@@ -19,6 +19,7 @@ use crate::placements::Placements;
 use crate::repair::state::RepairState;
 use crate::schema::{KeyspaceDef, Schema};
 use crate::schema_store::SchemaStore;
+use crate::serving::Serving;
 use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The running node's shared state: configuration, identity, storage,
@@ -63,8 +64,9 @@ pub struct NodeContext {
     pub metrics: Arc<NodeMetrics>,
     /// Keyspace sizes for scrapes, rescanned at most every few seconds.
     pub keyspace_sizes: KeyspaceSizes,
-    /// Set by `drain`: the node refuses writes and its gossip has stopped.
-    pub drained: tokio::sync::watch::Sender<bool>,
+    /// Whether the node takes writes and gossips (not after `drain` or a
+    /// disk failure).
+    pub serving: tokio::sync::watch::Sender<Serving>,
 }
 
 impl NodeContext {
@@ -73,21 +75,18 @@ impl NodeContext {
         self.membership.view()
     }
 
-    /// Whether `drain` has run: writes are refused, gossip has stopped.
-    pub fn is_drained(&self) -> bool {
-        *self.drained.borrow()
+    /// Whether the node takes writes and gossips (see [`Serving`]).
+    pub fn is_serving(&self) -> bool {
+        self.serving.borrow().is_normal()
     }
 
-    /// `UNAVAILABLE` naming the drain when the node is drained.
-    pub fn check_not_drained(&self) -> Result<()> {
-        if self.is_drained() {
-            return Err(NodeError::Unavailable(
-                "this node is drained (ringstore drain): it accepts no writes; send them to \
-                 another node, or restart this one"
-                    .into(),
-            ));
+    /// `UNAVAILABLE` naming the drain or the disk failure when the node no
+    /// longer takes writes.
+    pub fn check_serving(&self) -> Result<()> {
+        match self.serving.borrow().refusal() {
+            Some(refusal) => Err(NodeError::Unavailable(refusal)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// `UNAVAILABLE` naming this node's clock offset and `max_clock_offset`

@@ -25,8 +25,8 @@ use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{
-    ConsistencyLevel, Digest, ReadAction, ReadTracker, ReplicaCandidate, Request, WriteStatus,
-    WriteTimeout, WriteTracker, plan_read, plan_write,
+    ConsistencyLevel, Digest, ReadAction, ReadRepair, ReadTracker, RepairAction, ReplicaCandidate,
+    Request, WriteStatus, WriteTimeout, WriteTracker, plan_read, plan_write,
 };
 use ringstore_storage::Cell;
 use tokio::sync::mpsc;
@@ -291,8 +291,8 @@ async fn read_unmeasured(
                 deadline.as_mut().reset(tokio::time::Instant::now() + round);
             }
             ReadAction::Done(outcome) => {
-                if !outcome.repairs.is_empty() {
-                    repair(context, keyspace, &key, outcome.repairs).await?;
+                if let Some(repair) = tracker.read_repair() {
+                    read_repair(context, keyspace, &key, repair).await?;
                 }
                 return Ok(outcome.winner);
             }
@@ -303,36 +303,56 @@ async fn read_unmeasured(
     }
 }
 
-/// Writes the winning cell to every stale replica and waits for all of them
-/// (blocking read repair), within the write timeout.
-async fn repair(
+/// Writes the read's winner to its stale replicas (and, should some of them
+/// fail, to others) until enough hold it for the read's level (blocking read
+/// repair); each write runs in its own task, as a write's do, so repairs
+/// still in flight when the client gets its answer carry on.
+async fn read_repair(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
-    repairs: Vec<(HostId, Cell)>,
+    mut repair: ReadRepair,
 ) -> Result<()> {
-    let count = repairs.len();
     let _stage = context.metrics.stage(Stage::ReadRepair);
-    let writes = repairs.into_iter().map(|(host, cell)| {
-        let (context, keyspace, key) = (context.clone(), keyspace.clone(), key.clone());
-        async move { apply_on(&context, host, &keyspace, &key, cell).await }
+    let write = Arc::new(ReplicaWrite {
+        keyspace: keyspace.clone(),
+        key: key.as_ref().clone(),
+        cell: repair.winner().clone(),
     });
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
-    match tokio::time::timeout(timeout, futures::future::join_all(writes)).await {
-        Ok(results) => {
-            let failed = results.iter().filter(|r| r.is_err()).count();
-            if failed > 0 {
-                return Err(NodeError::Timeout(format!(
-                    "read repair failed on {failed} of {count} stale replicas"
-                )));
-            }
-            context.metrics.read_repaired(count as u64);
-            tracing::debug!(count, "read repair done");
-            Ok(())
+    let (outcomes, mut replies) = mpsc::unbounded_channel();
+    let send = |hosts: Vec<HostId>| {
+        for host in hosts {
+            let task = send_to_replica(context.clone(), host, write.clone(), outcomes.clone());
+            tokio::spawn(task);
         }
-        Err(_) => Err(NodeError::Timeout(format!(
-            "read repair of {count} stale replicas did not finish within {timeout:?}"
-        ))),
+    };
+    send(repair.targets());
+    let round = Duration::from_millis(context.config.timeouts.write_ms);
+    let deadline = tokio::time::sleep(round);
+    tokio::pin!(deadline);
+    let mut action = repair.status();
+    loop {
+        match action {
+            RepairAction::Wait => {}
+            RepairAction::Send(hosts) => {
+                tracing::debug!(count = hosts.len(), "read repair writes to more replicas");
+                send(hosts);
+                deadline.as_mut().reset(tokio::time::Instant::now() + round);
+            }
+            RepairAction::Done => return Ok(()),
+            RepairAction::Failed(failure) => return Err(NodeError::Timeout(failure.to_string())),
+        }
+        action = tokio::select! {
+            reply = replies.recv() => match reply.expect("the coordinator holds a sender") {
+                WriteOutcome::Acked(host) => {
+                    context.metrics.read_repaired(1);
+                    repair.on_ack(host)
+                }
+                WriteOutcome::Failed(host) => repair.on_failure(host),
+                WriteOutcome::HintStored => RepairAction::Wait,
+            },
+            () = &mut deadline => repair.on_timeout(),
+        };
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::serving::Serving;
 
 /// How long drain waits for the gossip task to stop.
 const GOSSIP_STOP_LIMIT: Duration = Duration::from_secs(5);
@@ -24,7 +25,13 @@ const GOSSIP_STOP_LIMIT: Duration = Duration::from_secs(5);
 /// Drains the node (see the module docs); returns once it is done.
 pub async fn drain(context: &NodeContext) -> Result<()> {
     refuse_during_movement(context)?;
-    let already = context.drained.send_replace(true);
+    let already = !context.serving.send_if_modified(|serving| match serving {
+        Serving::Normal => {
+            *serving = Serving::Drained;
+            true
+        }
+        Serving::Drained | Serving::DiskFailed(_) => false,
+    });
     if !already {
         tracing::info!("draining: refusing writes from now on");
     }
@@ -34,7 +41,8 @@ pub async fn drain(context: &NodeContext) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     context.store.sync().await?;
-    // The gossip task stops on `drained` (see `node::start`); its handle
+    // The gossip task stops once the node no longer serves (see
+    // `node::start`); its handle
     // then answers nothing.
     let stopping = Instant::now() + GOSSIP_STOP_LIMIT;
     while context.membership.stats().await.is_ok() && Instant::now() < stopping {

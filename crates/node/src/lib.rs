@@ -29,7 +29,9 @@
 //!   over HTTP (`GET /metrics`, port 7200) and the `Metrics` RPC; `tpstats`,
 //!   `proxyhistograms` and `tablestats` read the same numbers. `drain` stops
 //!   writes and gossip before maintenance; [`snapshots`] copies keyspace
-//!   data at one point in time and restores it.
+//!   data at one point in time and restores it. A node whose storage fails
+//!   for good (a full disk) acts on its `disk_failure_policy`
+//!   ([`disk_failure`]): by default it stops writes and gossip, as a drain.
 //!
 //! - **Topology changes** ([`topology`]): joins, replacements, decommissions
 //!   and removals announce a pending ring first; writes go to the pending
@@ -61,6 +63,7 @@ pub mod config;
 pub mod context;
 pub mod convert;
 pub mod coordinator;
+pub mod disk_failure;
 pub mod drain;
 pub mod error;
 pub mod handoff;
@@ -78,6 +81,7 @@ pub mod schema;
 pub mod schema_store;
 pub mod schema_sync;
 pub mod services;
+pub mod serving;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod streaming;

@@ -44,9 +44,10 @@ use crate::services::repair::RepairService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
 use crate::services::users::UsersService;
+use crate::serving::Serving;
 use crate::tls::TlsError;
 use crate::topology::{bootstrap, saved};
-use crate::{metrics_http, schema_sync, tokens};
+use crate::{disk_failure, metrics_http, schema_sync, tokens};
 use ringstore_metrics::NodeMetrics;
 use ringstore_streaming::{StreamThrottle, Streams};
 
@@ -178,14 +179,15 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         .with_clock(wall_clock.clone());
 
     let (stop, stopped) = watch::channel(false);
-    // Gossip stops when the node stops or is drained.
-    let (drained, drained_rx) = watch::channel(false);
+    // Gossip stops when the node stops, or no longer serves (drained, or
+    // stopped by a disk failure).
+    let (serving, mut serving_rx) = watch::channel(Serving::Normal);
     let gossip_stop = {
-        let (stopped, drained) = (stopped.clone(), drained_rx);
+        let stopped = stopped.clone();
         async move {
             tokio::select! {
                 () = wait_for(stopped) => {}
-                () = wait_for(drained) => {}
+                _ = serving_rx.wait_for(|serving| !serving.is_normal()) => {}
             }
         }
     };
@@ -258,7 +260,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         stop_requested: watch::channel(false).0,
         metrics,
         keyspace_sizes: KeyspaceSizes::default(),
-        drained,
+        serving,
     });
 
     let mut tasks = Vec::new();
@@ -349,6 +351,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     ));
     tasks.push(spawn_until_stopped(
         stop_if_removed(context.clone()),
+        stopped.clone(),
+    ));
+    tasks.push(spawn_until_stopped(
+        disk_failure::watch(context.clone()),
         stopped.clone(),
     ));
     tasks.push(spawn_until_stopped(

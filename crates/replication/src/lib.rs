@@ -72,6 +72,7 @@ mod error;
 mod plan;
 mod range_page;
 mod range_tracker;
+mod read_repair;
 mod read_tracker;
 mod requirement;
 mod write_tracker;
@@ -88,6 +89,7 @@ pub use range_page::{
     check_page, merge_pages,
 };
 pub use range_tracker::{RangeReadAction, RangeReadTracker};
+pub use read_repair::{ReadRepair, ReadRepairFailure, RepairAction};
 pub use read_tracker::{ReadAction, ReadFailure, ReadOutcome, ReadTracker, Request};
 pub use requirement::Requirement;
 pub use write_tracker::{WriteStatus, WriteTimeout, WriteTracker};

@@ -24,9 +24,10 @@
 //! 4. **Failure.** `Failed` when failures leave too few replicas that could
 //!    still answer, or when a timeout finds nobody new to ask.
 //!
-//! The node restarts its round timer whenever it gets `Contact`. Read repair
-//! (writing the repairs, blocking the client until enough acked) is the
-//! node's job: this module only computes it.
+//! The node restarts its round timer whenever it gets `Contact`. Once the
+//! read is done, [`ReadTracker::read_repair`] hands over the blocking read
+//! repair (writing the winner until enough replicas hold it) as a
+//! [`ReadRepair`], the state machine of `read_repair.rs`.
 //!
 //! # Invariants
 //! - The winner is the `reconcile` fold of every data answer received, or
@@ -54,6 +55,7 @@ use ringstore_storage::{Cell, Timestamp};
 use crate::consistency::ConsistencyLevel;
 use crate::digest::Digest;
 use crate::plan::ReadPlan;
+use crate::read_repair::ReadRepair;
 use crate::requirement::Requirement;
 
 /// What a replica is asked for.
@@ -416,29 +418,71 @@ impl ReadTracker {
         contacts
     }
 
-    fn finish_done(&mut self, digest_mismatch: bool) -> ReadAction {
-        self.phase = Phase::Finished;
-        let winner = self
-            .contacted
+    /// The reconcile fold of every data answer received.
+    fn winner(&self) -> Option<Cell> {
+        self.contacted
             .iter()
             .filter_map(|r| match &r.answer {
                 Answer::Data(cell) => cell.clone(),
                 _ => None,
             })
-            .reduce(Cell::reconcile);
+            .reduce(Cell::reconcile)
+    }
+
+    /// The contacted replicas known to hold something other than `winner`.
+    fn stale<'a>(&'a self, winner: &'a Cell) -> impl Iterator<Item = &'a Contacted> + 'a {
+        let winner_digest = Digest::of(Some(winner));
+        self.contacted.iter().filter(move |r| match &r.answer {
+            Answer::Data(cell) => cell.as_ref() != Some(winner),
+            _ => r.digest.is_some_and(|d| d != winner_digest),
+        })
+    }
+
+    /// The blocking read repair a finished read needs, or `None` if it needs
+    /// none (it failed, found no cell, or every answer held the winner).
+    ///
+    /// Holders are the contacted replicas whose answer (data, or a digest)
+    /// shows the winner; spares are the replicas never contacted, then the
+    /// contacted ones whose answer failed or never came.
+    pub fn read_repair(&self) -> Option<ReadRepair> {
+        if self.phase != Phase::Finished {
+            return None;
+        }
+        let winner = self.winner()?;
+        let located = |r: &Contacted| (r.host, r.dc.clone());
+        let stale: Vec<_> = self.stale(&winner).map(located).collect();
+        if stale.is_empty() {
+            return None;
+        }
+        let winner_digest = Digest::of(Some(&winner));
+        let holders = self
+            .contacted
+            .iter()
+            .filter(|r| r.digest == Some(winner_digest))
+            .map(located)
+            .collect();
+        let unanswered = self
+            .contacted
+            .iter()
+            .filter(|r| r.digest.is_none())
+            .map(located);
+        let spares = self.spares.iter().cloned().chain(unanswered).collect();
+        Some(ReadRepair::new(
+            self.level,
+            self.requirement.clone(),
+            winner,
+            holders,
+            stale,
+            spares,
+        ))
+    }
+
+    fn finish_done(&mut self, digest_mismatch: bool) -> ReadAction {
+        self.phase = Phase::Finished;
+        let winner = self.winner();
         let repairs = match &winner {
             None => Vec::new(),
-            Some(w) => {
-                let winner_digest = Digest::of(Some(w));
-                self.contacted
-                    .iter()
-                    .filter(|r| match &r.answer {
-                        Answer::Data(cell) => cell.as_ref() != Some(w),
-                        _ => r.digest.is_some_and(|d| d != winner_digest),
-                    })
-                    .map(|r| (r.host, w.clone()))
-                    .collect()
-            }
+            Some(w) => self.stale(w).map(|r| (r.host, w.clone())).collect(),
         };
         ReadAction::Done(ReadOutcome {
             winner,

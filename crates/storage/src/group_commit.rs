@@ -53,6 +53,8 @@ struct Flushes {
     finished_tx: watch::Sender<u64>,
     /// Told how long each engine flush took (metrics), once set.
     observer: OnceLock<SyncObserver>,
+    /// The first flush error the engine reported (see [`GroupCommit::failure`]).
+    failure_tx: watch::Sender<Option<Arc<StorageError>>>,
 }
 
 /// Told the duration of every engine flush, successful or not.
@@ -87,6 +89,7 @@ impl GroupCommit {
                 state: Mutex::new(FlushState::default()),
                 finished_tx: watch::channel(0).0,
                 observer: OnceLock::new(),
+                failure_tx: watch::channel(None).0,
             }),
         }
     }
@@ -143,6 +146,15 @@ impl GroupCommit {
         self.flushes.observer.set(observer).is_ok()
     }
 
+    /// The first error an engine flush returned, once one has: sled keeps
+    /// its first I/O error (a full disk, say) and fails every later write and
+    /// flush with it, so the store is no longer usable until reopened. A flush
+    /// abandoned at runtime shutdown is not the engine's failure and does not
+    /// count.
+    pub(crate) fn failure(&self) -> watch::Receiver<Option<Arc<StorageError>>> {
+        self.flushes.failure_tx.subscribe()
+    }
+
     fn start_flush(&self, generation: u64) {
         let engine = Arc::clone(&self.engine);
         let run = FlushRun {
@@ -173,7 +185,17 @@ impl Flushes {
             Ok(()) => state.durable = generation,
             Err(error) => {
                 tracing::warn!(generation, %error, "storage flush failed");
-                state.last_error = Some(Arc::new(error));
+                let error = Arc::new(error);
+                if !matches!(*error, StorageError::FlushAbandoned) {
+                    self.failure_tx.send_if_modified(|first| {
+                        let is_first = first.is_none();
+                        if is_first {
+                            *first = Some(Arc::clone(&error));
+                        }
+                        is_first
+                    });
+                }
+                state.last_error = Some(error);
             }
         }
         // Signalled under the lock: see the module's "no lost wakeups".
@@ -328,6 +350,8 @@ mod tests {
     async fn a_failed_flush_fails_its_writers_and_a_later_flush_can_succeed() {
         let mut script = scripted();
         let group = Arc::clone(&script.group);
+        let failure = group.failure();
+        assert!(failure.borrow().is_none());
         let failing = tokio::spawn({
             let (group, ticket) = (Arc::clone(&group), group.ticket());
             async move { group.wait(ticket).await }
@@ -342,11 +366,30 @@ mod tests {
         let error = within(failing).await.unwrap().unwrap_err();
         assert!(matches!(error, StorageError::FlushFailed { .. }));
         assert!(error.is_retryable());
+        let first = failure.borrow().clone().expect("the failure is announced");
+        assert!(first.to_string().contains("disk on fire"), "{first}");
 
-        let retry = tokio::spawn(async move { group.sync().await });
+        let retry = tokio::spawn({
+            let group = Arc::clone(&group);
+            async move { group.sync().await }
+        });
         within(script.started.recv()).await.unwrap();
         script.outcomes.send(Ok(())).unwrap();
         within(retry).await.unwrap().unwrap();
+        let second = tokio::spawn(async move { group.sync().await });
+        within(script.started.recv()).await.unwrap();
+        script
+            .outcomes
+            .send(Err(StorageError::Sled(sled::Error::Unsupported(
+                "a second fire".into(),
+            ))))
+            .unwrap();
+        within(second).await.unwrap().unwrap_err();
+        let kept = failure.borrow().clone().unwrap();
+        assert!(
+            kept.to_string().contains("disk on fire"),
+            "the first is kept: {kept}"
+        );
     }
 
     #[tokio::test]
@@ -375,5 +418,9 @@ mod tests {
             error,
             StorageError::FlushFailed { source } if matches!(*source, StorageError::FlushAbandoned)
         ));
+        assert!(
+            group.failure().borrow().is_none(),
+            "an abandoned flush is not the engine's failure"
+        );
     }
 }

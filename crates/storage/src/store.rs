@@ -401,6 +401,14 @@ impl Store {
         self.inner.group.observe(Box::new(observer))
     }
 
+    /// Watches for the engine's first failed flush (`None` until then). With
+    /// sled that failure is for good: it keeps its first I/O error and fails
+    /// every later write and flush, so the node must stop serving (its
+    /// `disk_failure_policy`) until the disk is mended and it is restarted.
+    pub fn failure(&self) -> tokio::sync::watch::Receiver<Option<Arc<StorageError>>> {
+        self.inner.group.failure()
+    }
+
     /// Waits until everything written before the call is durable, sharing a
     /// flush with concurrent writers (in either mode).
     pub async fn sync(&self) -> Result<()> {

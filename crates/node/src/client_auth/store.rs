@@ -60,7 +60,7 @@ async fn read_value(context: &Arc<NodeContext>, key: &[u8]) -> Result<Option<Vec
         return Ok(None);
     };
     let cell = coordinator::read(context, &keyspace, key.to_vec(), LEVEL).await?;
-    Ok(cell.and_then(|cell| cell.visible_value(Timestamp::now()).map(<[u8]>::to_vec)))
+    Ok(cell.and_then(|cell| cell.visible_value(context.clock.now()).map(<[u8]>::to_vec)))
 }
 
 async fn write_cell(context: &Arc<NodeContext>, key: &[u8], cell: Cell) -> Result<()> {
@@ -89,7 +89,7 @@ pub async fn write_user(
 
 /// Deletes `name`'s record.
 pub async fn delete_user(context: &Arc<NodeContext>, name: &UserName) -> Result<()> {
-    let cell = Cell::deletion(context.clock.next(), Timestamp::now());
+    let cell = Cell::deletion(context.clock.next(), context.clock.now());
     write_cell(context, &name.record_key(), cell).await
 }
 

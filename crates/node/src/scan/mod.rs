@@ -45,7 +45,6 @@ use ringstore_replication::{
     ConsistencyLevel, PageEnd, RangeReadAction, RangeReadTracker, RangeRow, ReplicaCandidate,
     ReplicaPage, ScanPoint, check_page, merge_pages, plan_read,
 };
-use ringstore_storage::Timestamp;
 use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
@@ -105,7 +104,7 @@ pub async fn scan_page(
                 max_bytes,
             )
             .await?;
-            merge_pages(&point, &pages, want, Timestamp::now())
+            merge_pages(&point, &pages, want, context.clock.now())
         };
         if !merged.repairs.is_empty() {
             let mut by_host: BTreeMap<HostId, Vec<RangeRow>> = BTreeMap::new();

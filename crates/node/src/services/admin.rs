@@ -219,7 +219,7 @@ impl Admin for AdminService {
             uptime_seconds: context.started.elapsed().as_secs(),
             load_bytes: context.store.load_bytes(),
             tokens: m.tokens.iter().map(|t| t.0).collect(),
-            gossip_active: !context.is_drained(),
+            gossip_active: context.is_serving(),
             state: state_name(m.state).to_string(),
             schema_version: context.schema.current().version().to_string(),
             software_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -229,6 +229,13 @@ impl Admin for AdminService {
             hint_counters: Some(hint_counters(&context.handoff)),
             disk_bytes: context.store.disk_bytes().unwrap_or(0),
             clock: Some(clock_standing(context)),
+            storage_failure: context
+                .store
+                .failure()
+                .borrow()
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
         }))
     }
 

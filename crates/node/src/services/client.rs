@@ -231,7 +231,7 @@ impl ClientService {
     }
 
     async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
-        self.context.check_not_drained()?;
+        self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(
@@ -273,7 +273,7 @@ impl ClientService {
         r: pb::DeleteRequest,
         level: ConsistencyLevel,
     ) -> Result<pb::DeleteResponse> {
-        self.context.check_not_drained()?;
+        self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None, None)?;
@@ -289,7 +289,7 @@ impl ClientService {
         r: pb::BatchRequest,
         level: ConsistencyLevel,
     ) -> Result<pb::BatchResponse> {
-        self.context.check_not_drained()?;
+        self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace)?;
         check_batch_size(&self.context.config, &r.mutations)?;

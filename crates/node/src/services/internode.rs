@@ -117,7 +117,7 @@ impl Internode for InternodeService {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<pb::ApplyResponse>, Status> {
-        self.context.check_not_drained()?;
+        self.context.check_serving()?;
         let _stage = self.context.metrics.stage(Stage::InternodeApply);
         let started = Instant::now();
         let mut accepted = Accepted::default();
