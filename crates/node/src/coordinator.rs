@@ -459,24 +459,35 @@ async fn apply_on(
             .record(LocalOp::Write, started.elapsed());
         return Ok(());
     }
-    let address = internode_address(context, host)?;
-    let request = pb::ApplyRequest {
-        mutations: vec![pb::ReplicaMutation {
-            keyspace_id: keyspace.id.to_string(),
-            key: key.to_vec(),
-            cell: Some(cell_to_pb(&cell)),
-        }],
+    let mutation = pb::ReplicaMutation {
+        keyspace_id: keyspace.id.to_string(),
+        key: key.to_vec(),
+        cell: Some(cell_to_pb(&cell)),
     };
+    apply_remotely(context, host, vec![mutation]).await
+}
+
+/// Sends `mutations` to replica `host` in one `Apply` call, timed in the
+/// internode metrics. The replica refuses a bad mutation on its own rather
+/// than failing the call; for the caller that is still a failure.
+pub(crate) async fn apply_remotely(
+    context: &NodeContext,
+    host: HostId,
+    mutations: Vec<pb::ReplicaMutation>,
+) -> Result<()> {
+    let address = internode_address(context, host)?;
     let started = Instant::now();
-    let response = context.peers.client(address).apply(request).await;
+    let response = context
+        .peers
+        .client(address)
+        .apply(pb::ApplyRequest { mutations })
+        .await;
     context
         .metrics
         .internode(address, InternodeRpc::Apply, started.elapsed());
     let response = response
         .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
         .into_inner();
-    // The replica refuses a bad mutation on its own rather than failing the
-    // call; for this one write that is still a failure.
     if let Some(refused) = response.refused.first() {
         return Err(NodeError::Internal(format!(
             "{address}: {}",

@@ -49,7 +49,7 @@ use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
-use crate::coordinator::internode_address;
+use crate::coordinator::{self, internode_address};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 
@@ -354,7 +354,6 @@ async fn apply_rows_on(
         context.store.apply_many(&writes).await?;
         return Ok(());
     }
-    let address = internode_address(context, host)?;
     let mutations = rows
         .into_iter()
         .map(|row| pb::ReplicaMutation {
@@ -363,23 +362,5 @@ async fn apply_rows_on(
             cell: Some(cell_to_pb(&row.cell)),
         })
         .collect();
-    let started = Instant::now();
-    let response = context
-        .peers
-        .client(address)
-        .apply(pb::ApplyRequest { mutations })
-        .await;
-    context
-        .metrics
-        .internode(address, InternodeRpc::Apply, started.elapsed());
-    let response = response
-        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
-        .into_inner();
-    if let Some(refused) = response.refused.first() {
-        return Err(NodeError::Internal(format!(
-            "{address}: {}",
-            refused.message
-        )));
-    }
-    Ok(())
+    coordinator::apply_remotely(context, host, mutations).await
 }
