@@ -603,3 +603,97 @@ fn a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_miss
     drop(cluster);
     drop(disk);
 }
+
+/// A stale replica that answers reads but cannot take writes (its disk is
+/// full and `disk_failure_policy = ignore` keeps it `UN`) must not fail a
+/// `QUORUM` read: the read's blocking repair writes the newest value to the
+/// replica the read did not contact instead, so a quorum holds it before the
+/// client sees it (the suite found such reads failing). Node2 coordinates,
+/// so its own stale copy is the read's data. Block 175.
+#[test]
+fn a_quorum_read_whose_stale_replica_cannot_take_the_repair_writes_it_elsewhere() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _runtime = runtime.enter();
+    let mut cluster = FaultCluster::new(175, 3, Some(2));
+    let Some(disk) = cluster.disk.take() else {
+        panic!("the test mounts a tmpfs for node2's data (it needs root)");
+    };
+    cluster.start_node(0);
+    cluster.start_node(1);
+    cluster.env.push((
+        "RINGSTORE_STORAGE__DISK_FAILURE_POLICY".into(),
+        "ignore".into(),
+    ));
+    cluster.start_node(2);
+    cluster.servers.wait_until_all_un(0, 3);
+    cluster.servers.create_keyspace("ks", "SimpleStrategy:3");
+    let put = |cluster: &FaultCluster, key: &str, value: &str, level: pb::ConsistencyLevel| {
+        let request = pb::PutRequest {
+            keyspace: "ks".into(),
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            consistency: level as i32,
+            timestamp_micros: None,
+            ttl_seconds: None,
+        };
+        let mut client = cluster.servers.client(0);
+        runtime
+            .block_on(client.put(request))
+            .expect("the put succeeds");
+    };
+    let keys: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
+    for key in &keys {
+        put(
+            &cluster,
+            key,
+            &format!("{key}-old"),
+            pb::ConsistencyLevel::All,
+        );
+    }
+    disk.fill();
+    // Filler writes until node2's storage has failed (sled may first fill
+    // space it had reserved), so that it misses every new value below.
+    let filler = "f".repeat(32 * 1024);
+    let mut fillers = 0;
+    common::processes::eventually(
+        Duration::from_secs(30),
+        "node2's storage fails once its disk is full",
+        || {
+            fillers += 1;
+            put(
+                &cluster,
+                &format!("filler-{fillers}"),
+                &filler,
+                pb::ConsistencyLevel::Quorum,
+            );
+            cluster.servers.info(2, "Storage").starts_with("FAILED: ")
+        },
+    );
+    for key in &keys {
+        put(
+            &cluster,
+            key,
+            &format!("{key}-new"),
+            pb::ConsistencyLevel::Quorum,
+        );
+    }
+    let mut node2 = cluster.servers.client(2);
+    for key in &keys {
+        let request = pb::GetRequest {
+            keyspace: "ks".into(),
+            key: key.as_bytes().to_vec(),
+            consistency: pb::ConsistencyLevel::Quorum as i32,
+        };
+        let answer = runtime
+            .block_on(node2.get(request))
+            .unwrap_or_else(|status| panic!("QUORUM read of {key} through node2: {status:?}"))
+            .into_inner();
+        assert_eq!(answer.value, format!("{key}-new").into_bytes(), "{key}");
+    }
+    drop(cluster);
+    drop(disk);
+}
