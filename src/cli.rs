@@ -384,8 +384,8 @@ pub struct DemoArgs {
     #[arg(long)]
     pub tls: bool,
     /// Also require a user name and password (the password authenticator):
-    /// the demo gives the superuser `cassandra` a random password and
-    /// prints it.
+    /// the demo gives the superuser `cassandra` a random password, prints
+    /// it, and keeps it in DATA_DIR/superuser-password for the next run.
     #[arg(long)]
     pub auth: bool,
 }

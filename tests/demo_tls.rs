@@ -2,7 +2,8 @@
 //! makes its certificates, starts TLS-only nodes with a cluster secret and
 //! prints how to connect; the printed commands work over mutual TLS, and a
 //! plaintext client or one without a client certificate is refused with a
-//! hint. With `--auth`, the printed credentials are needed too.
+//! hint. With `--auth`, the printed credentials are needed too, and a
+//! second run on the same data directory keeps them.
 //!
 //! Address block 185 (127.185.0.1–3 and 127.185.0.11).
 
@@ -97,6 +98,23 @@ impl Demo {
         let mut words = shlex::split(&line).expect("a shell command line");
         assert_eq!(words.remove(0), "ringstore", "{line}");
         words
+    }
+
+    /// The printed `export` of the credentials, sorted by name (password
+    /// first).
+    fn credentials(&mut self) -> Vec<(String, String)> {
+        let export = self.line(Duration::from_secs(180), |l| l.starts_with("  export "));
+        let mut credentials: Vec<(String, String)> = shlex::split(&export).unwrap()[1..]
+            .iter()
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').unwrap();
+                (name.to_string(), value.to_string())
+            })
+            .collect();
+        credentials.sort();
+        let names: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["RINGSTORE_PASSWORD", "RINGSTORE_USER"], "{export}");
+        credentials
     }
 
     /// Stops the demo as ctrl-c does and checks it exits cleanly.
@@ -203,29 +221,17 @@ fn demo_tls_prints_commands_that_work_over_mutual_tls_and_plaintext_is_refused()
 #[test]
 fn demo_tls_auth_prints_a_password_that_the_commands_need() {
     let dir = tempfile::tempdir().unwrap();
-    let mut demo = Demo::start(
-        dir.path(),
-        &[
-            "--tls",
-            "--auth",
-            "--nodes",
-            "1",
-            "--first-address",
-            "127.185.0.11",
-        ],
-    );
+    let args = &[
+        "--tls",
+        "--auth",
+        "--nodes",
+        "1",
+        "--first-address",
+        "127.185.0.11",
+    ];
+    let mut demo = Demo::start(dir.path(), args);
     let status = demo.command(" status demo");
-    let export = demo.line(Duration::from_secs(5), |l| l.starts_with("  export "));
-    let mut credentials: Vec<(String, String)> = shlex::split(&export).unwrap()[1..]
-        .iter()
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap();
-            (name.to_string(), value.to_string())
-        })
-        .collect();
-    credentials.sort();
-    assert_eq!(credentials[1].0, "RINGSTORE_USER");
-    assert_eq!(credentials[0].0, "RINGSTORE_PASSWORD");
+    let credentials = demo.credentials();
     assert_ne!(
         credentials[0].1, "cassandra",
         "the default password was kept"
@@ -260,4 +266,19 @@ fn demo_tls_auth_prints_a_password_that_the_commands_need() {
     );
 
     demo.interrupt();
+
+    // A second run on the same data logs in with the password it kept,
+    // which only its owner can read.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let kept = dir.path().join("data").join("superuser-password");
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is readable by others", kept.display());
+    }
+    let mut again = Demo::start(dir.path(), args);
+    let status = again.command(" status demo");
+    assert_eq!(again.credentials(), credentials);
+    assert_success(&run(&status, &env), "status after a restart");
+    again.interrupt();
 }

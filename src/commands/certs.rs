@@ -196,8 +196,8 @@ fn write_pair(dir: &Path, name: &str, cert: &Certificate, key: &KeyPair) -> Resu
         .with_context(|| format!("cannot write {}", key_path.display()))
 }
 
-/// Writes a file only its owner can read (on Unix).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a new file only its owner can read (on Unix).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

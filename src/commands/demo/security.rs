@@ -12,11 +12,12 @@
 //!
 //! With `--auth` the nodes run the password authenticator; once the default
 //! superuser `cassandra` exists, the demo changes its password to a random
-//! one (which lifts the default superuser's restriction to user management)
-//! and prints it.
+//! one (which lifts the default superuser's restriction to user management),
+//! prints it, and keeps it in `DATA_DIR/superuser-password` (mode 0600) for
+//! the next run on the same data directory.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -44,6 +45,8 @@ pub struct Security {
     auth: bool,
     /// The superuser's password, once the demo has set it.
     password: Option<String>,
+    /// Where it is kept between runs on one data directory.
+    password_file: PathBuf,
 }
 
 impl Security {
@@ -68,6 +71,7 @@ impl Security {
             secret,
             auth,
             password: None,
+            password_file: root.join("superuser-password"),
         })
     }
 
@@ -126,18 +130,37 @@ impl Security {
         .await
     }
 
-    /// With `--auth`: waits (up to 2 minutes) until the nodes have made the
-    /// default superuser, then gives it a random password.
+    /// With `--auth`: waits (up to 2 minutes) until the superuser can log
+    /// in, then gives it a random password, kept in `DATA_DIR/superuser-password`
+    /// for a later run on the same data (which logs in with it instead).
     pub async fn set_password(&mut self, address: SocketAddr) -> Result<(), Failure> {
         if !self.auth {
             return Ok(());
         }
-        let password = hex::encode(rand::random::<[u8; 12]>());
-        let default = Credentials::new(Some(DEFAULT_SUPERUSER), Some(DEFAULT_PASSWORD))?;
+        let saved = &self.password_file;
+        let (current, password, which) = match std::fs::read_to_string(saved) {
+            Ok(text) => {
+                let text = text.trim().to_string();
+                let which = format!("the password in {}", saved.display());
+                (text.clone(), text, which)
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => (
+                DEFAULT_PASSWORD.to_string(),
+                hex::encode(rand::random::<[u8; 12]>()),
+                "the default password".to_string(),
+            ),
+            Err(error) => {
+                return Err(anyhow::Error::from(error)
+                    .context(format!("cannot read {}", saved.display()))
+                    .into());
+            }
+        };
+        let credentials = Credentials::new(Some(DEFAULT_SUPERUSER), Some(&current))?;
         let tls = self.client_tls()?;
-        let connection = Connection::open(&address.to_string(), tls.as_ref(), default).await?;
+        let connection = Connection::open(&address.to_string(), tls.as_ref(), credentials).await?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         loop {
+            // Setting the password it has already is a login check.
             let changed = connection
                 .users()
                 .change_password(pb::ChangePasswordRequest {
@@ -150,13 +173,17 @@ impl Security {
                 // Until system_auth has its superuser: unauthenticated or unavailable.
                 Err(status) if tokio::time::Instant::now() > deadline => {
                     return Err(anyhow::anyhow!(
-                        "the default superuser could not log in within 2 minutes: {}",
+                        "{DEFAULT_SUPERUSER} could not log in with {which} within 2 minutes: {}",
                         status.message()
                     )
                     .into());
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             }
+        }
+        if current != password {
+            certs::write_private(saved, password.as_bytes())
+                .with_context(|| format!("cannot write {}", saved.display()))?;
         }
         self.password = Some(password);
         Ok(())
@@ -179,6 +206,9 @@ impl Security {
             lines.push(format!(
                 "  export RINGSTORE_USER={DEFAULT_SUPERUSER} RINGSTORE_PASSWORD={password}"
             ));
+            if self.certs.is_none() {
+                lines.push("  (sent in plaintext: add --tls to encrypt it)".into());
+            }
         }
         lines
     }
