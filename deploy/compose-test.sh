@@ -8,7 +8,12 @@
 # Then the two-data-center file (deploy/docker-compose-2dc.yml): four nodes,
 # a keyspace replicated in both, writes at EACH_QUORUM through dc1 read at
 # LOCAL_QUORUM through dc2, and with a dc2 node stopped, LOCAL_QUORUM in dc1
-# still works while EACH_QUORUM is UNAVAILABLE. Bounded: every wait has a
+# still works while EACH_QUORUM is UNAVAILABLE. Then the secured file
+# (deploy/docker-compose-tls.yml): certificates made by `ringstore certs
+# create` on the host and a random cluster secret, mounted read-only; status
+# over mutual TLS shows three nodes UN, QUORUM writes and reads work over
+# TLS, no node warns of an open internode port, and a plaintext client and
+# one without a client certificate are refused. Bounded: every wait has a
 # deadline.
 #
 # Usage: deploy/compose-test.sh   (needs docker and docker-compose)
@@ -23,10 +28,12 @@ trap cleanup EXIT
 # The CLI inside a node's container (static binary; addresses, not names:
 # a static glibc binary cannot use the system's name resolution in a scratch
 # image).
+# `cli_flags` go before ARGS (the TLS part sets them).
+cli_flags=()
 cli() { # SERVICE ARGS...
   local service=$1
   shift
-  "${compose[@]}" exec -T "$service" /ringstore "$@"
+  "${compose[@]}" exec -T "$service" /ringstore ${cli_flags[@]+"${cli_flags[@]}"} "$@"
 }
 
 # Polls `check` every second until it succeeds, failing after SECONDS.
@@ -148,4 +155,50 @@ grep -q "^UNAVAILABLE" <<<"$refused" || {
   exit 1
 }
 echo "ok: LOCAL_QUORUM in dc1 works with a dc2 node down; EACH_QUORUM is UNAVAILABLE"
+
+echo "== TLS: certificates and a cluster secret made on the host"
+cleanup
+compose=(docker-compose -p ringstore-ci-tls -f deploy/docker-compose-tls.yml)
+first=(node1 172.30.0.11)
+tls_dir=$(mktemp -d)
+trap 'cleanup; rm -rf "$tls_dir"' EXIT
+export RINGSTORE_TLS_DIR=$tls_dir
+# The static binary deploy/build-image.sh built runs on the host too.
+"${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/ringstore" certs create \
+  --out "$tls_dir" --ip 172.30.0.11,172.30.0.12,172.30.0.13 >/dev/null
+(umask 077; printf 'cluster_secret = "%s"\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$tls_dir/secret.toml")
+cleanup
+"${compose[@]}" up -d
+cli_flags=(--ca-cert /tls/ca.crt --client-cert /tls/client.crt --client-key /tls/client.key)
+wait_for 120 "three TLS nodes are UN (status over mutual TLS)" count_state UN 3
+logs=$("${compose[@]}" logs)
+if grep -q "no cluster_secret" <<<"$logs"; then
+  echo "FAILED: a node runs without the cluster secret" >&2
+  exit 1
+fi
+echo "ok: every node has the cluster secret"
+
+echo "== TLS: QUORUM through two nodes"
+cli node1 --host 172.30.0.11:7100 keyspace create ci --replication NetworkTopologyStrategy:dc1=3
+write_keys node1 172.30.0.11 1 10
+check_keys node2 172.30.0.12 1 10
+echo "ok: 10 QUORUM writes through node1 read back at QUORUM through node2, over TLS"
+
+echo "== TLS: clients without the certificates are refused"
+# Refused: exits 2, and its message must contain HINT.
+refused() { # HINT ARGS...
+  local hint=$1 said
+  shift
+  if said=$("${compose[@]}" exec -T node1 /ringstore --host 172.30.0.11:7100 "$@" status 2>&1); then
+    echo "FAILED: ringstore $* status succeeded" >&2
+    exit 1
+  fi
+  grep -q -- "$hint" <<<"$said" || {
+    echo "FAILED: ringstore $* status said: $said" >&2
+    exit 1
+  }
+}
+refused --ca-cert
+refused --client-cert --ca-cert /tls/ca.crt
+echo "ok: a plaintext client and a TLS client without a client certificate are refused, with hints"
 echo "compose test passed"

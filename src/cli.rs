@@ -378,6 +378,16 @@ pub struct DemoArgs {
     /// The first node's loopback address; the others follow (127.0.0.11, .12, …).
     #[arg(long, default_value = "127.0.0.11")]
     pub first_address: std::net::Ipv4Addr,
+    /// Secure the cluster: TLS on the client and internode ports, both
+    /// mutual (nodes and clients present certificates from a test CA that
+    /// `certs create` makes in DATA_DIR/certs), and a random cluster secret.
+    #[arg(long)]
+    pub tls: bool,
+    /// Also require a user name and password (the password authenticator):
+    /// the demo gives the superuser `cassandra` a random password, prints
+    /// it, and keeps it in DATA_DIR/superuser-password for the next run.
+    #[arg(long)]
+    pub auth: bool,
 }
 
 /// Parses `30s`, `2m`, `1h` or plain seconds.

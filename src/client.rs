@@ -208,7 +208,7 @@ async fn resolve(host: &str) -> Result<SocketAddr, Failure> {
 }
 
 /// The innermost message of an error chain ("Connection refused (os error 111)").
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+pub fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut current = error;
     while let Some(source) = current.source() {
         current = source;

@@ -77,6 +77,25 @@ impl Failure {
             other => other,
         }
     }
+
+    /// A call that failed in the transport on a TLS connection without a
+    /// client certificate to `address`: most likely the node requires one
+    /// (TLS 1.3 refuses a missing certificate after the handshake, on the
+    /// first call).
+    pub fn hint_client_certificate(self, address: &str) -> Failure {
+        match self {
+            Failure::Status(status) if std::error::Error::source(&status).is_some() => {
+                Failure::Connect {
+                    address: address.to_string(),
+                    reason: format!(
+                        "{} (if the node requires client certificates, pass --client-cert and --client-key)",
+                        crate::client::root_cause(&status)
+                    ),
+                }
+            }
+            other => other,
+        }
+    }
 }
 
 impl From<tonic::Status> for Failure {

@@ -73,6 +73,9 @@ async fn run(cli: &Cli) -> Outcome {
     let connection = Connection::open(&cli.host, tls.as_ref(), credentials).await?;
     let outcome = run_on(cli, &connection, &mut out).await;
     match tls {
+        Some(_) if cli.client_cert.is_none() => {
+            outcome.map_err(|failure| failure.hint_client_certificate(&cli.host))
+        }
         Some(_) => outcome,
         None => outcome.map_err(|failure| failure.hint_plaintext(&cli.host)),
     }

@@ -4,8 +4,11 @@
 //! (127.0.0.11, .12, … with the default ports), one rack each (up to three),
 //! waits until they form one ring, creates the keyspace `demo` replicated to
 //! every rack, prints how to connect, and stops them all on ctrl-c.
+//! `--tls` and `--auth` secure it ([`security`]).
 
-use std::net::{Ipv4Addr, SocketAddr};
+mod security;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -13,8 +16,8 @@ use ringstore_node::{NodeConfig, RunningNode};
 use ringstore_proto::v1 as pb;
 
 use crate::cli::DemoArgs;
-use crate::client::Connection;
 use crate::failure::Outcome;
+use security::Security;
 
 /// Runs the demo cluster until ctrl-c.
 pub async fn run(args: &DemoArgs) -> Outcome {
@@ -32,9 +35,20 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             .path()
             .to_path_buf()
     });
-    let configs: Vec<NodeConfig> = (0..args.nodes)
-        .map(|i| config(args, &root, i))
+    let ips: Vec<Ipv4Addr> = (0..args.nodes)
+        .map(|i| address(args.first_address, i))
         .collect::<anyhow::Result<_>>()?;
+    let ip_addrs: Vec<IpAddr> = ips.iter().copied().map(IpAddr::from).collect();
+    let mut security = Security::new(args.tls, args.auth, &root, &ip_addrs)?;
+    let configs: Vec<NodeConfig> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, &ip)| {
+            let mut config = config(args, &root, i, ip);
+            security.apply(&mut config, ip.into(), args.nodes);
+            config
+        })
+        .collect();
 
     let mut nodes = Vec::new();
     for config in &configs {
@@ -45,14 +59,12 @@ pub async fn run(args: &DemoArgs) -> Outcome {
     }
     wait_until_one_ring(&nodes).await?;
 
+    let first = configs[0].listen_address;
+    let last = configs[configs.len() - 1].listen_address;
+    security.set_password(first).await?;
     let racks = args.nodes.min(3) as u32;
     let replication = format!("NetworkTopologyStrategy:dc1={racks}");
-    let connection = Connection::open(
-        &configs[0].listen_address.to_string(),
-        None,
-        crate::client::Credentials::default(),
-    )
-    .await?;
+    let connection = security.connect(first).await?;
     connection
         .schema()
         .create_keyspace(pb::CreateKeyspaceRequest {
@@ -78,15 +90,19 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             config.rack
         );
     }
-    let first = configs[0].listen_address;
-    let last = configs[configs.len() - 1].listen_address;
+    for line in security.describe() {
+        println!("{line}");
+    }
+    let on_first = security.cli_flags(first);
+    let on_last = security.cli_flags(last);
     println!("Keyspace \"demo\" ({replication}) is ready. Try:");
-    println!("  ringstore --host {first} status demo");
-    println!("  ringstore --host {first} put demo hello world --consistency QUORUM");
-    println!("  ringstore --host {last} get demo hello --consistency QUORUM");
-    println!(
-        "  ringstore --host {first} stress write -n 100000 --keyspace demo --consistency QUORUM"
-    );
+    println!("  ringstore {on_first} status demo");
+    println!("  ringstore {on_first} put demo hello world --consistency QUORUM");
+    println!("  ringstore {on_last} get demo hello --consistency QUORUM");
+    println!("  ringstore {on_first} stress write -n 100000 --keyspace demo --consistency QUORUM");
+    if args.tls {
+        println!("A client without the certificates is refused: ringstore --host {first} status");
+    }
     println!("Press ctrl-c to stop.");
 
     let _ = tokio::signal::ctrl_c().await;
@@ -97,13 +113,21 @@ pub async fn run(args: &DemoArgs) -> Outcome {
     Ok(())
 }
 
-fn config(args: &DemoArgs, root: &std::path::Path, i: usize) -> anyhow::Result<NodeConfig> {
-    let first = u32::from(args.first_address);
-    let ip = Ipv4Addr::from(first.checked_add(i as u32).context("address overflow")?);
+/// The loopback address of node `i` (from 0).
+fn address(first: Ipv4Addr, i: usize) -> anyhow::Result<Ipv4Addr> {
+    let ip = u32::from(first)
+        .checked_add(u32::try_from(i)?)
+        .map(Ipv4Addr::from)
+        .context("address overflow")?;
     if !ip.is_loopback() {
         bail!("{ip} is not a loopback address: the demo runs on 127.0.0.0/8 only");
     }
-    Ok(NodeConfig {
+    Ok(ip)
+}
+
+/// The (unsecured) configuration of node `i` (from 0), at `ip`.
+fn config(args: &DemoArgs, root: &std::path::Path, i: usize, ip: Ipv4Addr) -> NodeConfig {
+    NodeConfig {
         cluster_name: "demo".into(),
         data_dir: root.join(format!("node{}", i + 1)),
         listen_address: SocketAddr::from((ip, 7100)),
@@ -117,7 +141,7 @@ fn config(args: &DemoArgs, root: &std::path::Path, i: usize) -> anyhow::Result<N
             ..Default::default()
         },
         ..NodeConfig::default()
-    })
+    }
 }
 
 /// Waits until every node sees every node up, `Normal`, on one ring.
