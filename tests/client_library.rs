@@ -129,6 +129,42 @@ async fn token_aware_requests_are_coordinated_by_a_replica_and_round_robin_ones_
         (400, 400, 0)
     );
 
+    // The CLI's --token-aware sends through the library the same way.
+    let forwarded = coordinated_by_all(&servers, 4, false).await;
+    for i in 0..10 {
+        let key = format!("cli{i}");
+        let put = servers.cli(
+            0,
+            &[
+                "put",
+                "ks",
+                &key,
+                "v",
+                "--token-aware",
+                "--consistency",
+                "QUORUM",
+            ],
+        );
+        assert!(
+            put.status.success(),
+            "{}",
+            common::processes::text(&put.stderr)
+        );
+        let got = servers.cli(
+            0,
+            &[
+                "get",
+                "ks",
+                &key,
+                "--token-aware",
+                "--consistency",
+                "QUORUM",
+            ],
+        );
+        assert_eq!(common::processes::text(&got.stdout), "v\n");
+    }
+    assert_eq!(coordinated_by_all(&servers, 4, false).await, forwarded);
+
     // The same load round-robin: about half the requests land on a node
     // that is no replica and must forward all of them.
     let round_robin = connect(&servers, &[0], Routing::RoundRobin).await;
