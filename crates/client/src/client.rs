@@ -2,9 +2,11 @@
 //! table's receiver, runs each request along its [`QueryPlan`] under the
 //! [`RetryPolicy`], and keeps a background task refreshing the table.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_client::ClientClient;
@@ -68,6 +70,9 @@ struct Inner {
     turn: AtomicUsize,
     timestamps: TimestampGenerator,
     stats: Counters,
+    /// Nodes the client failed to reach, and until when they go last.
+    /// Held only to read or update, never across an await.
+    suspects: Mutex<HashMap<SocketAddr, Instant>>,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +167,7 @@ impl Client {
                 turn: AtomicUsize::new(0),
                 timestamps: TimestampGenerator::default(),
                 stats: Counters::default(),
+                suspects: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -344,6 +350,8 @@ impl Client {
         if plan.nodes.is_empty() {
             return Err(ClientError::NoNode);
         }
+        let mut plan = plan;
+        plan.demote(&self.suspects());
         let timeout = self.inner.config.request_timeout;
         let mut attempt = 0u32;
         loop {
@@ -368,6 +376,12 @@ impl Client {
             if failure.suggests_topology_change() {
                 self.want_refresh();
             }
+            if matches!(
+                failure,
+                AttemptFailure::Unreachable | AttemptFailure::Transport
+            ) {
+                self.suspect(node);
+            }
             // A node is asked once: another attempt there would meet what
             // failed this one.
             if attempt as usize >= plan.nodes.len() {
@@ -386,6 +400,28 @@ impl Client {
                 RetryDecision::Fail => return Err(error),
             }
         }
+    }
+}
+
+impl Client {
+    /// The nodes currently suspected; forgets those whose time is up.
+    fn suspects(&self) -> Vec<SocketAddr> {
+        let mut suspects = self.inner.suspects.lock().expect("suspects lock");
+        if suspects.is_empty() {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        suspects.retain(|_, until| *until > now);
+        suspects.keys().copied().collect()
+    }
+
+    fn suspect(&self, node: SocketAddr) {
+        let until = Instant::now() + self.inner.config.suspect_for;
+        self.inner
+            .suspects
+            .lock()
+            .expect("suspects lock")
+            .insert(node, until);
     }
 }
 

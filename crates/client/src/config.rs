@@ -38,6 +38,10 @@ pub struct ClientConfig {
     pub refresh_interval: Duration,
     /// The least time between two refreshes triggered by failures.
     pub min_refresh_gap: Duration,
+    /// How long a node the client failed to reach (refused, connection
+    /// broken) goes to the end of every plan, before the cluster's failure
+    /// detector may have noticed.
+    pub suspect_for: Duration,
     /// HTTP/2 connections per node; requests take them in turn. One
     /// connection multiplexes many requests; more spread the work of a
     /// heavily loaded client over more of the node's connection tasks.
@@ -62,7 +66,8 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// A configuration for `seeds` with the defaults: token-aware, a 12 s
     /// request timeout, a 5 s connect timeout, a refresh every 5 s (and on
-    /// suspicious failures, at most every 100 ms), one connection per
+    /// suspicious failures, at most every 100 ms), nodes not reached put
+    /// last for 2 s, one connection per
     /// node, three attempts, client timestamps, plaintext, no credentials,
     /// four ranges at once in a scan, 64 MiB messages.
     pub fn new(seeds: impl IntoIterator<Item = impl Into<String>>) -> ClientConfig {
@@ -74,6 +79,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             refresh_interval: Duration::from_secs(5),
             min_refresh_gap: Duration::from_millis(100),
+            suspect_for: Duration::from_secs(2),
             connections_per_node: NonZeroUsize::MIN,
             retry: RetryPolicy::default(),
             client_timestamps: true,

@@ -22,6 +22,25 @@ pub struct QueryPlan {
     pub replicas: usize,
 }
 
+impl QueryPlan {
+    /// Moves the nodes in `suspects` (ones the client just failed to reach)
+    /// to the end, keeping the order of the rest and of them; a suspect
+    /// replica no longer counts in `replicas`.
+    pub fn demote(&mut self, suspects: &[SocketAddr]) {
+        if suspects.is_empty() {
+            return;
+        }
+        let demoted_replicas = self.nodes[..self.replicas]
+            .iter()
+            .filter(|n| suspects.contains(n))
+            .count();
+        let (fine, suspect): (Vec<SocketAddr>, Vec<SocketAddr>) =
+            self.nodes.iter().partition(|n| !suspects.contains(n));
+        self.nodes = fine.into_iter().chain(suspect).collect();
+        self.replicas -= demoted_replicas;
+    }
+}
+
 /// An immutable routing snapshot of the cluster: the ring rebuilt from the
 /// members' tokens and one replica map per keyspace, computed by
 /// `ringstore_placement` exactly as the nodes compute them.

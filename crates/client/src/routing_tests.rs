@@ -161,3 +161,16 @@ fn joining_members_coordinate_but_own_nothing_and_a_foreign_checksum_is_noticed(
     topology.ring_checksum ^= 1;
     assert!(!RoutingTable::new(&topology, None, true).ring_matches());
 }
+
+#[test]
+fn suspects_go_last_and_stop_counting_as_replicas() {
+    let mut plan = QueryPlan {
+        nodes: vec![address(1), address(2), address(3), address(4)],
+        replicas: 2,
+    };
+    plan.demote(&[address(1), address(3)]);
+    assert_eq!(plan.nodes, [address(2), address(4), address(1), address(3)]);
+    assert_eq!(plan.replicas, 1);
+    plan.demote(&[]);
+    assert_eq!(plan.replicas, 1);
+}
