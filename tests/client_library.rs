@@ -1,5 +1,5 @@
 //! `ringstore-client` against real `ringstore server` processes (blocks 190
-//! to 192; 193 and 194 are kept for it): token-aware requests are
+//! to 192): token-aware requests are
 //! coordinated by a replica of their key (no internode forward, counted by
 //! the nodes' `ringstore_coordinator_requests_total{replica_local}`) while
 //! round-robin ones are often forwarded; a coordinator SIGKILLed under a
