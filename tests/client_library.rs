@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::processes::{Processes, sample};
-use ringstore_client::{Client, ClientConfig, Routing, pb};
+use futures::StreamExt;
+use ringstore_client::{Client, ClientConfig, Routing, ScanSpec, pb};
 use ringstore_proto::v1::admin_client::AdminClient;
 
 const QUORUM: i32 = pb::ConsistencyLevel::Quorum as i32;
@@ -164,6 +165,27 @@ async fn token_aware_requests_are_coordinated_by_a_replica_and_round_robin_ones_
         assert_eq!(common::processes::text(&got.stdout), "v\n");
     }
     assert_eq!(coordinated_by_all(&servers, 4, false).await, forwarded);
+
+    // A scan reads the whole ring, a few ranges at once, in token order.
+    let spec = ScanSpec {
+        keyspace: "ks".into(),
+        consistency: pb::ConsistencyLevel::Quorum,
+        page_size: Some(17),
+    };
+    let rows: Vec<pb::ScanRow> = client
+        .scan(spec)
+        .map(|row| row.expect("a scanned row"))
+        .collect()
+        .await;
+    assert_eq!(rows.len(), 210);
+    assert!(
+        rows.windows(2)
+            .all(|p| (p[0].token, &p[0].key) < (p[1].token, &p[1].key))
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.key == b"a199" && r.value == b"value-199")
+    );
 
     // The same load round-robin: about half the requests land on a node
     // that is no replica and must forward all of them.

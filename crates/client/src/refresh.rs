@@ -42,12 +42,17 @@ impl Refresher {
     ) -> Result<(Refresher, watch::Receiver<Arc<RoutingTable>>)> {
         let mut last = ClientError::NoNode;
         for &seed in &seeds {
-            match learn(&pool, seed, timeout).await {
-                Ok(topology) => {
-                    let local_dc = match local_dc {
-                        Some(dc) => Some(dc),
-                        None => Some(datacenter_of(&pool, seed, timeout).await?),
-                    };
+            let learned = async {
+                let topology = learn(&pool, seed, timeout).await?;
+                let dc = match &local_dc {
+                    Some(dc) => dc.clone(),
+                    None => datacenter_of(&pool, seed, timeout).await?,
+                };
+                Ok::<_, ClientError>((topology, dc))
+            };
+            match learned.await {
+                Ok((topology, local_dc)) => {
+                    let local_dc = Some(local_dc);
                     let table = RoutingTable::new(&topology, local_dc.clone(), token_aware);
                     let (sender, receiver) = watch::channel(Arc::new(table));
                     let refresher = Refresher {
