@@ -53,6 +53,12 @@ impl QueryPlan {
 #[derive(Debug)]
 pub struct RoutingTable {
     nodes: BTreeMap<HostId, Node>,
+    /// The round robin's three groups, each in host id order, computed
+    /// once: up nodes of the local data center, up nodes of others, down
+    /// nodes.
+    up_local: Vec<SocketAddr>,
+    up_remote: Vec<SocketAddr>,
+    down: Vec<SocketAddr>,
     maps: HashMap<String, ReplicaMap>,
     ring: Arc<Ring>,
     local_dc: Option<Datacenter>,
@@ -76,8 +82,21 @@ impl RoutingTable {
             .iter()
             .map(|k| (k.name.clone(), ReplicaMap::new(ring.clone(), &k.strategy)))
             .collect();
+        let nodes: BTreeMap<HostId, Node> =
+            topology.nodes.iter().map(|n| (n.host, n.clone())).collect();
+        let is_local = |n: &Node| local_dc.as_ref().is_none_or(|dc| &n.location.dc == dc);
+        let group = |keep: &dyn Fn(&Node) -> bool| {
+            nodes
+                .values()
+                .filter(|n| keep(n))
+                .map(|n| n.address)
+                .collect()
+        };
         RoutingTable {
-            nodes: topology.nodes.iter().map(|n| (n.host, n.clone())).collect(),
+            up_local: group(&|n| n.up && is_local(n)),
+            up_remote: group(&|n| n.up && !is_local(n)),
+            down: group(&|n| !n.up),
+            nodes,
             maps,
             ring,
             local_dc,
@@ -130,52 +149,39 @@ impl RoutingTable {
         let Some(map) = self.maps.get(keyspace).filter(|_| self.token_aware) else {
             return self.plan_any(turn);
         };
-        let replicas: Vec<&Node> = map
+        let (mut local, mut remote, mut down) = (Vec::new(), Vec::new(), Vec::new());
+        for node in map
             .replicas(token)
             .ids()
             .filter_map(|id| self.nodes.get(&id))
-            .collect();
-        let (up, down): (Vec<&Node>, Vec<&Node>) = replicas.iter().copied().partition(|n| n.up);
-        let (local, remote): (Vec<&Node>, Vec<&Node>) =
-            up.iter().copied().partition(|n| self.is_local(n));
-        let mut nodes: Vec<SocketAddr> = rotated(&local, turn)
-            .chain(rotated(&remote, turn))
-            .map(|n| n.address)
-            .collect();
-        let replica_count = nodes.len();
-        let (others_up, others_down): (Vec<&Node>, Vec<&Node>) = self
-            .round_robin(turn)
-            .filter(|n| !replicas.iter().any(|r| r.host == n.host))
-            .partition(|n| n.up);
-        nodes.extend(others_up.iter().map(|n| n.address));
-        nodes.extend(down.iter().map(|n| n.address));
-        nodes.extend(others_down.iter().map(|n| n.address));
-        QueryPlan {
-            nodes,
-            replicas: replica_count,
+        {
+            match (node.up, self.is_local(node)) {
+                (true, true) => local.push(node.address),
+                (true, false) => remote.push(node.address),
+                (false, _) => down.push(node.address),
+            }
         }
+        let is_replica =
+            |a: &SocketAddr| local.contains(a) || remote.contains(a) || down.contains(a);
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        nodes.extend(rotated(&local, turn).chain(rotated(&remote, turn)));
+        let replicas = nodes.len();
+        let others_up = rotated(&self.up_local, turn).chain(rotated(&self.up_remote, turn));
+        nodes.extend(others_up.filter(|a| !is_replica(a)));
+        nodes.extend(&down);
+        nodes.extend(rotated(&self.down, turn).filter(|a| !is_replica(a)));
+        QueryPlan { nodes, replicas }
     }
 
     /// The plain round robin on `turn`: the up nodes of the local data
     /// center, then the other up nodes, then the down ones.
     pub fn plan_any(&self, turn: usize) -> QueryPlan {
-        QueryPlan {
-            nodes: self.round_robin(turn).map(|n| n.address).collect(),
-            replicas: 0,
-        }
-    }
-
-    fn round_robin(&self, turn: usize) -> impl Iterator<Item = &Node> {
-        let all: Vec<&Node> = self.nodes.values().collect();
-        let (up, down): (Vec<&Node>, Vec<&Node>) = all.into_iter().partition(|n| n.up);
-        let (local, remote): (Vec<&Node>, Vec<&Node>) =
-            up.into_iter().partition(|n| self.is_local(n));
-        let order: Vec<&Node> = rotated(&local, turn)
-            .chain(rotated(&remote, turn))
-            .chain(rotated(&down, turn))
+        let nodes = rotated(&self.up_local, turn)
+            .chain(rotated(&self.up_remote, turn))
+            .chain(rotated(&self.down, turn))
             .copied()
             .collect();
-        order.into_iter()
+        QueryPlan { nodes, replicas: 0 }
     }
 
     fn is_local(&self, node: &Node) -> bool {
@@ -186,7 +192,7 @@ impl RoutingTable {
 }
 
 /// `items` starting at `turn` modulo their count, wrapping.
-fn rotated<'a, T>(items: &'a [T], turn: usize) -> impl Iterator<Item = &'a T> + 'a {
+fn rotated<T>(items: &[T], turn: usize) -> impl Iterator<Item = &T> {
     let start = if items.is_empty() {
         0
     } else {
