@@ -446,3 +446,32 @@ async fn resolve(address: &str) -> Result<SocketAddr> {
         .next()
         .ok_or_else(|| failed("the name resolves to no address".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn refused(seeds: Vec<&str>) -> ClientError {
+        let mut config = ClientConfig::new(seeds);
+        config.connect_timeout = std::time::Duration::from_secs(2);
+        config.request_timeout = std::time::Duration::from_secs(2);
+        Client::connect(config).await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn bad_seeds_are_clear_errors_naming_them() {
+        let none = refused(vec![]).await;
+        assert!(none.to_string().contains("no seed"), "{none}");
+        let unknown = refused(vec!["no-such-node.invalid:7100"]).await;
+        assert!(
+            matches!(&unknown, ClientError::Resolve { address, .. } if address == "no-such-node.invalid:7100"),
+            "{unknown}"
+        );
+        // Nothing listens on port 1: every seed is tried, the last failure kept.
+        let down = refused(vec!["127.0.0.1:1", "127.0.0.2:1"]).await;
+        let message = down.to_string();
+        assert!(message.contains("127.0.0.1:1, 127.0.0.2:1"), "{message}");
+        assert!(message.contains("127.0.0.2:1: "), "{message}");
+        assert_eq!(down.code(), tonic::Code::Unavailable);
+    }
+}
