@@ -364,6 +364,10 @@ pub struct StressArgs {
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Send each request to a replica of its key (the ring learned from
+    /// `--host`), not to `--host`.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// Arguments of `ringstore demo`.
@@ -726,6 +730,10 @@ pub struct PutArgs {
     /// KEY and VALUE are hex bytes.
     #[arg(long)]
     pub hex: bool,
+    /// Send the write to a replica of the key, learned from `--host`,
+    /// rather than have `--host` coordinate it.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// Arguments of `ringstore get` and `ringstore delete`.
@@ -741,6 +749,10 @@ pub struct ReadArgs {
     /// KEY is hex bytes, and `get` prints the value as hex.
     #[arg(long)]
     pub hex: bool,
+    /// Send the request to a replica of the key, learned from `--host`,
+    /// rather than have `--host` coordinate it.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// `ringstore keyspace ...`.

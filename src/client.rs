@@ -13,11 +13,10 @@ use ringstore_proto::v1::users_client::UsersClient;
 use std::path::Path;
 
 use anyhow::Context;
-use ringstore_node::client_auth::{PASSWORD_HEADER, USER_HEADER};
-use tonic::metadata::{AsciiMetadataValue, BinaryMetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use ringstore_client::{ClientConfig, Routing};
 
 use crate::failure::Failure;
 
@@ -54,67 +53,26 @@ impl ClientTls {
 }
 
 /// The user name and password every request carries (`--user`,
-/// `--password`); none: requests carry none.
-#[derive(Clone, Default)]
-pub struct Credentials {
-    user: Option<AsciiMetadataValue>,
-    password: Option<BinaryMetadataValue>,
-}
+/// `--password`): the client library's, sent as it sends them.
+pub use ringstore_client::Credentials;
 
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Credentials(..)")
-    }
-}
-
-impl Credentials {
-    /// From `--user` and `--password` (a user name must be ASCII; the
-    /// password may be any text). Both are sent marked sensitive, so
-    /// HTTP/2 header compression never indexes them.
-    pub fn new(user: Option<&str>, password: Option<&str>) -> Result<Credentials, Failure> {
-        let user = match user {
-            None => None,
-            Some(user) => {
-                let mut value = AsciiMetadataValue::try_from(user)
-                    .map_err(|_| anyhow::anyhow!("--user must be letters, digits and _ - . @"))?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-        };
-        let password = password.map(|password| {
-            let mut value = BinaryMetadataValue::from_bytes(password.as_bytes());
-            value.set_sensitive(true);
-            value
-        });
-        Ok(Credentials { user, password })
-    }
-}
-
-impl Interceptor for Credentials {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(user) = &self.user {
-            request.metadata_mut().insert(USER_HEADER, user.clone());
-        }
-        if let Some(password) = &self.password {
-            request
-                .metadata_mut()
-                .insert_bin(PASSWORD_HEADER, password.clone());
-        }
-        Ok(request)
-    }
+/// The credentials of `--user` and `--password`, or an error naming the flag.
+pub fn credentials(user: Option<&str>, password: Option<&str>) -> Result<Credentials, Failure> {
+    Credentials::new(user, password)
+        .map_err(|_| anyhow::anyhow!("--user must be letters, digits and _ - . @").into())
 }
 
 /// A channel whose every request carries the credentials.
-pub type Transport = InterceptedService<Channel, Credentials>;
+pub type Transport = ringstore_client::Transport;
 
 /// A connected channel to one node.
 #[derive(Clone)]
 pub struct Connection {
     channel: Channel,
     credentials: Credentials,
+    /// The node's address, resolved.
+    address: SocketAddr,
+    tls: Option<ClientTlsConfig>,
 }
 
 impl Connection {
@@ -150,7 +108,28 @@ impl Connection {
         Ok(Connection {
             channel,
             credentials,
+            address,
+            tls: tls.map(|ClientTls(config)| config.clone()),
         })
+    }
+
+    /// A client library handle seeded with this connection's node, TLS
+    /// and credentials: with [`Routing::SeedsOnly`] the node coordinates
+    /// everything (as `--host` promises); token-aware, it is only where
+    /// the cluster is learned. Writes are stamped by the node, as without
+    /// the library unless `client_timestamps`.
+    pub async fn cluster(
+        &self,
+        routing: Routing,
+        client_timestamps: bool,
+    ) -> Result<ringstore_client::Client, Failure> {
+        let mut config = ClientConfig::new([self.address.to_string()]);
+        config.routing = routing;
+        config.tls = self.tls.clone();
+        config.credentials = self.credentials.clone();
+        config.client_timestamps = client_timestamps;
+        config.max_message_bytes = MAX_MESSAGE_BYTES;
+        Ok(ringstore_client::Client::connect(config).await?)
     }
 
     fn transport(&self) -> Transport {

@@ -104,6 +104,24 @@ impl From<tonic::Status> for Failure {
     }
 }
 
+impl From<ringstore_client::ClientError> for Failure {
+    /// A node's answer stays a status (its code and message as the node
+    /// sent them); a node that cannot be reached is a connect failure.
+    fn from(error: ringstore_client::ClientError) -> Failure {
+        use ringstore_client::ClientError as E;
+        match error {
+            E::Status { source, .. } => Failure::Status(source),
+            E::NoSeed { source, .. } => Failure::from(*source),
+            E::Connect { address, source } => Failure::Connect {
+                address: address.to_string(),
+                reason: source.to_string(),
+            },
+            E::Resolve { address, reason } => Failure::Connect { address, reason },
+            other => Failure::Other(other.into()),
+        }
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Failure {
         Failure::Other(error)

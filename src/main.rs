@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, LogFormat};
-use crate::client::{ClientTls, Connection, Credentials};
+use crate::client::{ClientTls, Connection};
 use crate::failure::{Failure, Outcome};
 
 /// mimalloc instead of glibc's malloc: the node allocates per request (gRPC
@@ -69,7 +69,7 @@ async fn run(cli: &Cli) -> Outcome {
         cli.client_cert.as_deref(),
         cli.client_key.as_deref(),
     )?;
-    let credentials = Credentials::new(cli.user.as_deref(), cli.password.as_deref())?;
+    let credentials = client::credentials(cli.user.as_deref(), cli.password.as_deref())?;
     let connection = Connection::open(&cli.host, tls.as_ref(), credentials).await?;
     let outcome = run_on(cli, &connection, &mut out).await;
     match tls {

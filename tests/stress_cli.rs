@@ -96,8 +96,13 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
     let write = stress("write", 2000, &["--concurrency", "8", "--key-count", "500"]).await;
     assert_eq!(write["concurrency"], 8);
     assert_eq!(write["value_size"], 100);
+    assert_eq!(write["token_aware"], false);
     stress("read", 1000, &[]).await;
     stress("noop", 1000, &[]).await;
+    // Token-aware: the client learns the (one-node) ring and routes to it.
+    let routed = stress("write", 1000, &["--token-aware", "--key-count", "500"]).await;
+    assert_eq!(routed["token_aware"], true);
+    stress("read", 500, &["--token-aware"]).await;
 
     let refused = ringstore(&["stress", "write", "--concurrency", "0"]).await;
     assert_eq!(refused.status.code(), Some(2));
@@ -112,6 +117,19 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
     let stderr = String::from_utf8_lossy(&unavailable.stderr);
     assert!(stderr.starts_with("UNAVAILABLE: "), "{stderr}");
     assert!(unavailable.stdout.is_empty());
+    let unavailable = ringstore(&[
+        "stress",
+        "read",
+        "-n",
+        "200",
+        "--consistency",
+        "TWO",
+        "--token-aware",
+    ])
+    .await;
+    assert_eq!(unavailable.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&unavailable.stderr);
+    assert!(stderr.starts_with("UNAVAILABLE: "), "{stderr}");
 
     node.shutdown().await.expect("node stops");
 }

@@ -1,8 +1,11 @@
-//! `ringstore put`, `get` and `delete`.
+//! `ringstore put`, `get` and `delete`, through the client library: the
+//! `--host` node coordinates (the library's `SeedsOnly` routing), or with
+//! `--token-aware` a replica of the key.
 
 use std::io::{Read, Write};
 
 use anyhow::{Context, anyhow};
+use ringstore_client::{Client, Routing};
 use ringstore_proto::v1 as pb;
 
 use ringstore_replication::ConsistencyLevel;
@@ -22,6 +25,17 @@ pub fn key_bytes(key: &str, hex: bool) -> Result<Vec<u8>, Failure> {
         return Err(anyhow!("the key must not be empty").into());
     }
     Ok(bytes)
+}
+
+/// The client library on `connection`'s node: `--host` coordinates, or
+/// with `--token-aware` a replica of the key does.
+async fn cluster(connection: &Connection, token_aware: bool) -> Result<Client, Failure> {
+    let routing = if token_aware {
+        Routing::TokenAware
+    } else {
+        Routing::SeedsOnly
+    };
+    connection.cluster(routing, false).await
 }
 
 /// A consistency level's wire form.
@@ -49,8 +63,8 @@ pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
     } else {
         args.value.as_bytes().to_vec()
     };
-    connection
-        .client()
+    cluster(connection, args.token_aware)
+        .await?
         .put(pb::PutRequest {
             keyspace: args.keyspace.clone(),
             key,
@@ -66,15 +80,14 @@ pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
 /// `get`: prints the value and a newline; [`Failure::NotFound`] if none.
 pub async fn get(connection: &Connection, args: &ReadArgs, out: &mut impl Write) -> Outcome {
     let key = key_bytes(&args.key, args.hex)?;
-    let response = connection
-        .client()
+    let response = cluster(connection, args.token_aware)
+        .await?
         .get(pb::GetRequest {
             keyspace: args.keyspace.clone(),
             key,
             consistency: level(args.consistency),
         })
-        .await?
-        .into_inner();
+        .await?;
     if !response.found {
         return Err(Failure::NotFound);
     }
@@ -90,8 +103,8 @@ pub async fn get(connection: &Connection, args: &ReadArgs, out: &mut impl Write)
 /// `delete`: writes a tombstone.
 pub async fn delete(connection: &Connection, args: &ReadArgs) -> Outcome {
     let key = key_bytes(&args.key, args.hex)?;
-    connection
-        .client()
+    cluster(connection, args.token_aware)
+        .await?
         .delete(pb::DeleteRequest {
             keyspace: args.keyspace.clone(),
             key,

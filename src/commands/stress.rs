@@ -1,8 +1,13 @@
 //! `ringstore stress`: loads a node with puts, gets or no-op RPCs and reports
 //! throughput and latency, as cassandra-stress.
 //!
-//! `--concurrency` tokio tasks share the command's one channel to the node.
-//! Each sends one request at a time and claims every operation from a shared
+//! `--concurrency` tokio tasks share one `ringstore-client` handle. By
+//! default every request goes to the `--host` node over one channel, and
+//! that node coordinates; with `--token-aware` the client learns the ring
+//! from `--host` and sends each request to a replica of its key (one
+//! channel per node), so the coordinator writes one replica locally
+//! instead of forwarding to all of them, and stamps writes itself (which
+//! makes them safe to retry on another node). Each task sends one request at a time and claims every operation from a shared
 //! counter, so a run does exactly `-n` operations (100,000 by default) or
 //! starts new ones until `--duration` has passed. Keys are `key{N}`, N uniform
 //! in `0..--key-count`. Every completed operation counts, failed or not;
@@ -20,7 +25,8 @@
 //!   request, so an overloaded node slows the offered load down and the
 //!   latencies hide the waiting (coordinated omission), as in cassandra-stress
 //!   without a rate limit.
-//! - Every worker shares one HTTP/2 connection to one node.
+//! - Every worker shares one HTTP/2 connection per node (to one node
+//!   without `--token-aware`).
 //! - Keys are uniform; there are no Zipf or sequential populations. Each
 //!   worker's generator is seeded by its index, so runs are repeatable.
 //! - A `read` of a key never written succeeds (it finds nothing).
@@ -36,8 +42,8 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use ringstore_client::{Client, Routing};
 use ringstore_proto::v1 as pb;
-use ringstore_proto::v1::client_client::ClientClient;
 
 use crate::cli::{StressArgs, Workload};
 use crate::client::Connection;
@@ -87,9 +93,17 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     let bar = progress_bar(plan.limit);
     let ticker = (!bar.is_hidden())
         .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
+    let routing = if args.token_aware {
+        Routing::TokenAware
+    } else {
+        Routing::SeedsOnly
+    };
+    // Token-aware writes carry client timestamps, so a write that met a
+    // dead node is retried on the next one.
+    let client = connection.cluster(routing, plan.token_aware).await?;
     let workers: Vec<_> = (0..plan.concurrency)
         .map(|index| {
-            let client = connection.client();
+            let client = client.clone();
             tokio::spawn(worker(index, client, plan.clone(), shared.clone()))
         })
         .collect();
@@ -152,6 +166,8 @@ struct Plan {
     read_ratio: f64,
     keyspace: String,
     consistency: ringstore_replication::ConsistencyLevel,
+    /// Requests go to a replica of their key, not to `--host`.
+    token_aware: bool,
 }
 
 impl Plan {
@@ -189,6 +205,7 @@ impl Plan {
             read_ratio: args.read_ratio,
             keyspace: args.keyspace.clone(),
             consistency: args.consistency,
+            token_aware: args.token_aware,
         })
     }
 }
@@ -301,12 +318,7 @@ impl Tally {
 
 /// One worker: claims operations and sends them one at a time until the run
 /// is over.
-async fn worker(
-    index: usize,
-    mut client: ClientClient<crate::client::Transport>,
-    plan: Arc<Plan>,
-    shared: Arc<Shared>,
-) -> Tally {
+async fn worker(index: usize, client: Client, plan: Arc<Plan>, shared: Arc<Shared>) -> Tally {
     let mut rng = StdRng::seed_from_u64(0x5EED_0000 + index as u64);
     let value: Vec<u8> = (0..plan.value_size).map(|_| rng.random::<u8>()).collect();
     let consistency = level(plan.consistency);
@@ -341,8 +353,9 @@ async fn worker(
                 })
                 .await
                 .map(drop),
-            Op::Noop => client.noop(pb::NoopRequest {}).await.map(drop),
-        };
+            Op::Noop => client.noop().await,
+        }
+        .map_err(ringstore_client::ClientError::into_status);
         let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
         match result {
             Ok(()) => tally.latency.saturating_record(micros),
@@ -449,6 +462,15 @@ impl Report<'_> {
             ("workload", workload_name(plan.workload).to_string()),
             ("concurrency", plan.concurrency.to_string()),
             ("consistency", plan.consistency.to_string()),
+            (
+                "routing",
+                if plan.token_aware {
+                    "token-aware"
+                } else {
+                    "--host"
+                }
+                .to_string(),
+            ),
             ("operations", self.tally.operations().to_string()),
             ("errors", errors),
             ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
@@ -492,6 +514,7 @@ impl Report<'_> {
             "concurrency": self.plan.concurrency,
             "consistency": self.plan.consistency.to_string(),
             "value_size": self.plan.value_size,
+            "token_aware": self.plan.token_aware,
         })
     }
 }
@@ -524,6 +547,7 @@ mod tests {
             replication: "SimpleStrategy:1".into(),
             read_ratio: 0.5,
             json: false,
+            token_aware: false,
         }
     }
 

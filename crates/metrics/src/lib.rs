@@ -7,7 +7,8 @@
 //!   test cluster keeps its nodes' numbers apart.
 //! - **Two kinds of family.** *Recorded* families are updated on the request
 //!   path: client requests by operation and consistency level (count, errors
-//!   by gRPC code, latency histogram), coordinator latency, unavailables and
+//!   by gRPC code, latency histogram), coordinator latency, requests by
+//!   whether the coordinator was a replica of the key, unavailables and
 //!   timeouts, read repairs, client auth refusals by reason, internode
 //!   latency per peer, storage sync
 //!   latency, replica-local reads and writes per keyspace, and work per

@@ -70,6 +70,7 @@ pub struct NodeMetrics {
     client_errors: IntCounterVec,
     client_latency: HistogramVec,
     coordinator_latency: HistogramVec,
+    coordinator_requests: IntCounterVec,
     coordinator_unavailables: IntCounterVec,
     coordinator_timeouts: IntCounterVec,
     read_repairs: IntCounter,
@@ -152,6 +153,11 @@ impl NodeMetrics {
                 "Coordinated reads and writes of one key (proxyhistograms), successful or not.",
                 &["operation"],
             )?,
+            coordinator_requests: f.counters(
+                "ringstore_coordinator_requests_total",
+                "Reads and writes of one key this node coordinated, by whether it is a replica of the key (replica_local=\"false\": every replica was remote, a hop a token-aware client saves).",
+                &["operation", "replica_local"],
+            )?,
             coordinator_unavailables: f.counters(
                 "ringstore_coordinator_unavailables_total",
                 "Reads and writes refused for want of live replicas, or failed by too many replicas.",
@@ -211,6 +217,11 @@ impl NodeMetrics {
         for op in [CoordinatorOp::Read, CoordinatorOp::Write] {
             let label = [op.label()];
             metrics.coordinator_latency.with_label_values(&label);
+            for local in ["true", "false"] {
+                metrics
+                    .coordinator_requests
+                    .with_label_values(&[op.label(), local]);
+            }
             metrics.coordinator_unavailables.with_label_values(&label);
             metrics.coordinator_timeouts.with_label_values(&label);
         }
@@ -245,6 +256,15 @@ impl NodeMetrics {
         self.coordinator_latency
             .with_label_values(&[op.label()])
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a read or write of one key coordinated by a replica of the
+    /// key (`replica_local`) or by a node that is none.
+    pub fn coordinator_request(&self, op: CoordinatorOp, replica_local: bool) {
+        let local = if replica_local { "true" } else { "false" };
+        self.coordinator_requests
+            .with_label_values(&[op.label(), local])
+            .inc();
     }
 
     /// Counts a read or write refused or failed for want of replicas.

@@ -19,6 +19,9 @@ fn recorded_requests_show_on_the_page_by_operation_and_level() {
     }
     metrics.client_error(Operation::Get, "ONE", "UNAVAILABLE");
     metrics.unavailable(CoordinatorOp::Read);
+    metrics.coordinator_request(CoordinatorOp::Write, true);
+    metrics.coordinator_request(CoordinatorOp::Write, true);
+    metrics.coordinator_request(CoordinatorOp::Read, false);
     {
         let _guard = metrics.stage(Stage::ClientRequest);
         assert_eq!(metrics.stage_numbers(Stage::ClientRequest), (1, 0, 0));
@@ -51,6 +54,21 @@ fn recorded_requests_show_on_the_page_by_operation_and_level() {
         ),
         Some("1")
     );
+    let coordinated = |op: &str, local: &str| {
+        line(
+            &page,
+            &format!(
+                "ringstore_coordinator_requests_total{{operation=\"{op}\",replica_local=\"{local}\"}}"
+            ),
+        )
+    };
+    assert_eq!(coordinated("write", "true"), Some("2"));
+    assert_eq!(
+        coordinated("write", "false"),
+        Some("0"),
+        "shown before its first sample"
+    );
+    assert_eq!(coordinated("read", "false"), Some("1"));
 }
 
 #[test]

@@ -104,6 +104,13 @@ async fn write_unmeasured(
     let view = context.view();
     let (natural, pending) = write_candidates(context, &view, keyspace, &key)?;
     drop(view);
+    let local = natural
+        .iter()
+        .chain(&pending)
+        .any(|c| c.host == context.host_id);
+    context
+        .metrics
+        .coordinator_request(CoordinatorOp::Write, local);
     let plan = plan_write(
         level,
         &keyspace.strategy,
@@ -267,6 +274,10 @@ async fn read_unmeasured(
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
     let natural = candidates(context, &context.view(), keyspace, token_of(&key)?);
+    let local = natural.iter().any(|c| c.host == context.host_id);
+    context
+        .metrics
+        .coordinator_request(CoordinatorOp::Read, local);
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
     let key = Arc::new(key);

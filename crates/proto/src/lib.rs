@@ -8,6 +8,13 @@
 //! writes, schema exchange, streaming, repair's trees and rows) on the
 //! internode port.
 
+/// The gRPC metadata key of a client's user name (ASCII), on every request
+/// to the client port of a node with client authentication.
+pub const USER_HEADER: &str = "x-ringstore-user";
+/// The metadata key of the password (binary metadata: any bytes; sent
+/// marked sensitive so HTTP/2 header compression does not index it).
+pub const PASSWORD_HEADER: &str = "x-ringstore-password-bin";
+
 /// Version 1 of the API.
 pub mod v1 {
     #![allow(missing_docs, clippy::all, clippy::pedantic)]

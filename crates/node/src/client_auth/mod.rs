@@ -28,11 +28,9 @@ pub use config::{AuthConfig, Authenticator};
 pub use gate::Gate;
 pub use layer::{ClientAuthLayer, Guarded};
 
-/// The metadata key of the user name (ASCII).
-pub const USER_HEADER: &str = "x-ringstore-user";
-/// The metadata key of the password (binary metadata: any bytes; sent
-/// marked sensitive so HTTP/2 header compression does not index it).
-pub const PASSWORD_HEADER: &str = "x-ringstore-password-bin";
+/// The metadata keys of the credentials, defined with the wire schema so
+/// clients that do not link the node (`ringstore-client`) agree on them.
+pub use ringstore_proto::{PASSWORD_HEADER, USER_HEADER};
 
 #[cfg(test)]
 mod tests {
