@@ -18,8 +18,8 @@
 //! and 181 there are in-process; 183 and 184 are kept for clock tests), 185
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 190 to 192
 //! in `tests/client_library.rs` (193 and 194:
-//! `benches/stress_token_aware.sh`). Benches: 65, 66, 97 to 104, 106
-//! (`benches/allocator.sh`), 107.
+//! `benches/stress_token_aware.sh`). Other benches: 65, 66, 89, 98 to 104,
+//! 106 (`benches/allocator.sh`).
 
 mod common;
 
