@@ -15,7 +15,8 @@
 //! (`tests/scan.rs`, `tests/export_import.rs`; `benches/scan_rss.sh` uses
 //! 66), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
 //! its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
-//! and 181 there are in-process; 183 and 184 are kept for clock tests).
+//! and 181 there are in-process; 183 and 184 are kept for clock tests), 186
+//! in `tests/fresh_start.rs` (`benches/fresh_cluster.sh` uses 105).
 
 mod common;
 
