@@ -68,9 +68,35 @@ pub fn join_turn(view: &ClusterView, me: HostId) -> JoinTurn {
     if !view.ring.is_empty() {
         return JoinTurn::Serial;
     }
-    let order = cohort_order(view);
-    let before = order.into_iter().take_while(|m| m.host != me).collect();
-    JoinTurn::Cohort(before)
+    JoinTurn::Cohort(cohort_before(view, me))
+}
+
+/// The members of the cohort before `me` in [`cohort_order`].
+pub fn cohort_before(view: &ClusterView, me: HostId) -> Vec<CohortMember> {
+    cohort_order(view)
+        .into_iter()
+        .take_while(|m| m.host != me)
+        .collect()
+}
+
+/// Every other member's gossiped tokens (not `Left`), as ring members; a
+/// token two others claim (a collision still being resolved) counts once.
+pub fn gossiped_tokens(view: &ClusterView, me: HostId) -> Vec<RingMember> {
+    let mut claimed = std::collections::BTreeSet::new();
+    view.members
+        .values()
+        .map(|m| &m.metadata)
+        .filter(|m| m.host_id != me && m.state != NodeState::Left)
+        .filter_map(|m| {
+            let tokens: Vec<Token> = m
+                .tokens
+                .iter()
+                .copied()
+                .filter(|&t| claimed.insert(t))
+                .collect();
+            (!tokens.is_empty()).then(|| RingMember::new(m.host_id, m.location(), tokens))
+        })
+        .collect()
 }
 
 /// Whether `metadata` is a fresh joiner's: `Joining`, replacing no one.
@@ -134,20 +160,32 @@ pub fn claimed_by_others(view: &ClusterView, me: HostId, tokens: &[Token]) -> bo
         .any(|m| m.tokens.iter().any(|t| tokens.contains(t)))
 }
 
-/// `count` balanced tokens for `me` at `location`, after `before` (in
-/// order): each earlier member keeps its gossiped tokens, or gets the ones
-/// the allocator gives it against the members before it. A token two
-/// members claim (a collision still being resolved) counts once.
+/// `count` balanced tokens for `me` at `location`, against the tokens
+/// `taken` and then the members `before` it (in order): each of those keeps
+/// its gossiped tokens, or gets the ones the allocator gives it against
+/// what precedes it. A node's first choice takes nothing as `taken` (only
+/// the members before it count, so that every node computes the same for
+/// each); a node choosing again takes every gossiped token (so it cannot
+/// collide with one it knows), and still computes the members before it
+/// that are choosing, so that two nodes choosing again at once choose
+/// apart. A token two members claim counts once.
 pub fn cohort_tokens(
+    taken: Vec<RingMember>,
     before: &[CohortMember],
     me: HostId,
     location: &Location,
     count: usize,
     strategy: &ReplicationStrategy,
 ) -> ringstore_placement::Result<Vec<Token>> {
-    let mut placed: Vec<RingMember> = Vec::with_capacity(before.len());
-    let mut claimed = std::collections::BTreeSet::new();
+    let mut claimed: std::collections::BTreeSet<Token> = taken
+        .iter()
+        .flat_map(|m| m.tokens.iter().copied())
+        .collect();
+    let mut placed = taken;
     for member in before {
+        if placed.iter().any(|p| p.host == member.host) {
+            continue;
+        }
         let tokens = if member.tokens.is_empty() {
             let ring = Ring::new(0, placed.iter().cloned())?;
             balanced_tokens(&ring, member.host, &member.location, count, strategy)?
@@ -285,7 +323,7 @@ mod tests {
             panic!("{me} is not in a cohort");
         };
         let location = view.member(me).unwrap().metadata.location();
-        cohort_tokens(&before, me, &location, TOKENS, &strategy()).unwrap()
+        cohort_tokens(Vec::new(), &before, me, &location, TOKENS, &strategy()).unwrap()
     }
 
     #[test]
@@ -403,6 +441,48 @@ mod tests {
             !claimed_by_others(&view(4, gone), HostId::from_u128(4), &fourth),
             "nor a left node's"
         );
+    }
+
+    #[test]
+    fn two_nodes_choosing_again_at_once_choose_apart_and_clear_of_every_gossiped_token() {
+        let racks = ["rack1", "rack2", "rack3"];
+        let members: Vec<MemberInfo> = (1..=6).map(|i| joiner(i, racks[i as usize % 3])).collect();
+        let fresh = view(1, members);
+        let mut now: Vec<MemberInfo> = (1..=6)
+            .map(|i| {
+                member(
+                    i,
+                    racks[i as usize % 3],
+                    cohort_choice(&fresh, i),
+                    NodeState::Joining,
+                )
+            })
+            .collect();
+        // Nodes 2 and 5 lost a collision and cleared their tokens.
+        now[1] = joiner(2, racks[2]);
+        now[4] = joiner(5, racks[2]);
+        let now = view(1, now);
+        let again = |me: u128| {
+            let me = HostId::from_u128(me);
+            let location = now.member(me).unwrap().metadata.location();
+            cohort_tokens(
+                gossiped_tokens(&now, me),
+                &cohort_before(&now, me),
+                me,
+                &location,
+                TOKENS,
+                &strategy(),
+            )
+            .unwrap()
+        };
+        let (two, five) = (again(2), again(5));
+        let others: BTreeSet<Token> = gossiped_tokens(&now, HostId::from_u128(2))
+            .into_iter()
+            .flat_map(|m| m.tokens)
+            .collect();
+        assert_eq!(others.len(), 4 * TOKENS);
+        let all: BTreeSet<Token> = others.iter().chain(&two).chain(&five).copied().collect();
+        assert_eq!(all.len(), 6 * TOKENS, "no token chosen twice");
     }
 
     #[test]

@@ -37,7 +37,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::NodeState;
 use ringstore_placement::allocation::balanced_tokens;
 use ringstore_placement::{Location, ReplicationStrategy, Ring, RingMember, Token};
 use ringstore_storage::Store;
@@ -45,8 +44,8 @@ use ringstore_storage::Store;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::join_turn::{
-    CohortMember, JoinTurn, claimed_by_others, cohort_still_choosing, cohort_tokens, join_order,
-    join_turn,
+    CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
+    gossiped_tokens, join_order, join_turn,
 };
 use crate::topology::bootstrap::{self, BOOTSTRAP};
 use crate::topology::saved::set_unfinished_bootstrap;
@@ -143,20 +142,20 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
                 cohort = true;
                 tokens.clone()
             }
-            (None, _) if cohort => allocate(&context)?,
+            (None, _) if cohort => choose_again_in_cohort(&context)?,
             (None, JoinTurn::Cohort(before)) => {
                 cohort = true;
                 tracing::info!(
                     earlier = before.len(),
                     "a new cluster: choosing tokens after the joiners before this one"
                 );
-                let tokens = allocate_in_cohort(&context, &before)?;
+                let tokens = allocate_in_cohort(&context, Vec::new(), &before)?;
                 if claimed_by_others(&view, context.host_id, &tokens) {
                     // Another node saw the cohort otherwise; never take its tokens.
                     tracing::info!(
                         "another node has gossiped some of these tokens; choosing against every gossiped token"
                     );
-                    allocate(&context)?
+                    choose_again_in_cohort(&context)?
                 } else {
                     tokens
                 }
@@ -179,9 +178,12 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             .await?;
         tokio::time::sleep(ring_delay).await;
         if cohort {
-            // Every member it knows has then gossiped its tokens: a collision
-            // with any of them shows below.
+            // Then every member it knows has gossiped its tokens, every node
+            // knows this node's, and it knows every node's as of then: a
+            // collision with any of them shows below.
             wait_for_cohort(&context, ring_delay * COHORT_PATIENCE_RING_DELAYS).await;
+            wait_until_announced(&context).await;
+            wait_until_caught_up(&context).await;
         }
         let owned = context
             .view()
@@ -190,10 +192,6 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             .map_or(0, |ring| ring.tokens_of(context.host_id).len());
         if owned == tokens.len() {
             tracing::info!(count = tokens.len(), cohort, "took tokens; bootstrapping");
-            if cohort {
-                wait_until_announced(&context).await;
-                wait_until_caught_up(&context).await;
-            }
             bootstrap::stream_and_complete(&context, BOOTSTRAP).await?;
             return Ok(tokens);
         }
@@ -234,11 +232,17 @@ async fn wait_for_cohort(context: &NodeContext, patience: Duration) {
     }
 }
 
-/// Balanced tokens after the cohort members `before` this node.
-fn allocate_in_cohort(context: &NodeContext, before: &[CohortMember]) -> Result<Vec<Token>> {
+/// Balanced tokens against `taken`, then the cohort members `before` this
+/// node ([`cohort_tokens`]).
+fn allocate_in_cohort(
+    context: &NodeContext,
+    taken: Vec<RingMember>,
+    before: &[CohortMember],
+) -> Result<Vec<Token>> {
     let config = &context.config;
     let location = Location::new(config.dc.as_str(), config.rack.as_str());
     cohort_tokens(
+        taken,
         before,
         context.host_id,
         &location,
@@ -246,6 +250,18 @@ fn allocate_in_cohort(context: &NodeContext, before: &[CohortMember]) -> Result<
         &allocation_strategy(context)?,
     )
     .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
+}
+
+/// A cohort member's tokens when its first choice collided: against every
+/// gossiped token, then the members before it still choosing.
+fn choose_again_in_cohort(context: &NodeContext) -> Result<Vec<Token>> {
+    let view = context.view();
+    let me = context.host_id;
+    allocate_in_cohort(
+        context,
+        gossiped_tokens(&view, me),
+        &cohort_before(&view, me),
+    )
 }
 
 /// The strategy the allocator balances: `allocate_tokens_for_local_replication_factor`
@@ -333,25 +349,7 @@ async fn wait_for_turn(context: &NodeContext) {
 /// Balanced tokens against every other node's tokens as gossip shows them.
 fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
     let view = context.view();
-    let mut claimed = std::collections::BTreeSet::new();
-    let members: Vec<RingMember> = view
-        .members
-        .values()
-        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.state != NodeState::Left)
-        .filter_map(|m| {
-            // A token two others claim (a collision still being resolved) counts once.
-            let tokens: Vec<Token> = m
-                .metadata
-                .tokens
-                .iter()
-                .copied()
-                .filter(|&t| claimed.insert(t))
-                .collect();
-            (!tokens.is_empty())
-                .then(|| RingMember::new(m.metadata.host_id, m.metadata.location(), tokens))
-        })
-        .collect();
-    let ring = Ring::new(0, members).map_err(|e| {
+    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id)).map_err(|e| {
         NodeError::Internal(format!("cannot build the ring to allocate against: {e}"))
     })?;
     let config = &context.config;
