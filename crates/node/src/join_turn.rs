@@ -27,7 +27,11 @@
 //!   that start while some members are already `Normal` reach every pending
 //!   replica or are streamed. A member goes `Normal` only once no live
 //!   cohort member is still choosing ([`cohort_still_choosing`]), so the
-//!   ring stays empty while the cohort announces (bounded by a patience).
+//!   ring stays empty while the cohort announces (bounded by a patience, and
+//!   over once a member is `Normal`: a late joiner then takes its turn).
+//! - No node takes a token another has gossiped ([`claimed_by_others`]); a
+//!   node choosing again after a collision allocates against every gossiped
+//!   token and computes the members before it that are choosing too.
 //!
 //! # Caveats
 //! - Nodes whose views of the cohort differ (one started late, or gossip
@@ -138,8 +142,13 @@ pub fn cohort_order(view: &ClusterView) -> Vec<CohortMember> {
 }
 
 /// The first live cohort member that has not chosen tokens yet, if any: a
-/// cohort member waits for none before turning `Normal`.
+/// cohort member waits for none before turning `Normal`. None once the
+/// ring has an owner: a member has turned `Normal` already, so one still
+/// choosing finds the ring not empty and takes its turn after the cohort.
 pub fn cohort_still_choosing(view: &ClusterView, me: HostId) -> Option<HostId> {
+    if !view.ring.is_empty() {
+        return None;
+    }
     view.members
         .values()
         .filter(|m| m.metadata.host_id != me && m.liveness == Liveness::Up)
@@ -516,6 +525,19 @@ mod tests {
             cohort_still_choosing(&chosen, me),
             None,
             "itself and a dead member do not count"
+        );
+        let normal = view(
+            1,
+            vec![
+                joiner(1, "a"),
+                member(2, "b", vec![Token(5)], NodeState::Normal),
+                joiner(4, "a"),
+            ],
+        );
+        assert_eq!(
+            cohort_still_choosing(&normal, me),
+            None,
+            "once a member is Normal, one still choosing takes a turn after the cohort"
         );
     }
 }

@@ -7,7 +7,7 @@
 //! fresh node therefore gossips itself as `Joining` with no tokens, waits
 //! until it has reached the cluster through its seeds (unless it is the only
 //! seed), then until gossip has been quiet (no change to its view) for
-//! `ring_delay`, so it has seen who else is joining. Then
+//! `ring_delay` (at least a second), so it has seen who else is joining. Then
 //! [`join_turn`](crate::join_turn) decides from its view:
 //! - the ring has owners: the joiners take turns in
 //!   [`join_order`](crate::join_turn::join_order), each only while no other
@@ -16,16 +16,17 @@
 //!   lower node hung) allocates anyway, with a warning.
 //! - the ring is empty (a new cluster): every joiner allocates at once
 //!   against the cohort members before it, gossiped or computed
-//!   ([`cohort_tokens`](crate::join_turn::cohort_tokens)), and the cohort
-//!   bootstraps together. A member waits, before it turns `Normal`, until no
-//!   live member is still choosing (so the ring stays empty while they
-//!   announce), until its own tokens are known everywhere, and until it has
-//!   caught up with every peer's own metadata
+//!   ([`cohort_tokens`](crate::join_turn::cohort_tokens)), never taking a
+//!   token another node has gossiped, and the cohort bootstraps together. A
+//!   member waits, before it turns `Normal`, until no live member is still
+//!   choosing (so the ring stays empty while they announce; bounded, and
+//!   over once one is `Normal`), until its own tokens are known everywhere,
+//!   and until it has caught up with every peer's own metadata
 //!   ([`wait_until_caught_up`](crate::topology::wait_until_caught_up)); then
-//!   it streams what the ring it sees then holds of its ranges (nothing, in
-//!   a new cluster). A write acknowledged before every node knew its tokens
-//!   was acknowledged by nodes already `Normal`, which it therefore sees,
-//!   and streams from.
+//!   it checks for collisions, and streams what the ring it sees then holds
+//!   of its ranges (nothing, in a new cluster). A write acknowledged before
+//!   every node knew its tokens was acknowledged by nodes already `Normal`,
+//!   which it therefore sees, and streams from.
 //!
 //! Either way, once it has allocated, a node saves its tokens, gossips them
 //! (still `Joining`) and bootstraps. Should two nodes still have chosen
@@ -57,6 +58,10 @@ const TOKENS_META_KEY: &str = "tokens";
 const TOKENS_FORMAT: u8 = 1;
 /// How long a node waits for its turn before allocating anyway.
 const TURN_PATIENCE: Duration = Duration::from_secs(60);
+/// The shortest quiet a fresh node waits for before choosing, whatever
+/// `ring_delay`: one metadata gossip round (1 s), as a view that has not
+/// changed for less than that says little about who else is starting.
+const MIN_QUIET: Duration = Duration::from_secs(1);
 /// How many `ring_delay`s a member of a new cluster's cohort waits for the
 /// others to choose tokens before it turns `Normal` anyway: twice the
 /// longest wait for quiet gossip, after which they all choose.
@@ -135,7 +140,7 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
     // it stays one when it has to choose again.
     let mut cohort = false;
     for attempt in 1..=5 {
-        wait_until_quiet(&context, ring_delay).await;
+        wait_until_quiet(&context, ring_delay.max(MIN_QUIET)).await;
         let view = context.view();
         let tokens = match (&fixed, join_turn(&view, context.host_id)) {
             (Some(tokens), JoinTurn::Cohort(_)) => {
