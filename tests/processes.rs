@@ -16,10 +16,10 @@
 //! 66), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
 //! its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
 //! and 181 there are in-process; 183 and 184 are kept for clock tests), 185
-//! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 190 to 192
-//! in `tests/client_library.rs` (193 and 194:
-//! `benches/stress_token_aware.sh`). Other benches: 65, 66, 89, 98 to 104,
-//! 106 (`benches/allocator.sh`).
+//! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
+//! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
+//! 194: `benches/stress_token_aware.sh`). Other benches: 65, 66, 89, 98 to
+//! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`).
 
 mod common;
 

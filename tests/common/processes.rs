@@ -25,6 +25,8 @@ pub struct Processes {
     seeds: Option<String>,
     /// Set in every CLI run's environment (credentials).
     cli_env: Vec<(String, String)>,
+    /// Server `i` is in rack `i % racks + 1`; `None`: each in its own.
+    racks: Option<usize>,
 }
 
 impl Drop for Processes {
@@ -45,12 +47,19 @@ impl Processes {
             cli_args: Vec::new(),
             seeds: None,
             cli_env: Vec::new(),
+            racks: None,
         }
     }
 
     /// Every later server start gets `seeds` (e.g. a proxy's address).
     pub fn set_seeds(&mut self, seeds: &str) {
         self.seeds = Some(seeds.to_string());
+    }
+
+    /// Every later server start goes into one of `racks` racks, in turn
+    /// (server `i` in `rack{i % racks + 1}`), not into a rack of its own.
+    pub fn set_racks(&mut self, racks: usize) {
+        self.racks = Some(racks);
     }
 
     /// The directory the servers' data and logs are in (for test files too).
@@ -97,7 +106,7 @@ impl Processes {
                 "--seeds",
                 &self.seeds.clone().unwrap_or_else(|| self.address(0, 7000)),
                 "--rack",
-                &format!("rack{}", i + 1),
+                &format!("rack{}", self.racks.map_or(i, |racks| i % racks) + 1),
             ])
             .env("RINGSTORE_RING_DELAY_MS", "300")
             .env("RUST_LOG", "warn")

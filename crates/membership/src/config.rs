@@ -25,7 +25,8 @@ pub struct MembershipConfig {
     /// local metadata change.
     pub metadata_gossip_fanout: usize,
     /// How often a node with no live member announces itself to the seeds
-    /// (first try at once).
+    /// (first try at once, the next three after 250 ms, 500 ms and 1 s if
+    /// this is longer).
     pub seed_retry_interval: Duration,
     /// How often every live peer is sent a clock probe.
     pub clock_probe_interval: Duration,

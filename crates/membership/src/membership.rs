@@ -400,7 +400,7 @@ impl Membership {
             return;
         }
         self.seed_attempts += 1;
-        if self.seed_attempts > 1 {
+        if self.seed_attempts > QUICK_SEED_RETRIES {
             tracing::warn!(
                 attempts = self.seed_attempts,
                 ?seeds,
@@ -416,7 +416,7 @@ impl Membership {
             }
         }
         self.drain_swim();
-        let retry = self.config.seed_retry_interval;
+        let retry = seed_retry(self.seed_attempts, self.config.seed_retry_interval);
         self.schedule(retry, Timer::AnnounceToSeeds);
     }
 
@@ -709,6 +709,21 @@ impl Membership {
     pub fn known_hosts(&self) -> BTreeSet<HostId> {
         self.metadata.keys().copied().collect()
     }
+}
+
+/// How many announces to the seeds follow each other quickly before the
+/// retries slow to `seed_retry_interval` (and a warning is logged).
+const QUICK_SEED_RETRIES: u32 = 3;
+
+/// The wait after the `attempts`-th announce to the seeds: 250 ms, 500 ms,
+/// 1 s, then `interval` (never more than it). Nodes started together often
+/// find their seeds not listening yet; a quick retry keeps them from joining
+/// seconds after the others (and choosing tokens with a view that lacks them).
+fn seed_retry(attempts: u32, interval: Duration) -> Duration {
+    if attempts > QUICK_SEED_RETRIES {
+        return interval;
+    }
+    (Duration::from_millis(250) * 2u32.pow(attempts.saturating_sub(1))).min(interval)
 }
 
 #[cfg(test)]

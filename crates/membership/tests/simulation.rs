@@ -333,6 +333,17 @@ fn a_node_whose_seed_is_not_up_yet_keeps_retrying_and_joins_when_it_is() {
 }
 
 #[test]
+fn a_node_started_just_before_its_seed_joins_within_a_second() {
+    // Nodes started together: the seed's socket is not up at the first announce.
+    let mut sim = Simulation::new(43, LinkModel::lan());
+    let early = sim.add_node(config("test", None), metadata(1, 16, "test"));
+    sim.run_for(Duration::from_millis(100));
+    let seed = sim.add_node(config("test", None), metadata(0, 16, "test"));
+    sim.run_until(Duration::from_secs(1), |s| s.converged(&[seed, early]))
+        .expect("the quick retries reach the seed (not after the 2 s interval)");
+}
+
+#[test]
 fn a_node_that_lost_every_member_announces_to_the_seeds_again() {
     // Without foca's periodic announce to down members, only the seed
     // re-announce can bring an isolated node back.

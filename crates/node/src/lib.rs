@@ -68,6 +68,7 @@ pub mod drain;
 pub mod error;
 pub mod handoff;
 pub mod internode_auth;
+pub mod join_turn;
 pub mod keyspace_sizes;
 pub mod log_levels;
 pub mod metrics;

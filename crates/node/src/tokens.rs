@@ -1,37 +1,56 @@
 //! This node's tokens: kept in storage, fixed by `initial_token`, or chosen
 //! by the balanced allocator when a fresh node joins.
 //!
-//! # Serialized joins
+//! # Joins
 //! Fresh nodes started together must not pick their tokens against the same
 //! ring (the allocator is deterministic: they would pick the same tokens). A
 //! fresh node therefore gossips itself as `Joining` with no tokens, waits
 //! until it has reached the cluster through its seeds (unless it is the only
 //! seed), then until gossip has been quiet (no change to its view) for
-//! `ring_delay`, so it has seen who else is joining, and then takes turns in
-//! [`join_order`]: round-robin over racks, by host id within a rack, and
-//! only while no other range movement is under way. Once it has allocated, it
-//! saves its tokens, gossips them (still `Joining`) and bootstraps; when it
-//! turns `Normal` it is the next node's turn. A node
-//! whose turn does not come within a minute (say, a lower node hung)
-//! allocates anyway, with a warning.
+//! `ring_delay` (at least a second), so it has seen who else is joining. Then
+//! [`join_turn`](crate::join_turn) decides from its view:
+//! - the ring has owners: the joiners take turns in
+//!   [`join_order`](crate::join_turn::join_order), each only while no other
+//!   range movement is under way; when a node turns `Normal` it is the next
+//!   node's turn. A node whose turn does not come within a minute (say, a
+//!   lower node hung) allocates anyway, with a warning.
+//! - the ring is empty (a new cluster): every joiner allocates at once
+//!   against the cohort members before it, gossiped or computed
+//!   ([`cohort_tokens`](crate::join_turn::cohort_tokens)), never taking a
+//!   token another node has gossiped, and the cohort bootstraps together. A
+//!   member waits, before it turns `Normal`, until no live member is still
+//!   choosing (so the ring stays empty while they announce; bounded, and
+//!   over once one is `Normal`), until its own tokens are known everywhere,
+//!   and until it has caught up with every peer's own metadata
+//!   ([`wait_until_caught_up`](crate::topology::wait_until_caught_up)); then
+//!   it checks for collisions, and streams what the ring it sees then holds
+//!   of its ranges (nothing, in a new cluster). A write acknowledged before
+//!   every node knew its tokens was acknowledged by nodes already `Normal`,
+//!   which it therefore sees, and streams from.
 //!
-//! Should two nodes still have chosen against the same ring (they did not see
-//! each other in time), their tokens collide; the ring gives a contested token
-//! to the older node, so the newer one checks, after `ring_delay`, that the
-//! ring holds all its tokens, and chooses again if not.
+//! Either way, once it has allocated, a node saves its tokens, gossips them
+//! (still `Joining`) and bootstraps. Should two nodes still have chosen
+//! against the same ring (they did not see each other in time), their tokens
+//! collide; the ring gives a contested token to the older node, so the newer
+//! one checks, after `ring_delay`, that the ring holds all its tokens, and
+//! chooses again if not.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::{Liveness, NodeState};
 use ringstore_placement::allocation::balanced_tokens;
 use ringstore_placement::{Location, ReplicationStrategy, Ring, RingMember, Token};
 use ringstore_storage::Store;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::join_turn::{
+    CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
+    gossiped_tokens, join_order, join_turn,
+};
 use crate::topology::bootstrap::{self, BOOTSTRAP};
 use crate::topology::saved::set_unfinished_bootstrap;
+use crate::topology::{wait_until_announced, wait_until_caught_up};
 
 /// The key of the tokens in the storage's system tree.
 const TOKENS_META_KEY: &str = "tokens";
@@ -39,6 +58,14 @@ const TOKENS_META_KEY: &str = "tokens";
 const TOKENS_FORMAT: u8 = 1;
 /// How long a node waits for its turn before allocating anyway.
 const TURN_PATIENCE: Duration = Duration::from_secs(60);
+/// The shortest quiet a fresh node waits for before choosing, whatever
+/// `ring_delay`: one metadata gossip round (1 s), as a view that has not
+/// changed for less than that says little about who else is starting.
+const MIN_QUIET: Duration = Duration::from_secs(1);
+/// How many `ring_delay`s a member of a new cluster's cohort waits for the
+/// others to choose tokens before it turns `Normal` anyway: twice the
+/// longest wait for quiet gossip, after which they all choose.
+const COHORT_PATIENCE_RING_DELAYS: u32 = 20;
 
 /// The tokens saved by an earlier start, if any.
 pub fn saved_tokens(store: &Store) -> Result<Option<Vec<Token>>> {
@@ -99,22 +126,53 @@ pub async fn startup_tokens(
     }
 }
 
-/// Waits for this fresh node's turn, takes `fixed` tokens (`initial_token`)
-/// or allocates balanced ones against the ring it sees, saves them, gossips
-/// them as `Joining`, and — once they are known not to collide with another
-/// node's — bootstraps ([`bootstrap`]): streams
-/// the ranges it gains and turns `Normal`. Chooses again if balanced tokens
-/// collided; fixed ones that collide are an error.
+/// Waits for this fresh node's turn (or, in a new cluster, for nothing),
+/// takes `fixed` tokens (`initial_token`) or allocates balanced ones against
+/// the ring it sees (or the cohort before it), saves them, gossips them as
+/// `Joining`, and — once they are known not to collide with another node's —
+/// bootstraps ([`bootstrap`]): streams the ranges it gains and turns
+/// `Normal`. Chooses again if balanced tokens collided; fixed ones that
+/// collide are an error.
 pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Result<Vec<Token>> {
     let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
     wait_until_connected(&context).await;
+    // Set once this node has chosen as a member of a new cluster's cohort:
+    // it stays one when it has to choose again.
+    let mut cohort = false;
     for attempt in 1..=5 {
-        wait_until_quiet(&context, ring_delay).await;
-        wait_for_turn(&context).await;
-        wait_for_no_movement(&context).await;
-        let tokens = match &fixed {
-            Some(tokens) => tokens.clone(),
-            None => allocate(&context)?,
+        wait_until_quiet(&context, ring_delay.max(MIN_QUIET)).await;
+        let view = context.view();
+        let tokens = match (&fixed, join_turn(&view, context.host_id)) {
+            (Some(tokens), JoinTurn::Cohort(_)) => {
+                cohort = true;
+                tokens.clone()
+            }
+            (None, _) if cohort => choose_again_in_cohort(&context)?,
+            (None, JoinTurn::Cohort(before)) => {
+                cohort = true;
+                tracing::info!(
+                    earlier = before.len(),
+                    "a new cluster: choosing tokens after the joiners before this one"
+                );
+                let tokens = allocate_in_cohort(&context, Vec::new(), &before)?;
+                if claimed_by_others(&view, context.host_id, &tokens) {
+                    // Another node saw the cohort otherwise; never take its tokens.
+                    tracing::info!(
+                        "another node has gossiped some of these tokens; choosing against every gossiped token"
+                    );
+                    choose_again_in_cohort(&context)?
+                } else {
+                    tokens
+                }
+            }
+            (_, JoinTurn::Serial) => {
+                wait_for_turn(&context).await;
+                wait_for_no_movement(&context).await;
+                match &fixed {
+                    Some(tokens) => tokens.clone(),
+                    None => allocate(&context)?,
+                }
+            }
         };
         save_tokens(&context.store, &tokens).await?;
         set_unfinished_bootstrap(&context.store, Some(BOOTSTRAP)).await?;
@@ -124,13 +182,21 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             .update_local(move |m| m.tokens = gossiped)
             .await?;
         tokio::time::sleep(ring_delay).await;
+        if cohort {
+            // Then every member it knows has gossiped its tokens, every node
+            // knows this node's, and it knows every node's as of then: a
+            // collision with any of them shows below.
+            wait_for_cohort(&context, ring_delay * COHORT_PATIENCE_RING_DELAYS).await;
+            wait_until_announced(&context).await;
+            wait_until_caught_up(&context).await;
+        }
         let owned = context
             .view()
             .pending_ring
             .as_ref()
             .map_or(0, |ring| ring.tokens_of(context.host_id).len());
         if owned == tokens.len() {
-            tracing::info!(count = tokens.len(), "took tokens; bootstrapping");
+            tracing::info!(count = tokens.len(), cohort, "took tokens; bootstrapping");
             bootstrap::stream_and_complete(&context, BOOTSTRAP).await?;
             return Ok(tokens);
         }
@@ -153,6 +219,65 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
     Err(NodeError::Internal(
         "could not choose tokens that no other node holds".into(),
     ))
+}
+
+/// Waits until no live member of this node's cohort is still choosing
+/// tokens, or `patience` has passed (a member that hangs must not hold the
+/// whole cluster back; one that chooses later finds the ring no longer
+/// empty and takes its turn).
+async fn wait_for_cohort(context: &NodeContext, patience: Duration) {
+    let mut views = context.membership.watch_view();
+    let give_up = tokio::time::Instant::now() + patience;
+    while let Some(host) = cohort_still_choosing(&context.view(), context.host_id) {
+        if tokio::time::Instant::now() >= give_up {
+            tracing::info!(waiting_for = %host, "a joiner of the new cluster is still choosing tokens; going on");
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), views.changed()).await;
+    }
+}
+
+/// Balanced tokens against `taken`, then the cohort members `before` this
+/// node ([`cohort_tokens`]).
+fn allocate_in_cohort(
+    context: &NodeContext,
+    taken: Vec<RingMember>,
+    before: &[CohortMember],
+) -> Result<Vec<Token>> {
+    let config = &context.config;
+    let location = Location::new(config.dc.as_str(), config.rack.as_str());
+    cohort_tokens(
+        taken,
+        before,
+        context.host_id,
+        &location,
+        config.num_tokens as usize,
+        &allocation_strategy(context)?,
+    )
+    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
+}
+
+/// A cohort member's tokens when its first choice collided: against every
+/// gossiped token, then the members before it still choosing.
+fn choose_again_in_cohort(context: &NodeContext) -> Result<Vec<Token>> {
+    let view = context.view();
+    let me = context.host_id;
+    allocate_in_cohort(
+        context,
+        gossiped_tokens(&view, me),
+        &cohort_before(&view, me),
+    )
+}
+
+/// The strategy the allocator balances: `allocate_tokens_for_local_replication_factor`
+/// replicas in this node's data center.
+fn allocation_strategy(context: &NodeContext) -> Result<ReplicationStrategy> {
+    let config = &context.config;
+    ReplicationStrategy::network_topology([(
+        config.dc.as_str(),
+        config.allocate_tokens_for_local_replication_factor,
+    )])
+    .map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
 
 /// Waits until no other node's range movement is under way (one at a time).
@@ -226,75 +351,15 @@ async fn wait_for_turn(context: &NodeContext) {
     }
 }
 
-/// The order in which the live, token-less joining nodes choose tokens:
-/// round-robin over racks — a rack's next joiner goes before any rack's
-/// joiner after it, counting the rack's nodes that already have tokens — and
-/// by host id within a rack. Growing racks evenly is what lets the balanced
-/// allocator keep every rack's nodes balanced (it cannot move tokens placed
-/// before the final rack layout was known). Every node computes the same order
-/// from the same view.
-pub fn join_order(view: &ringstore_membership::ClusterView) -> Vec<ringstore_placement::HostId> {
-    use std::collections::BTreeMap;
-    let mut placed: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut waiting: BTreeMap<(String, String), Vec<ringstore_placement::HostId>> = BTreeMap::new();
-    for member in view.members.values() {
-        let m = &member.metadata;
-        let rack = (m.dc.to_string(), m.rack.to_string());
-        if !m.tokens.is_empty() && m.state != NodeState::Left {
-            *placed.entry(rack).or_default() += 1;
-        } else if m.tokens.is_empty()
-            && m.state == NodeState::Joining
-            && member.liveness == Liveness::Up
-        {
-            waiting.entry(rack).or_default().push(m.host_id);
-        }
-    }
-    let mut order: Vec<(usize, (String, String), ringstore_placement::HostId)> = waiting
-        .into_iter()
-        .flat_map(|(rack, mut hosts)| {
-            hosts.sort_unstable();
-            let base = placed.get(&rack).copied().unwrap_or(0);
-            hosts
-                .into_iter()
-                .enumerate()
-                .map(move |(i, host)| (base + i, rack.clone(), host))
-        })
-        .collect();
-    order.sort();
-    order.into_iter().map(|(_, _, host)| host).collect()
-}
-
 /// Balanced tokens against every other node's tokens as gossip shows them.
 fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
     let view = context.view();
-    let mut claimed = std::collections::BTreeSet::new();
-    let members: Vec<RingMember> = view
-        .members
-        .values()
-        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.state != NodeState::Left)
-        .filter_map(|m| {
-            // A token two others claim (a collision still being resolved) counts once.
-            let tokens: Vec<Token> = m
-                .metadata
-                .tokens
-                .iter()
-                .copied()
-                .filter(|&t| claimed.insert(t))
-                .collect();
-            (!tokens.is_empty())
-                .then(|| RingMember::new(m.metadata.host_id, m.metadata.location(), tokens))
-        })
-        .collect();
-    let ring = Ring::new(0, members).map_err(|e| {
+    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id)).map_err(|e| {
         NodeError::Internal(format!("cannot build the ring to allocate against: {e}"))
     })?;
     let config = &context.config;
     let location = Location::new(config.dc.as_str(), config.rack.as_str());
-    let strategy = ReplicationStrategy::network_topology([(
-        config.dc.as_str(),
-        config.allocate_tokens_for_local_replication_factor,
-    )])
-    .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+    let strategy = allocation_strategy(context)?;
     balanced_tokens(
         &ring,
         context.host_id,
@@ -303,74 +368,6 @@ fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
         &strategy,
     )
     .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ringstore_membership::{ClusterView, Generation, MemberInfo, MetadataStamp, NodeMetadata};
-    use ringstore_placement::HostId;
-    use std::collections::BTreeMap;
-
-    fn member(id: u128, rack: &str, tokens: usize) -> MemberInfo {
-        let addr: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
-        MemberInfo {
-            metadata: Arc::new(NodeMetadata {
-                host_id: HostId::from_u128(id),
-                stamp: MetadataStamp {
-                    generation: Generation(1),
-                    version: 1,
-                },
-                cluster_name: "c".into(),
-                dc: "dc1".into(),
-                rack: rack.into(),
-                client_addr: addr,
-                internode_addr: addr,
-                gossip_addr: addr,
-                tokens: (0..tokens as i64)
-                    .map(|t| Token(t + id as i64 * 100))
-                    .collect(),
-                state: if tokens > 0 {
-                    NodeState::Normal
-                } else {
-                    NodeState::Joining
-                },
-                load_bytes: 0,
-                schema_version: uuid::Uuid::nil(),
-                software_version: "t".into(),
-                takeovers: Default::default(),
-            }),
-            liveness: Liveness::Up,
-        }
-    }
-
-    #[test]
-    fn joiners_take_turns_round_robin_over_racks() {
-        let members = [
-            member(1, "a", 0),
-            member(2, "a", 0),
-            member(3, "b", 0),
-            member(4, "c", 4),
-            member(5, "c", 0),
-        ];
-        let view = ClusterView {
-            local: HostId::from_u128(1),
-            members: members
-                .into_iter()
-                .map(|m| (m.metadata.host_id, m))
-                .collect(),
-            ring: Arc::new(Ring::empty(0)),
-            joining: BTreeMap::new(),
-            pending_ring: None,
-            removed: Default::default(),
-        };
-        let order: Vec<u128> = join_order(&view)
-            .into_iter()
-            .map(|h| h.0.as_u128())
-            .collect();
-        // Rack c already has a node, so its joiner comes after the first of a and b.
-        assert_eq!(order, vec![1, 3, 2, 5]);
-    }
 }
 
 #[cfg(test)]

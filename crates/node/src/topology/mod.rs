@@ -143,6 +143,80 @@ pub async fn wait_until_announced(context: &NodeContext) {
     }
 }
 
+/// Waits until this node's view holds, of every live peer, at least the
+/// metadata that peer has of itself now (asked over the internode port):
+/// every state change a peer made before the question — a node that turned
+/// `Normal`, say — is then in the view. [`wait_until_announced`] is the other
+/// direction. Gives up after `ANNOUNCE_PATIENCE` on peers that do not answer
+/// or whose news does not arrive, with a warning.
+pub async fn wait_until_caught_up(context: &NodeContext) {
+    let view = context.view();
+    let peers: Vec<_> = view
+        .up_members()
+        .filter(|m| m.metadata.host_id != context.host_id)
+        .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
+        .collect();
+    let asks = peers.iter().map(|&(host, address)| async move {
+        let request = pb::MetadataSeenRequest {
+            host_id: host.to_string(),
+        };
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            context.peers.client(address).metadata_seen(request),
+        )
+        .await;
+        match answer {
+            Ok(Ok(response)) if response.get_ref().known => {
+                let r = response.into_inner();
+                Some((host, (r.generation, r.version)))
+            }
+            _ => None,
+        }
+    });
+    let answers = futures::future::join_all(asks).await;
+    let mut missing: Vec<HostId> = answers
+        .iter()
+        .zip(&peers)
+        .filter(|(answer, _)| answer.is_none())
+        .map(|(_, &(host, _))| host)
+        .collect();
+    let wanted: Vec<(HostId, (u64, u64))> = answers.into_iter().flatten().collect();
+    let mut views = context.membership.watch_view();
+    let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
+    loop {
+        let view = context.view();
+        let behind: Vec<HostId> = wanted
+            .iter()
+            .filter(|&&(host, stamp)| {
+                view.member(host).is_none_or(|m| {
+                    (m.metadata.stamp.generation.0, m.metadata.stamp.version) < stamp
+                })
+            })
+            .map(|&(host, _)| host)
+            .collect();
+        if behind.is_empty() && missing.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            missing.extend(behind);
+            tracing::warn!(
+                ?missing,
+                "this node's view has not caught up with some live peers; proceeding"
+            );
+            return;
+        }
+        if behind.is_empty() {
+            // Only unanswered peers are left: their news is what gossip holds.
+            tracing::warn!(
+                ?missing,
+                "some live peers did not say what they hold of themselves; proceeding"
+            );
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), views.changed()).await;
+    }
+}
+
 /// Once the movement this node announced is known everywhere (`ring_delay`,
 /// then [`wait_until_announced`]): the view to move data by, and its
 /// pending ring. `doing` names the movement for the error when there is none.
