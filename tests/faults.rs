@@ -143,11 +143,7 @@ async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey>
 fn run(scenario: &Scenario) -> Outcome {
     // The clients' runtime; gRPC channels are made in its context. This
     // thread runs the faults and may block (CLI runs, signals, sleeps).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = client_runtime();
     let _runtime = runtime.enter();
     let max_nodes = scenario.nodes + usize::from(scenario.topology);
     let mut faults = schedule(scenario.seed, &scenario.kinds, scenario.nodes);
@@ -467,6 +463,15 @@ fn faults_soak() {
     eprintln!("soak: seeds {first} to {} passed", seed - 1);
 }
 
+/// The runtime the tests' clients run on.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Returns from a test that needs a tmpfs when it may not mount one (not
 /// root); as root the mount must work, so its failure fails the test.
 fn skip_without_root() {
@@ -491,11 +496,7 @@ fn skip_without_root() {
 /// missed from the hints, each key with its own value. Block 174.
 #[test]
 fn a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_missed() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = client_runtime();
     let _runtime = runtime.enter();
     let mut cluster = FaultCluster::new(174, 3, Some(2));
     let Some(disk) = cluster.disk.take() else {
@@ -626,11 +627,7 @@ fn a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_miss
 /// so its own stale copy is the read's data. Block 175.
 #[test]
 fn a_quorum_read_whose_stale_replica_cannot_take_the_repair_writes_it_elsewhere() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = client_runtime();
     let _runtime = runtime.enter();
     let mut cluster = FaultCluster::new(175, 3, Some(2));
     let Some(disk) = cluster.disk.take() else {

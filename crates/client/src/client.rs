@@ -253,6 +253,15 @@ impl Client {
         &self.inner.config
     }
 
+    /// Stamps a write that has no timestamp, if the client stamps writes
+    /// ([`ClientConfig::client_timestamps`]); a stamped write is idempotent.
+    fn stamp(&self, timestamp: &mut Option<i64>) -> Idempotence {
+        if timestamp.is_none() && self.inner.config.client_timestamps {
+            *timestamp = Some(self.inner.timestamps.next());
+        }
+        idempotence(timestamp.is_some())
+    }
+
     /// Reads a key at its consistency level.
     pub async fn get(&self, request: pb::GetRequest) -> Result<pb::GetResponse> {
         let plan = self.plan(&request.keyspace, &request.key);
@@ -267,10 +276,7 @@ impl Client {
     /// [`ClientConfig::client_timestamps`], the client stamps it (the
     /// response says which timestamp won the write).
     pub async fn put(&self, mut request: pb::PutRequest) -> Result<pb::PutResponse> {
-        if request.timestamp_micros.is_none() && self.inner.config.client_timestamps {
-            request.timestamp_micros = Some(self.inner.timestamps.next());
-        }
-        let idempotence = idempotence(request.timestamp_micros.is_some());
+        let idempotence = self.stamp(&mut request.timestamp_micros);
         let plan = self.plan(&request.keyspace, &request.key);
         self.execute(plan, idempotence, |mut client| {
             let request = request.clone();
@@ -281,10 +287,7 @@ impl Client {
 
     /// Deletes a key (a tombstone), stamped as [`Client::put`] stamps.
     pub async fn delete(&self, mut request: pb::DeleteRequest) -> Result<pb::DeleteResponse> {
-        if request.timestamp_micros.is_none() && self.inner.config.client_timestamps {
-            request.timestamp_micros = Some(self.inner.timestamps.next());
-        }
-        let idempotence = idempotence(request.timestamp_micros.is_some());
+        let idempotence = self.stamp(&mut request.timestamp_micros);
         let plan = self.plan(&request.keyspace, &request.key);
         self.execute(plan, idempotence, |mut client| {
             let request = request.clone();
