@@ -43,7 +43,7 @@ async fn stream_all(
             keyspace_id: keyspace_id.to_string(),
             range: Some(pb::TokenRangeMessage { start: 0, end: 0 }),
             requester_host_id: String::new(),
-            operation: "bench".into(),
+            operation: "bootstrap".into(),
         })
         .await
         .unwrap()

@@ -221,7 +221,7 @@ async fn every_bad_request_gets_a_clear_status() {
     assert_status(
         internode
             .fetch_ranges(pb::FetchRangesRequest {
-                operation: "x".into(),
+                operation: "bootstrap".into(),
                 ranges: vec![pb::FetchRange {
                     keyspace_id: uuid_text(),
                     range: Some(pb::TokenRangeMessage { start: 1, end: 2 }),
@@ -240,7 +240,19 @@ async fn every_bad_request_gets_a_clear_status() {
             })
             .await,
         Code::InvalidArgument,
-        "operation name",
+        "is not a stream operation",
+    );
+    // An operation name also names checkpoints on disk: only the four
+    // operations' names are taken.
+    assert_status(
+        internode
+            .fetch_ranges(pb::FetchRangesRequest {
+                operation: "decommission:../../etc".into(),
+                ranges: Vec::new(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "is not a stream operation",
     );
     assert_status(
         internode

@@ -40,7 +40,7 @@ async fn cluster(connection: &Connection, token_aware: bool) -> Result<Client, F
 
 /// A consistency level's wire form.
 pub fn level(consistency: ConsistencyLevel) -> i32 {
-    ringstore_node::services::client::level_to_pb(consistency) as i32
+    ringstore_node::convert::level_to_pb(consistency) as i32
 }
 
 /// `put`: writes the value.

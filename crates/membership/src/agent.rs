@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::{MembershipError, Result};
-use crate::membership::{Membership, MembershipEvent, Output, Timer};
 use crate::metadata::NodeMetadata;
 use crate::offsets::ClockReport;
+use crate::state_machine::{Membership, MembershipEvent, Output, Timer};
 use crate::stats::MembershipStats;
 use crate::view::ClusterView;
 

@@ -18,9 +18,9 @@ use ringstore_placement::{HostId, Token};
 use crate::config::MembershipConfig;
 use crate::envelope::{ClusterSecret, Envelope, HEADER_LEN};
 use crate::identity::{Generation, NodeIdentity};
-use crate::membership::{Membership, Timer};
 use crate::message::{Body, Control, MetadataChunk, chunk_metadata, encode_control, encode_swim};
 use crate::metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
+use crate::state_machine::{Membership, Timer};
 
 const CLUSTER: &str = "fuzz";
 const LOCAL: u128 = 1;

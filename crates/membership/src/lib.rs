@@ -79,12 +79,12 @@ mod error;
 #[cfg(test)]
 mod fuzz_tests;
 mod identity;
-mod local_node;
-mod membership;
 mod message;
 mod metadata;
+mod node_record;
 pub mod offsets;
 pub mod sim;
+mod state_machine;
 mod stats;
 mod view;
 
@@ -94,9 +94,9 @@ pub use config::MembershipConfig;
 pub use envelope::ClusterSecret;
 pub use error::{MembershipError, Result};
 pub use identity::{Generation, NodeIdentity};
-pub use local_node::{NODE_RECORD_FILE, NodeRecord};
-pub use membership::{Membership, MembershipEvent, Output, Timer};
 pub use metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
+pub use node_record::{NODE_RECORD_FILE, NodeRecord};
 pub use offsets::{ClockReport, ClockVerdict, PeerOffset};
+pub use state_machine::{Membership, MembershipEvent, Output, Timer};
 pub use stats::MembershipStats;
 pub use view::{ClusterView, Liveness, MemberInfo, Movement};

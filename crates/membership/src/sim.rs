@@ -19,8 +19,8 @@ use ringstore_placement::HostId;
 use crate::clock::{Clock, WallTime};
 use crate::config::MembershipConfig;
 use crate::identity::{Generation, NodeIdentity};
-use crate::membership::{Membership, MembershipEvent, Output, Timer};
 use crate::metadata::{MetadataStamp, NodeMetadata};
+use crate::state_machine::{Membership, MembershipEvent, Output, Timer};
 use crate::view::{ClusterView, Liveness};
 
 /// How the simulated network treats every packet.

@@ -192,12 +192,13 @@ pub fn load_high_water(store: &Store) -> Result<Option<Timestamp>> {
     let Some(bytes) = store.meta_get(HIGH_WATER_META_KEY)? else {
         return Ok(None);
     };
-    let bytes: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
-        NodeError::Internal(format!(
-            "the saved clock high-water mark is {} bytes, not 8",
-            bytes.len()
-        ))
-    })?;
+    let bytes: [u8; 8] = bytes
+        .as_slice()
+        .try_into()
+        .map_err(|_| NodeError::CorruptRecord {
+            record: "the saved clock high-water mark",
+            detail: Some(format!("{} bytes, not 8", bytes.len())),
+        })?;
     Ok(Some(Timestamp(i64::from_be_bytes(bytes))))
 }
 

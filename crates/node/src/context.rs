@@ -15,32 +15,34 @@ use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
-use crate::placements::Placements;
 use crate::repair::state::RepairState;
+use crate::replica_maps::ReplicaMaps;
+use crate::schema::store::SchemaStore;
 use crate::schema::{KeyspaceDef, Schema};
-use crate::schema_store::SchemaStore;
 use crate::serving::Serving;
 use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The running node's shared state: configuration, identity, storage,
 /// membership, schema and the placement cache. Services hold it in an `Arc`.
+/// Only what tests and tools outside the crate read is `pub` (identity,
+/// storage, schema, hints, the clock, metrics); the rest is the crate's own.
 pub struct NodeContext {
     /// The configuration it started with.
-    pub config: NodeConfig,
+    pub(crate) config: NodeConfig,
     /// Its host id.
     pub host_id: HostId,
     /// Its generation (restart counter).
-    pub generation: Generation,
+    pub(crate) generation: Generation,
     /// Its storage.
     pub store: Store,
     /// Its membership task.
-    pub membership: MembershipHandle,
+    pub(crate) membership: MembershipHandle,
     /// Its schema.
     pub schema: SchemaStore,
     /// Replica maps of the current ring.
-    pub placements: Placements,
+    pub(crate) replica_maps: ReplicaMaps,
     /// Internode clients.
-    pub peers: Peers,
+    pub(crate) peers: Peers,
     /// Write timestamps, and the node's wall clock.
     pub clock: TimestampSource,
     /// Refuses writes while this node's clock is off from the majority.
@@ -48,25 +50,25 @@ pub struct NodeContext {
     /// Hinted handoff.
     pub handoff: Handoff,
     /// When it started.
-    pub started: Instant,
+    pub(crate) started: Instant,
     /// The node-wide throttle of the data it streams to others.
-    pub stream_throttle: StreamThrottle,
+    pub(crate) stream_throttle: StreamThrottle,
     /// Its streams, for `netstats`.
-    pub streams: Streams,
+    pub(crate) streams: Streams,
     /// Held by the topology operation this node runs (one at a time).
-    pub operation: tokio::sync::Mutex<()>,
+    pub(crate) operation: tokio::sync::Mutex<()>,
     /// Repair: trees, history, progress.
-    pub repair: RepairState,
+    pub(crate) repair: RepairState,
     /// Set to ask the node to stop (after a decommission).
-    pub stop_requested: tokio::sync::watch::Sender<bool>,
+    pub(crate) stop_requested: tokio::sync::watch::Sender<bool>,
     /// Its metrics: the Prometheus families, `tpstats` stages and latency
     /// histograms (shared with the storage's sync observer).
     pub metrics: Arc<NodeMetrics>,
     /// Keyspace sizes for scrapes, rescanned at most every few seconds.
-    pub keyspace_sizes: KeyspaceSizes,
+    pub(crate) keyspace_sizes: KeyspaceSizes,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
-    pub serving: tokio::sync::watch::Sender<Serving>,
+    pub(crate) serving: tokio::sync::watch::Sender<Serving>,
 }
 
 impl NodeContext {
@@ -129,7 +131,7 @@ impl NodeContext {
     pub fn placement(&self, keyspace: &KeyspaceDef) -> (Arc<ClusterView>, Arc<ReplicaMap>) {
         let view = self.view();
         let map = self
-            .placements
+            .replica_maps
             .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
         (view, map)
     }

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use ringstore_placement::{ReplicationStrategy, Token};
+use ringstore_placement::{ReplicationStrategy, Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{ListedRow, RowVersion};
+use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
 use crate::error::NodeError;
@@ -166,6 +167,63 @@ pub fn listed_row_from_pb(row: pb::RowVersionMessage) -> ListedRow {
         key: row.key,
         bytes: row.bytes,
     }
+}
+
+/// A wire consistency level; unspecified means `ONE`.
+pub fn level_from_pb(level: i32) -> Result<ConsistencyLevel, NodeError> {
+    use pb::ConsistencyLevel as P;
+    let level = P::try_from(level)
+        .map_err(|_| NodeError::InvalidArgument(format!("unknown consistency level {level}")))?;
+    Ok(match level {
+        P::Unspecified | P::One => ConsistencyLevel::One,
+        P::Any => ConsistencyLevel::Any,
+        P::Two => ConsistencyLevel::Two,
+        P::Three => ConsistencyLevel::Three,
+        P::Quorum => ConsistencyLevel::Quorum,
+        P::All => ConsistencyLevel::All,
+        P::LocalOne => ConsistencyLevel::LocalOne,
+        P::LocalQuorum => ConsistencyLevel::LocalQuorum,
+        P::EachQuorum => ConsistencyLevel::EachQuorum,
+    })
+}
+
+/// A consistency level's wire form.
+pub fn level_to_pb(level: ConsistencyLevel) -> pb::ConsistencyLevel {
+    use pb::ConsistencyLevel as P;
+    match level {
+        ConsistencyLevel::Any => P::Any,
+        ConsistencyLevel::One => P::One,
+        ConsistencyLevel::Two => P::Two,
+        ConsistencyLevel::Three => P::Three,
+        ConsistencyLevel::Quorum => P::Quorum,
+        ConsistencyLevel::All => P::All,
+        ConsistencyLevel::LocalOne => P::LocalOne,
+        ConsistencyLevel::LocalQuorum => P::LocalQuorum,
+        ConsistencyLevel::EachQuorum => P::EachQuorum,
+    }
+}
+
+/// A range as the internode messages carry it.
+pub fn range_to_pb(range: TokenRange) -> pb::TokenRangeMessage {
+    pb::TokenRangeMessage {
+        start: range.start.0,
+        end: range.end.0,
+    }
+}
+
+/// Ranges from an internode message.
+pub fn ranges_from_pb(ranges: Vec<pb::TokenRangeMessage>) -> Result<Vec<TokenRange>, NodeError> {
+    ranges
+        .into_iter()
+        .map(|range| range_from_pb(Some(range)))
+        .collect()
+}
+
+/// A range from an internode message.
+pub fn range_from_pb(range: Option<pb::TokenRangeMessage>) -> Result<TokenRange, NodeError> {
+    let range =
+        range.ok_or_else(|| NodeError::InvalidArgument("a token range is required".into()))?;
+    Ok(TokenRange::new(Token(range.start), Token(range.end)))
 }
 
 #[cfg(test)]

@@ -402,7 +402,7 @@ fn candidates(
     token: Token,
 ) -> Vec<ReplicaCandidate> {
     let map = context
-        .placements
+        .replica_maps
         .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
     replica_candidates(view, &map, token, |_| true)
 }
@@ -422,7 +422,7 @@ fn write_candidates(
         return Ok((natural, Vec::new()));
     };
     let map = context
-        .placements
+        .replica_maps
         .replica_map(ring, keyspace.id, &keyspace.strategy);
     let pending = replica_candidates(view, &map, token, |host| {
         !natural.iter().any(|n| n.host == host)
@@ -497,7 +497,7 @@ pub(crate) async fn apply_remotely(
         .metrics
         .internode(address, InternodeRpc::Apply, started.elapsed());
     let response = response
-        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
+        .map_err(NodeError::peer(address, "apply"))?
         .into_inner();
     if let Some(refused) = response.refused.first() {
         return Err(NodeError::Internal(format!(
@@ -545,7 +545,7 @@ async fn read_on(
         .metrics
         .internode(address, InternodeRpc::Read, started.elapsed());
     let response = response
-        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
+        .map_err(NodeError::peer(address, "read"))?
         .into_inner();
     Ok(if digest_only {
         ReadReply::Digest(Digest(response.digest))
@@ -563,5 +563,5 @@ pub(crate) fn internode_address(
         .view()
         .member(host)
         .map(|m| m.metadata.internode_addr)
-        .ok_or_else(|| NodeError::Internal(format!("no address known for host {host}")))
+        .ok_or(NodeError::NoAddress(host))
 }

@@ -36,6 +36,74 @@ pub enum NodeError {
     #[error("{0}")]
     FailedPrecondition(String),
 
+    /// A peer failed a call, or could not be reached: `peer` names it (an
+    /// address or a host id), `doing` what was asked of it.
+    #[error("{peer}: {doing}: {}", describe(status))]
+    Peer {
+        /// The peer.
+        peer: String,
+        /// What this node asked of it.
+        doing: &'static str,
+        /// What the call returned.
+        #[source]
+        status: Box<tonic::Status>,
+    },
+
+    /// Gossip knows no address for a member this node needs to call.
+    #[error("no address known for host {0}")]
+    NoAddress(ringstore_placement::HostId),
+
+    /// A record this node persisted does not decode (corrupt, or of an
+    /// unknown format version). Nothing was changed.
+    #[error("{record} is corrupt{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    CorruptRecord {
+        /// Which record.
+        record: &'static str,
+        /// What is wrong with it, when known.
+        detail: Option<String>,
+    },
+
+    /// A blocking task (a scan, a storage call kept off the async workers)
+    /// panicked or was cancelled.
+    #[error("{what} failed: {source}")]
+    Task {
+        /// What the task was doing.
+        what: &'static str,
+        /// Why it did not finish.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+
+    /// A file or socket operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, and to which file or address.
+        what: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A ring could not be built, or tokens not allocated.
+    #[error("{doing}: {source}")]
+    Placement {
+        /// What was being done.
+        doing: &'static str,
+        /// Why it failed.
+        #[source]
+        source: ringstore_placement::PlacementError,
+    },
+
+    /// The hint store failed.
+    #[error("{doing}: {source}")]
+    Hints {
+        /// What was being done.
+        doing: &'static str,
+        /// Why it failed.
+        #[source]
+        source: ringstore_hints::HintsError,
+    },
+
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(#[from] ringstore_storage::StorageError),
@@ -128,6 +196,43 @@ impl From<ringstore_replication::ReplicationError> for NodeError {
 }
 
 impl NodeError {
+    /// A peer's failed call, as a `map_err` argument.
+    pub fn peer(
+        peer: impl ToString,
+        doing: &'static str,
+    ) -> impl FnOnce(tonic::Status) -> NodeError {
+        move |status| NodeError::Peer {
+            peer: peer.to_string(),
+            doing,
+            status: Box::new(status),
+        }
+    }
+
+    /// A blocking task that did not finish, as a `map_err` argument.
+    pub fn task(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> NodeError {
+        move |source| NodeError::Task { what, source }
+    }
+
+    /// A failed hint-store call, as a `map_err` argument.
+    pub fn hints(doing: &'static str) -> impl FnOnce(ringstore_hints::HintsError) -> NodeError {
+        move |source| NodeError::Hints { doing, source }
+    }
+
+    /// A failed placement step, as a `map_err` argument.
+    pub fn placement(
+        doing: &'static str,
+    ) -> impl FnOnce(ringstore_placement::PlacementError) -> NodeError {
+        move |source| NodeError::Placement { doing, source }
+    }
+
+    /// A corrupt record without more detail.
+    pub fn corrupt(record: &'static str) -> NodeError {
+        NodeError::CorruptRecord {
+            record,
+            detail: None,
+        }
+    }
+
     /// The gRPC status code of this error.
     pub fn code(&self) -> Code {
         match self {
@@ -155,6 +260,13 @@ impl NodeError {
                 Code::FailedPrecondition
             }
             NodeError::Internal(_)
+            | NodeError::Peer { .. }
+            | NodeError::NoAddress(_)
+            | NodeError::CorruptRecord { .. }
+            | NodeError::Task { .. }
+            | NodeError::Io { .. }
+            | NodeError::Placement { .. }
+            | NodeError::Hints { .. }
             | NodeError::Storage(_)
             | NodeError::Membership(_)
             | NodeError::Streaming(_)
@@ -185,6 +297,22 @@ impl NodeError {
 impl From<NodeError> for Status {
     fn from(error: NodeError) -> Status {
         Status::new(error.code(), error.to_string())
+    }
+}
+
+/// What went wrong with a peer's call: the status message and, for a
+/// failure in the transport (refused connection, TLS handshake), its
+/// innermost cause, which says what the message ("transport error") does not.
+fn describe(status: &tonic::Status) -> String {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    let mut innermost = None;
+    while let Some(error) = cause {
+        innermost = Some(error);
+        cause = error.source();
+    }
+    match innermost {
+        Some(root) => format!("{}: {root}", status.message()),
+        None => status.message().to_string(),
     }
 }
 

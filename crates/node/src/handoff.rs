@@ -93,7 +93,7 @@ impl Handoff {
                 max_bytes_per_target: config.max_hint_bytes_per_target,
             },
         )
-        .map_err(|e| NodeError::Internal(format!("opening the hint store: {e}")))?;
+        .map_err(NodeError::hints("opening the hint store"))?;
         let started = Instant::now();
         Ok(Handoff {
             hints: Arc::new(hints),
@@ -147,7 +147,7 @@ impl Handoff {
         let hints = self.hints.clone();
         tokio::task::spawn_blocking(move || op(&hints))
             .await
-            .map_err(|e| NodeError::Internal(format!("a hint store call failed: {e}")))?
+            .map_err(NodeError::task("a hint store call"))?
     }
 
     /// The next batch of `target`'s hints, of at most `max_bytes`, read off
@@ -163,7 +163,7 @@ impl Handoff {
         self.off_worker(move |hints| {
             hints
                 .next_batch(target, max_bytes, now, max_age)
-                .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))
+                .map_err(NodeError::hints("reading hints"))
         })
         .await
     }
@@ -183,7 +183,7 @@ impl Handoff {
             .off_worker(move |hints| {
                 hints
                     .oldest_hint(target)
-                    .map_err(|e| NodeError::Internal(format!("reading the oldest hint: {e}")))
+                    .map_err(NodeError::hints("reading the oldest hint"))
             })
             .await;
         let oldest = match oldest {
@@ -227,7 +227,7 @@ impl Handoff {
             .off_worker(move |hints| {
                 hints
                     .store(&hint)
-                    .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))
+                    .map_err(NodeError::hints("storing a hint"))
             })
             .await?;
         if outcome.dropped_oldest > 0 {
@@ -269,7 +269,7 @@ impl Handoff {
                 for hint in &others {
                     let outcome = hints
                         .store(hint)
-                        .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+                        .map_err(NodeError::hints("storing a hint"))?;
                     stored += u64::from(outcome.stored());
                 }
                 Ok(stored)
@@ -312,16 +312,11 @@ impl Handoff {
                     .client(recipient)
                     .take_hints(request)
                     .await
-                    .map_err(|s| {
-                        NodeError::Internal(format!(
-                            "handing hints to {recipient}: {}",
-                            s.message()
-                        ))
-                    })?;
+                    .map_err(NodeError::peer(recipient, "take hints"))?;
                 let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
                 self.hints
                     .delete(&ids)
-                    .map_err(|e| NodeError::Internal(format!("deleting handed hints: {e}")))?;
+                    .map_err(NodeError::hints("deleting handed hints"))?;
                 handed += ids.len() as u64;
             }
         }
@@ -336,7 +331,7 @@ impl Handoff {
             let batch = self
                 .hints
                 .next_batch(from, 1 << 20, self.clock.now(), |_| Duration::MAX)
-                .map_err(|e| NodeError::Internal(format!("reading hints: {e}")))?;
+                .map_err(NodeError::hints("reading hints"))?;
             if batch.is_empty() {
                 return Ok(moved);
             }
@@ -347,12 +342,12 @@ impl Handoff {
                 };
                 self.hints
                     .store(&hint)
-                    .map_err(|e| NodeError::Internal(format!("storing a hint: {e}")))?;
+                    .map_err(NodeError::hints("storing a hint"))?;
             }
             let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
             self.hints
                 .delete(&ids)
-                .map_err(|e| NodeError::Internal(format!("deleting moved hints: {e}")))?;
+                .map_err(NodeError::hints("deleting moved hints"))?;
             moved += ids.len() as u64;
         }
     }
@@ -417,7 +412,7 @@ impl Handoff {
     pub fn truncate(&self, target: Option<HostId>) -> Result<u64> {
         self.hints
             .truncate(target)
-            .map_err(|e| NodeError::Internal(format!("truncating hints: {e}")))
+            .map_err(NodeError::hints("truncating hints"))
     }
 
     /// Sets each member's liveness (`members` excludes this node) in the

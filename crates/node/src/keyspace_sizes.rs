@@ -49,7 +49,7 @@ impl KeyspaceSizes {
                 .collect::<Result<Vec<_>>>()
         })
         .await
-        .map_err(|e| NodeError::Internal(format!("the keyspace scan failed: {e}")))??;
+        .map_err(NodeError::task("the keyspace scan"))??;
         *self.latest.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((Instant::now(), samples.clone()));
         Ok(samples)

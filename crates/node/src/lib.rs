@@ -14,9 +14,10 @@
 //!   merged identically everywhere. A change is pushed to every live node and
 //!   returns once all applied it; nodes also pull from any live node that
 //!   gossips another schema version, so a node that was down catches up.
-//! - **Tokens** ([`tokens`]): saved at first start; a fresh node takes its
-//!   turn to choose balanced tokens (or take its `initial_token`) and
-//!   bootstraps ([`topology`]).
+//!   Replica maps are cached per ring and keyspace ([`replica_maps`]).
+//! - **Tokens** ([`topology::join`]): saved at first start; a fresh node
+//!   takes its turn to choose balanced tokens (or take its `initial_token`)
+//!   and bootstraps ([`topology`]).
 //! - **Durability**: `batch` (acknowledged after fsync, group-committed; the
 //!   default) or `periodic` (acknowledged at once, synced every period).
 //!
@@ -50,6 +51,9 @@
 //!   scheduler), and garbage collection of tombstones and expired cells once
 //!   a repair has made them safe to drop.
 //!
+//! - **Starting** (`node/`): the start's named steps, its servers and its
+//!   background tasks.
+//!
 //! # Caveats
 //! - Gossiped metadata is in format 2 (with `takeovers`): nodes of format 1
 //!   cannot decode it, so a cluster is upgraded to it all at once.
@@ -68,26 +72,22 @@ pub mod drain;
 pub mod error;
 pub mod handoff;
 pub mod internode_auth;
-pub mod join_turn;
 pub mod keyspace_sizes;
 pub mod log_levels;
 pub mod metrics;
 mod metrics_http;
 mod node;
 pub mod peers;
-pub mod placements;
 pub mod repair;
+pub mod replica_maps;
 pub mod scan;
 pub mod schema;
-pub mod schema_store;
-pub mod schema_sync;
 pub mod services;
 pub mod serving;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod streaming;
 pub mod tls;
-pub mod tokens;
 pub mod topology;
 
 pub use config::NodeConfig;

@@ -18,22 +18,6 @@ use tonic::transport::{ClientTlsConfig, Endpoint};
 
 use crate::internode_auth::{CallSigner, SignedChannel};
 
-/// What went wrong with an internode call, for the log: the status message
-/// and, for a failure in the transport (refused connection, TLS handshake),
-/// its innermost cause, which says what the message ("transport error") does not.
-pub fn describe(status: &tonic::Status) -> String {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    let mut innermost = None;
-    while let Some(error) = cause {
-        innermost = Some(error);
-        cause = error.source();
-    }
-    match innermost {
-        Some(root) => format!("{}: {root}", status.message()),
-        None => status.message().to_string(),
-    }
-}
-
 /// An internode client: its calls carry this node's proof.
 pub type PeerClient = InternodeClient<SignedChannel>;
 

@@ -64,7 +64,10 @@ fn snapshots_dir(context: &NodeContext) -> PathBuf {
 }
 
 fn io(path: &Path, error: std::io::Error) -> NodeError {
-    NodeError::Internal(format!("snapshot file {}: {error}", path.display()))
+    NodeError::Io {
+        what: format!("snapshot file {}", path.display()),
+        source: error,
+    }
 }
 
 /// The keyspaces named, or all of them.
@@ -141,7 +144,7 @@ pub async fn take(
             .collect()
     })
     .await
-    .map_err(|e| NodeError::Internal(format!("the snapshot task failed: {e}")))??;
+    .map_err(NodeError::task("the snapshot task"))??;
     let entries = written
         .into_iter()
         .map(|e| SnapshotEntry {

@@ -18,18 +18,18 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use prost::Message;
+use ringstore_node::convert::range_from_pb;
 use ringstore_node::convert::{
     cell_from_pb, cell_to_pb, keyspace_from_pb, keyspace_id_from_pb, keyspace_to_pb,
     schema_entry_from_pb, schema_entry_to_pb, strategy_from_pb, strategy_to_pb,
 };
 use ringstore_node::error::NodeError;
 use ringstore_node::schema::Schema;
-use ringstore_node::schema_store::{SchemaStore, snapshot_of};
-use ringstore_node::streaming::fetch::range_from_pb;
+use ringstore_node::schema::store::{SchemaStore, snapshot_of};
 use ringstore_placement::{Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, Durability, KeyspaceId, MemoryEngine, Store};
-use ringstore_streaming::Checkpoints;
+use ringstore_streaming::{Checkpoints, StreamOperation};
 use ringstore_streaming::{Chunker, EntryChecksum};
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -368,8 +368,8 @@ proptest! {
         ],
     ) {
         let store = store();
-        runtime().block_on(store.meta_put("stream:fuzz", &damaged)).unwrap();
-        if let Ok(checkpoints) = Checkpoints::load(&store, "fuzz") {
+        runtime().block_on(store.meta_put("stream:bootstrap", &damaged)).unwrap();
+        if let Ok(checkpoints) = Checkpoints::load(&store, StreamOperation::Bootstrap) {
             let range = TokenRange::new(Token(0), Token(1));
             let _ = checkpoints.position(KeyspaceId(uuid::Uuid::nil()), range);
         }

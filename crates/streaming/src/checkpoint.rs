@@ -14,6 +14,7 @@ use ringstore_placement::{Token, TokenRange};
 use ringstore_storage::{KeyspaceId, Store};
 
 use crate::error::{Result, StreamingError};
+use crate::operation::StreamOperation;
 
 /// The record's format version.
 const FORMAT: u8 = 1;
@@ -38,7 +39,7 @@ pub struct Checkpoints {
 
 impl Checkpoints {
     /// The checkpoints of `operation`, as an earlier run left them.
-    pub fn load(store: &Store, operation: &str) -> Result<Checkpoints> {
+    pub fn load(store: &Store, operation: StreamOperation) -> Result<Checkpoints> {
         let name = format!("stream:{operation}");
         let positions = match store.meta_get(&name)? {
             None => BTreeMap::new(),
@@ -134,8 +135,11 @@ fn decode(bytes: &[u8]) -> Option<BTreeMap<(KeyspaceId, TokenRange), Position>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringstore_placement::HostId;
     use ringstore_storage::{Durability, MemoryEngine};
     use std::sync::Arc;
+
+    const BOOTSTRAP: StreamOperation = StreamOperation::Bootstrap;
 
     #[tokio::test]
     async fn positions_survive_a_reload_and_clear_forgets_them() {
@@ -143,7 +147,7 @@ mod tests {
         let ks = KeyspaceId::random();
         let a = TokenRange::new(Token(-5), Token(10));
         let b = TokenRange::new(Token(10), Token(-5));
-        let checkpoints = Checkpoints::load(&store, "bootstrap").unwrap();
+        let checkpoints = Checkpoints::load(&store, BOOTSTRAP).unwrap();
         assert_eq!(checkpoints.position(ks, a), None);
         checkpoints
             .record(ks, a, Some(Position::After(Token(3))))
@@ -154,16 +158,23 @@ mod tests {
             .await
             .unwrap();
 
-        let reloaded = Checkpoints::load(&store, "bootstrap").unwrap();
+        let reloaded = Checkpoints::load(&store, BOOTSTRAP).unwrap();
         assert_eq!(reloaded.position(ks, a), Some(Position::After(Token(3))));
         assert_eq!(reloaded.position(ks, b), Some(Position::Done));
         assert_eq!(
-            Checkpoints::load(&store, "other").unwrap().position(ks, a),
+            Checkpoints::load(
+                &store,
+                StreamOperation::Replace {
+                    replaced: HostId::from_u128(1)
+                }
+            )
+            .unwrap()
+            .position(ks, a),
             None,
             "operations are apart"
         );
         reloaded.clear().await.unwrap();
-        let cleared = Checkpoints::load(&store, "bootstrap").unwrap();
+        let cleared = Checkpoints::load(&store, BOOTSTRAP).unwrap();
         assert_eq!(cleared.position(ks, b), None);
     }
 

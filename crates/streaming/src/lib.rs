@@ -30,6 +30,10 @@
 //!   operation's name, in the store's meta tree, so an interrupted stream
 //!   (source restart, network cut, receiver restart) continues where it
 //!   stopped.
+//! - **Operations** ([`StreamOperation`], `operation.rs`): bootstrap,
+//!   replace, decommission and removenode, typed; their text form
+//!   (`decommission:<host id>`) names the checkpoints and travels in
+//!   requests, and is parsed once, at the edge.
 //! - **Throttle** ([`StreamThrottle`], `throttle.rs`): one token bucket
 //!   ([`ringstore_throttle::Throttle`]) per node, shared by every range it
 //!   sends (`stream_throughput_mib_per_sec`, Cassandra's outbound throttle),
@@ -72,6 +76,7 @@ mod chunk;
 mod error;
 mod estimate;
 mod fetch;
+mod operation;
 mod registry;
 mod throttle;
 
@@ -80,7 +85,6 @@ pub use chunk::{Chunk, Chunker, EntryChecksum, entry_bytes};
 pub use error::{FetchFailure, Result, StreamingError};
 pub use estimate::{RangeEstimate, SAMPLE_KEYS, estimate_range, estimate_ranges};
 pub use fetch::{FetchAction, FetchConfig, FetchEvent, FetchTotals, RangeFetcher};
-pub use registry::{
-    Direction, Session, SessionInfo, SessionSnapshot, SessionState, Streams, operation_kind,
-};
+pub use operation::{StreamOperation, UnknownOperation};
+pub use registry::{Direction, Session, SessionInfo, SessionSnapshot, SessionState, Streams};
 pub use throttle::StreamThrottle;

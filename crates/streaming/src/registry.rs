@@ -15,16 +15,6 @@ const KEEP_FINISHED: usize = 32;
 /// The window over which the current rate is measured.
 const RATE_WINDOW: Duration = Duration::from_secs(5);
 
-/// The kind of an operation name, as `netstats` shows it: operation names
-/// such as `decommission:<host id>` also name their checkpoints; the part
-/// before the colon is the kind (`stream` for an unnamed one).
-pub fn operation_kind(operation: &str) -> &str {
-    match operation.split(':').next() {
-        Some(kind) if !kind.is_empty() => kind,
-        _ => "stream",
-    }
-}
-
 /// Which way a session's data flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -47,8 +37,8 @@ impl Direction {
 /// What a session is for and with whom; fixed at its start.
 #[derive(Clone, Debug)]
 pub struct SessionInfo {
-    /// "bootstrap", "decommission", "removenode", "replace", or "stream" for
-    /// a range sent on request.
+    /// What the session is for, as `netstats` shows it: a stream
+    /// operation's [`kind`](crate::StreamOperation::kind), or `repair <id>`.
     pub operation: String,
     /// Which way.
     pub direction: Direction,
@@ -305,13 +295,6 @@ mod tests {
         assert_eq!(done.eta_seconds(), None);
         assert_eq!(streams.bytes_moved(), (100, 0));
         assert_eq!(streams.running(), 0);
-    }
-
-    #[test]
-    fn operation_kinds_drop_what_names_the_checkpoints() {
-        assert_eq!(operation_kind("decommission:abc"), "decommission");
-        assert_eq!(operation_kind("bootstrap"), "bootstrap");
-        assert_eq!(operation_kind(""), "stream");
     }
 
     #[test]

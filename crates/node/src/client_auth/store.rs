@@ -14,8 +14,8 @@ use ringstore_storage::{Cell, Timestamp};
 use crate::context::NodeContext;
 use crate::coordinator;
 use crate::error::{NodeError, Result};
+use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
-use crate::schema_sync::{merge_and_publish, push_to_live_nodes};
 
 /// Reads and writes of users are at this level.
 pub const LEVEL: ConsistencyLevel = ConsistencyLevel::Quorum;

@@ -94,7 +94,7 @@ async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Resu
         }
     }
     scan.await
-        .map_err(|e| NodeError::Internal(format!("the garbage-collection scan failed: {e}")))??;
+        .map_err(NodeError::task("the garbage-collection scan"))??;
     Ok(report)
 }
 

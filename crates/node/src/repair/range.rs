@@ -33,10 +33,10 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::context::NodeContext;
+use crate::convert::range_to_pb;
 use crate::convert::{cell_from_pb, cell_to_pb, listed_row_from_pb};
 use crate::error::{NodeError, Result};
 use crate::peers::PeerClient;
-use crate::streaming::fetch::range_to_pb;
 
 /// How long one replica may take to build its tree (a big range, read at
 /// the validation rate).
@@ -191,7 +191,7 @@ impl<'a> RangeRepair<'a> {
             let listing = client
                 .list_rows(request.clone())
                 .await
-                .map_err(|status| replica_failed(replica.host, "ListRows", &status))?
+                .map_err(|status| replica_failed(replica.host, "ListRows", status))?
                 .into_inner();
             listings.push(listing);
         }
@@ -218,7 +218,7 @@ impl<'a> RangeRepair<'a> {
                 })?,
                 gone = until_gone(lister) => return Err(gone),
             }
-            .map_err(|status| replica_failed(lister.host, "ListRows", &status))?;
+            .map_err(|status| replica_failed(lister.host, "ListRows", status))?;
             match page {
                 Some(page) => {
                     if self.replicas[replica].remote {
@@ -387,7 +387,7 @@ where
     request.set_timeout(timeout);
     let answer = tokio::select! {
         answer = call(replica.client.clone(), request) => answer
-            .map_err(|status| replica_failed(replica.host, "a repair call", &status))?,
+            .map_err(|status| replica_failed(replica.host, "a repair call", status))?,
         gone = until_gone(replica) => return Err(gone),
     };
     Ok((sent, answer.into_inner()))
@@ -418,11 +418,12 @@ async fn until_gone(replica: &Replica) -> NodeError {
 }
 
 /// The error of a replica that failed a call.
-fn replica_failed(host: HostId, what: &str, status: &tonic::Status) -> NodeError {
-    NodeError::Internal(format!(
-        "replica {host} failed {what}: {}",
-        status.message()
-    ))
+fn replica_failed(host: HostId, what: &'static str, status: tonic::Status) -> NodeError {
+    NodeError::Peer {
+        peer: format!("replica {host}"),
+        doing: what,
+        status: Box::new(status),
+    }
 }
 
 /// Ends `session` on every replica in `hosts` that is up, recording
@@ -467,7 +468,7 @@ pub async fn end_session(
             client
                 .end_repair_session(request)
                 .await
-                .map_err(|status| replica_failed(host, "EndRepairSession", &status))?;
+                .map_err(|status| replica_failed(host, "EndRepairSession", status))?;
             Ok::<(), NodeError>(())
         }
     });

@@ -43,7 +43,7 @@ pub async fn build_tree(
         scan_tree(&store, &throttle, &runtime, keyspace, range, depth)
     })
     .await
-    .map_err(|e| NodeError::Internal(format!("building a repair tree failed: {e}")))??;
+    .map_err(NodeError::task("building a repair tree"))??;
     let tree = Arc::new(tree);
     context
         .repair
@@ -178,7 +178,7 @@ pub async fn read_cells(
         Ok(cells)
     })
     .await
-    .map_err(|e| NodeError::Internal(format!("reading cells for a repair failed: {e}")))?
+    .map_err(NodeError::task("reading cells for a repair"))?
 }
 
 /// Ends `session` here: drops its trees and records `repaired` as repaired

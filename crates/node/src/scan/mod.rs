@@ -283,7 +283,7 @@ async fn read_page_on(
         .metrics
         .internode(address, InternodeRpc::ReadRange, started.elapsed());
     let response = response
-        .map_err(|s| NodeError::Internal(format!("{address}: {}", s.message())))?
+        .map_err(NodeError::peer(address, "read range"))?
         .into_inner();
     let rows = response
         .rows

@@ -80,5 +80,5 @@ pub async fn read_range(
         Ok(ReplicaPage { rows, complete })
     })
     .await
-    .map_err(|e| NodeError::Internal(format!("reading a scan page failed: {e}")))?
+    .map_err(NodeError::task("reading a scan page"))?
 }

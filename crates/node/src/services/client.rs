@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::clock::check_client_timestamp;
 use crate::config::NodeConfig;
 use crate::context::NodeContext;
+use crate::convert::level_from_pb;
 use crate::coordinator;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
@@ -174,40 +175,6 @@ pub fn check_key(key: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A wire consistency level; unspecified means `ONE`.
-pub fn level_from_pb(level: i32) -> Result<ConsistencyLevel> {
-    use pb::ConsistencyLevel as P;
-    let level = P::try_from(level)
-        .map_err(|_| NodeError::InvalidArgument(format!("unknown consistency level {level}")))?;
-    Ok(match level {
-        P::Unspecified | P::One => ConsistencyLevel::One,
-        P::Any => ConsistencyLevel::Any,
-        P::Two => ConsistencyLevel::Two,
-        P::Three => ConsistencyLevel::Three,
-        P::Quorum => ConsistencyLevel::Quorum,
-        P::All => ConsistencyLevel::All,
-        P::LocalOne => ConsistencyLevel::LocalOne,
-        P::LocalQuorum => ConsistencyLevel::LocalQuorum,
-        P::EachQuorum => ConsistencyLevel::EachQuorum,
-    })
-}
-
-/// A consistency level's wire form.
-pub fn level_to_pb(level: ConsistencyLevel) -> pb::ConsistencyLevel {
-    use pb::ConsistencyLevel as P;
-    match level {
-        ConsistencyLevel::Any => P::Any,
-        ConsistencyLevel::One => P::One,
-        ConsistencyLevel::Two => P::Two,
-        ConsistencyLevel::Three => P::Three,
-        ConsistencyLevel::Quorum => P::Quorum,
-        ConsistencyLevel::All => P::All,
-        ConsistencyLevel::LocalOne => P::LocalOne,
-        ConsistencyLevel::LocalQuorum => P::LocalQuorum,
-        ConsistencyLevel::EachQuorum => P::EachQuorum,
-    }
 }
 
 impl ClientService {

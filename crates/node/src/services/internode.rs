@@ -16,15 +16,16 @@ use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
+use crate::convert::{range_from_pb, ranges_from_pb};
 use crate::error::{NodeError, Result};
 use crate::repair::replica;
-use crate::schema_store::snapshot_of;
-use crate::schema_sync::merge_and_publish;
+use crate::schema::store::snapshot_of;
+use crate::schema::sync::merge_and_publish;
 use crate::services::client::check_key;
-use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_from_pb, ranges_from_pb};
+use crate::streaming::fetch::{RangeFetch, fetch_ranges};
 use crate::streaming::source::send_range;
 use ringstore_repair::MAX_DEPTH;
-use ringstore_streaming::{estimate_ranges, operation_kind};
+use ringstore_streaming::{StreamOperation, estimate_ranges};
 
 /// One replica write: keyspace, key, cell.
 type Write = (KeyspaceId, Vec<u8>, Cell);
@@ -253,7 +254,7 @@ impl Internode for InternodeService {
         let keyspace = self.live_keyspace(&request.keyspace_id)?;
         let range = range_from_pb(request.range)?;
         let peer = request.requester_host_id.parse().ok().map(HostId);
-        let operation = operation_kind(&request.operation).to_string();
+        let operation = stream_operation(&request.operation)?;
         let chunks = send_range(self.context.clone(), keyspace, range, peer, operation);
         Ok(Response::new(ReceiverStream::new(chunks)))
     }
@@ -263,12 +264,7 @@ impl Internode for InternodeService {
         request: Request<pb::FetchRangesRequest>,
     ) -> Result<Response<pb::FetchRangesResponse>, Status> {
         let request = request.into_inner();
-        if request.operation.is_empty() || request.operation.len() > 200 {
-            return Err(NodeError::InvalidArgument(
-                "an operation name of 1 to 200 bytes is required".into(),
-            )
-            .into());
-        }
+        let operation = stream_operation(&request.operation)?;
         let mut fetches = Vec::with_capacity(request.ranges.len());
         for fetch in request.ranges {
             let sources = fetch
@@ -286,7 +282,7 @@ impl Internode for InternodeService {
                 sources,
             });
         }
-        let totals = fetch_ranges(&self.context, &request.operation, fetches).await?;
+        let totals = fetch_ranges(&self.context, operation, fetches).await?;
         Ok(Response::new(pb::FetchRangesResponse {
             bytes: totals.bytes,
             entries: totals.entries,
@@ -451,6 +447,14 @@ impl Internode for InternodeService {
         replica::end_session(&self.context, session, &repaired, began).await?;
         Ok(Response::new(pb::EndRepairSessionResponse {}))
     }
+}
+
+/// The stream operation a request names; anything else is refused.
+fn stream_operation(name: &str) -> Result<StreamOperation> {
+    name.parse()
+        .map_err(|e: ringstore_streaming::UnknownOperation| {
+            NodeError::InvalidArgument(e.to_string())
+        })
 }
 
 /// A repair session id from its wire form.

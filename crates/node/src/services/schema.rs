@@ -9,8 +9,8 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::convert::{keyspace_to_pb, strategy_from_pb};
 use crate::error::NodeError;
+use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
-use crate::schema_sync::{merge_and_publish, push_to_live_nodes};
 
 /// Serves `Schema` from a node's context.
 pub struct SchemaService {

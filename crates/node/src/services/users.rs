@@ -141,7 +141,7 @@ async fn hash(password: String) -> Result<StoredHash> {
     check_password(&password)?;
     tokio::task::spawn_blocking(move || StoredHash::new(&password))
         .await
-        .map_err(|e| NodeError::Internal(format!("password hashing stopped: {e}")))?
+        .map_err(NodeError::task("password hashing"))?
         .map_err(NodeError::from)
 }
 

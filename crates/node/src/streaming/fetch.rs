@@ -13,13 +13,13 @@ use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId};
 use ringstore_streaming::{
     Checkpoints, Direction, FetchAction, FetchConfig, FetchEvent, FetchTotals, Position,
-    RangeFetcher, Session, SessionInfo, operation_kind,
+    RangeFetcher, Session, SessionInfo, StreamOperation,
 };
 use tokio::time::Instant;
 use tonic::Streaming;
 
 use crate::context::NodeContext;
-use crate::convert::cell_from_pb;
+use crate::convert::{cell_from_pb, range_to_pb};
 use crate::error::{NodeError, Result};
 
 /// How long a stream may go without a message before it counts as failed.
@@ -44,7 +44,7 @@ pub struct RangeFetch {
 /// are kept for the next attempt.
 pub async fn fetch_ranges(
     context: &Arc<NodeContext>,
-    operation: &str,
+    operation: StreamOperation,
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     let checkpoints = Arc::new(Checkpoints::load(&context.store, operation)?);
@@ -61,9 +61,8 @@ pub async fn fetch_ranges(
     let sessions =
         groups.into_iter().map(|((keyspace, source), ranges)| {
             let (context, checkpoints) = (context.clone(), checkpoints.clone());
-            let operation = operation.to_string();
             async move {
-                fetch_session(&context, &checkpoints, &operation, keyspace, source, ranges).await
+                fetch_session(&context, &checkpoints, operation, keyspace, source, ranges).await
             }
         });
     let mut totals = FetchTotals::default();
@@ -77,14 +76,14 @@ pub async fn fetch_ranges(
 async fn fetch_session(
     context: &Arc<NodeContext>,
     checkpoints: &Checkpoints,
-    operation: &str,
+    operation: StreamOperation,
     keyspace: KeyspaceId,
     source: HostId,
     ranges: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     let estimate = estimate_remote(context, source, keyspace, &ranges).await;
     let session = context.streams.open(SessionInfo {
-        operation: operation_kind(operation).to_string(),
+        operation: operation.kind().to_string(),
         direction: Direction::Receiving,
         peer: source,
         peer_address: context
@@ -152,7 +151,7 @@ async fn fetch_range(
     context: &Arc<NodeContext>,
     checkpoints: &Checkpoints,
     session: &Session,
-    operation: &str,
+    operation: StreamOperation,
     fetch: &RangeFetch,
 ) -> Result<FetchTotals> {
     let (keyspace, range) = (fetch.keyspace, fetch.range);
@@ -272,7 +271,7 @@ fn warn_failed(fetcher: &RangeFetcher, range: TokenRange) {
 /// Opens a stream of `remaining` of `keyspace` from `source`.
 async fn open_stream(
     context: &NodeContext,
-    operation: &str,
+    operation: StreamOperation,
     keyspace: KeyspaceId,
     source: HostId,
     remaining: TokenRange,
@@ -336,27 +335,4 @@ async fn apply(
         .record(fetch.keyspace, fetch.range, Some(checkpoint))
         .await?;
     Ok(())
-}
-
-/// A range as the internode messages carry it.
-pub fn range_to_pb(range: TokenRange) -> pb::TokenRangeMessage {
-    pb::TokenRangeMessage {
-        start: range.start.0,
-        end: range.end.0,
-    }
-}
-
-/// Ranges from an internode message.
-pub fn ranges_from_pb(ranges: Vec<pb::TokenRangeMessage>) -> Result<Vec<TokenRange>> {
-    ranges
-        .into_iter()
-        .map(|range| range_from_pb(Some(range)))
-        .collect()
-}
-
-/// A range from an internode message.
-pub fn range_from_pb(range: Option<pb::TokenRangeMessage>) -> Result<TokenRange> {
-    let range =
-        range.ok_or_else(|| NodeError::InvalidArgument("a token range is required".into()))?;
-    Ok(TokenRange::new(Token(range.start), Token(range.end)))
 }

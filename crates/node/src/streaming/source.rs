@@ -11,7 +11,9 @@ use tonic::Status;
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::NodeError;
-use ringstore_streaming::{Chunk, Chunker, Direction, EntryChecksum, Session, SessionInfo};
+use ringstore_streaming::{
+    Chunk, Chunker, Direction, EntryChecksum, Session, SessionInfo, StreamOperation,
+};
 
 /// The most a chunk holds (it may exceed this by the cells of one token).
 pub const CHUNK_BYTES: u64 = 256 * 1024;
@@ -24,12 +26,12 @@ pub fn send_range(
     keyspace: KeyspaceId,
     range: TokenRange,
     peer: Option<HostId>,
-    operation: String,
+    operation: StreamOperation,
 ) -> mpsc::Receiver<Result<pb::StreamChunk, Status>> {
     let (sender, receiver) = mpsc::channel(2);
     tokio::spawn(async move {
         let session = context.streams.open(SessionInfo {
-            operation,
+            operation: operation.kind().to_string(),
             direction: Direction::Sending,
             peer: peer.unwrap_or(HostId::from_u128(0)),
             peer_address: peer

@@ -1,7 +1,7 @@
 //! Bootstrap and replacement: a node announced as `Joining` with its tokens
 //! streams every range it gains, then announces `Normal`.
 //!
-//! A fresh node's tokens come from [`tokens::join`](crate::tokens::join)
+//! A fresh node's tokens come from [`join::join`](crate::topology::join::join)
 //! (balanced allocation or `initial_token`); a replacement takes the dead
 //! node's tokens ([`replace`]). Either way the tokens and the operation's
 //! name are saved before anything is gossiped, so a node restarted mid-way
@@ -14,17 +14,17 @@ use std::time::Duration;
 
 use ringstore_membership::{Liveness, NodeState, Takeovers};
 use ringstore_placement::HostId;
+use ringstore_streaming::StreamOperation;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::repair::node_ops::sync_gained_ranges;
 use crate::streaming::fetch::fetch_ranges;
-use crate::tokens::{save_tokens, wait_until_connected};
-use crate::topology::saved::{save_takeovers, set_unfinished_bootstrap};
-use crate::topology::{transfers, wait_ring_delay, wait_until_announced};
-
-/// The operation name of a fresh node's bootstrap.
-pub const BOOTSTRAP: &str = "bootstrap";
+use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
+use crate::topology::transfers;
+use crate::topology::waits::{
+    wait_for_no_movement, wait_ring_delay, wait_until_announced, wait_until_connected,
+};
 /// How long a joining node waits for its schema to match the cluster's.
 const SCHEMA_PATIENCE: Duration = Duration::from_secs(30);
 /// How long a replacement looks for the node it replaces in gossip.
@@ -32,7 +32,10 @@ const FIND_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Streams the ranges this `Joining` node gains (its tokens gossiped at least
 /// `ring_delay` ago), then announces `Normal` and forgets the checkpoints.
-pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) -> Result<()> {
+pub async fn stream_and_complete(
+    context: &Arc<NodeContext>,
+    operation: StreamOperation,
+) -> Result<()> {
     wait_until_announced(context).await;
     wait_for_schema(context).await;
     let view = context.view();
@@ -49,7 +52,7 @@ pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) ->
     let ranges = fetches.len();
     let totals = fetch_ranges(context, operation, fetches).await?;
     tracing::info!(
-        operation,
+        %operation,
         ranges,
         bytes = totals.bytes,
         cells = totals.entries,
@@ -71,12 +74,12 @@ pub async fn stream_and_complete(context: &Arc<NodeContext>, operation: &str) ->
 /// Resumes a bootstrap this node was running when it stopped: it starts
 /// `Joining` with its saved tokens, so it only has to wait for gossip and
 /// stream what its checkpoints do not cover.
-pub async fn resume(context: Arc<NodeContext>, operation: String) -> Result<()> {
-    tracing::info!(operation, "resuming an unfinished bootstrap");
+pub async fn resume(context: Arc<NodeContext>, operation: StreamOperation) -> Result<()> {
+    tracing::info!(%operation, "resuming an unfinished bootstrap");
     wait_until_connected(&context).await;
     wait_ring_delay(&context).await;
-    crate::tokens::wait_for_no_movement(&context).await;
-    stream_and_complete(&context, &operation).await
+    wait_for_no_movement(&context).await;
+    stream_and_complete(&context, operation).await
 }
 
 /// Replaces the dead node that `address` names (a host id, or an IP address
@@ -93,15 +96,15 @@ pub async fn replace(context: Arc<NodeContext>, address: String) -> Result<()> {
             "node {dead} ({address}) owns no tokens: there is nothing to replace"
         )));
     }
-    crate::tokens::wait_for_no_movement(&context).await;
-    let operation = format!("replace:{dead}");
+    wait_for_no_movement(&context).await;
+    let operation = StreamOperation::Replace { replaced: dead };
     save_tokens(&context.store, &tokens).await?;
     let takeovers = Takeovers {
         replaces: Some(dead),
         ..Takeovers::default()
     };
     save_takeovers(&context.store, &takeovers).await?;
-    set_unfinished_bootstrap(&context.store, Some(&operation)).await?;
+    set_unfinished_bootstrap(&context.store, Some(operation)).await?;
     tracing::info!(%dead, tokens = tokens.len(), "replacing a dead node");
     context
         .membership
@@ -112,7 +115,7 @@ pub async fn replace(context: Arc<NodeContext>, address: String) -> Result<()> {
         })
         .await?;
     wait_ring_delay(&context).await;
-    stream_and_complete(&context, &operation).await
+    stream_and_complete(&context, operation).await
 }
 
 /// The member `address` names, once gossip knows it; it must be down.

@@ -126,9 +126,7 @@ async fn clean(context: &Arc<NodeContext>, keyspace: &KeyspaceDef) -> Result<Cle
         outcome.keys_removed += context.store.purge(keyspace.id, &batch.keys).await? as u64;
         outcome.bytes_removed += batch.bytes;
     }
-    outcome.keys_kept = scan
-        .await
-        .map_err(|e| NodeError::Internal(format!("the cleanup scan failed: {e}")))?;
+    outcome.keys_kept = scan.await.map_err(NodeError::task("the cleanup scan"))?;
     tracing::info!(
         keyspace = %keyspace.name,
         removed = outcome.keys_removed,

@@ -7,12 +7,12 @@ use ringstore_membership::NodeState;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::topology::saved::mark_decommissioned;
+use crate::topology::persisted::mark_decommissioned;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
     wait_ring_delay,
 };
-use ringstore_streaming::FetchTotals;
+use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// What a decommission moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,10 +65,12 @@ pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> 
 
 async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
     let (view, pending) = announced_movement(context, "leaving").await?;
-    let operation = format!("decommission:{}", context.host_id);
+    let operation = StreamOperation::Decommission {
+        leaving: context.host_id,
+    };
     let streamed = fetch_everywhere(
         context,
-        &operation,
+        operation,
         transfers(context, &view.ring, &pending, &[]),
     )
     .await?;

@@ -19,8 +19,8 @@ use ringstore_proto::v1 as pb;
 use ringstore_storage::KeyspaceId;
 
 use crate::context::NodeContext;
+use crate::convert::range_to_pb;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::range_to_pb;
 use ringstore_streaming::estimate_ranges;
 
 /// The change to plan.
@@ -130,7 +130,7 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
                     before.epoch() + 1,
                     RingMember::new(host, location.clone(), tokens),
                 )
-                .map_err(|e| NodeError::Internal(e.to_string()))?;
+                .map_err(NodeError::placement("adding the new node to the ring"))?;
             let description = format!(
                 "join of a new node ({host}, shown as 'new') in {}/{} with {num_tokens} tokens",
                 location.dc, location.rack
@@ -252,7 +252,7 @@ async fn estimate_on(
         .view()
         .member(source)
         .map(|m| m.metadata.internode_addr)
-        .ok_or_else(|| NodeError::Internal(format!("no address known for {source}")))?;
+        .ok_or(NodeError::NoAddress(source))?;
     let response = context
         .peers
         .client(address)
@@ -261,9 +261,7 @@ async fn estimate_on(
             ranges: ranges.iter().map(|r| range_to_pb(*r)).collect(),
         })
         .await
-        .map_err(|s| {
-            NodeError::Internal(format!("estimating ranges on {source}: {}", s.message()))
-        })?
+        .map_err(NodeError::peer(source, "estimate ranges"))?
         .into_inner();
     Ok(response.ranges.iter().map(|r| r.estimated_bytes).collect())
 }

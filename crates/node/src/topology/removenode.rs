@@ -9,11 +9,11 @@ use ringstore_placement::HostId;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::repair::node_ops::sync_gained_ranges;
-use crate::topology::saved::save_takeovers;
+use crate::topology::persisted::save_takeovers;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
 };
-use ringstore_streaming::FetchTotals;
+use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the
@@ -69,10 +69,10 @@ pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<Fetc
 
 async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
     let (view, pending) = announced_movement(context, "removing").await?;
-    let operation = format!("removenode:{dead}");
+    let operation = StreamOperation::RemoveNode { removed: dead };
     let totals = fetch_everywhere(
         context,
-        &operation,
+        operation,
         transfers(context, &view.ring, &pending, &[dead]),
     )
     .await?;

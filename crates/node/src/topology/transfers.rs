@@ -9,9 +9,10 @@ use ringstore_placement::{HostId, MovementPlan, ReplicaMap, Ring};
 use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
+use crate::convert::range_to_pb;
 use crate::error::{NodeError, Result};
-use crate::streaming::fetch::{RangeFetch, fetch_ranges, range_to_pb};
-use ringstore_streaming::FetchTotals;
+use crate::streaming::fetch::{RangeFetch, fetch_ranges};
+use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// Attempts per receiver at having it fetch its ranges (it resumes each time).
 const FETCH_ATTEMPTS: u32 = 5;
@@ -73,13 +74,12 @@ pub fn transfers(
 /// others through `FetchRanges`), all at once; retries a receiver that fails.
 pub async fn fetch_everywhere(
     context: &Arc<NodeContext>,
-    operation: &str,
+    operation: StreamOperation,
     transfers: std::collections::BTreeMap<HostId, Vec<RangeFetch>>,
 ) -> Result<FetchTotals> {
     let jobs = transfers.into_iter().map(|(receiver, fetches)| {
         let context = context.clone();
-        let operation = operation.to_string();
-        async move { fetch_on(&context, receiver, &operation, fetches).await }
+        async move { fetch_on(&context, receiver, operation, fetches).await }
     });
     let mut totals = FetchTotals::default();
     for outcome in futures::future::join_all(jobs).await {
@@ -91,7 +91,7 @@ pub async fn fetch_everywhere(
 async fn fetch_on(
     context: &Arc<NodeContext>,
     receiver: HostId,
-    operation: &str,
+    operation: StreamOperation,
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     if receiver == context.host_id {
@@ -108,13 +108,13 @@ async fn fetch_on(
             })
             .collect(),
     };
-    let mut last_error = String::new();
+    let mut last_error = None;
     for attempt in 1..=FETCH_ATTEMPTS {
         let address = context
             .view()
             .member(receiver)
             .map(|m| m.metadata.internode_addr)
-            .ok_or_else(|| NodeError::Internal(format!("no address known for {receiver}")))?;
+            .ok_or(NodeError::NoAddress(receiver))?;
         match context
             .peers
             .client(address)
@@ -130,13 +130,15 @@ async fn fetch_on(
                 });
             }
             Err(status) => {
-                last_error = status.message().to_string();
-                tracing::warn!(%receiver, attempt, error = %last_error, "a receiver failed to fetch its ranges; asking again");
+                tracing::warn!(%receiver, attempt, error = %status.message(), "a receiver failed to fetch its ranges; asking again");
+                last_error = Some(status);
                 tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
             }
         }
     }
-    Err(NodeError::Internal(format!(
-        "node {receiver} could not fetch its ranges: {last_error}"
-    )))
+    let status = last_error.unwrap_or_else(|| tonic::Status::unknown("no attempt was made"));
+    Err(NodeError::peer(
+        format!("node {receiver}"),
+        "fetch its ranges",
+    )(status))
 }

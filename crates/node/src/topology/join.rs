@@ -1,5 +1,5 @@
-//! This node's tokens: kept in storage, fixed by `initial_token`, or chosen
-//! by the balanced allocator when a fresh node joins.
+//! A fresh node's join: its tokens fixed by `initial_token`, or chosen by
+//! the balanced allocator once it is its turn; then its bootstrap.
 //!
 //! # Joins
 //! Fresh nodes started together must not pick their tokens against the same
@@ -8,21 +8,21 @@
 //! until it has reached the cluster through its seeds (unless it is the only
 //! seed), then until gossip has been quiet (no change to its view) for
 //! `ring_delay` (at least a second), so it has seen who else is joining. Then
-//! [`join_turn`](crate::join_turn) decides from its view:
+//! [`join_turn`](crate::topology::join_turn) decides from its view:
 //! - the ring has owners: the joiners take turns in
-//!   [`join_order`](crate::join_turn::join_order), each only while no other
+//!   [`join_order`](crate::topology::join_turn::join_order), each only while no other
 //!   range movement is under way; when a node turns `Normal` it is the next
 //!   node's turn. A node whose turn does not come within a minute (say, a
 //!   lower node hung) allocates anyway, with a warning.
 //! - the ring is empty (a new cluster): every joiner allocates at once
 //!   against the cohort members before it, gossiped or computed
-//!   ([`cohort_tokens`](crate::join_turn::cohort_tokens)), never taking a
+//!   ([`cohort_tokens`](crate::topology::join_turn::cohort_tokens)), never taking a
 //!   token another node has gossiped, and the cohort bootstraps together. A
 //!   member waits, before it turns `Normal`, until no live member is still
 //!   choosing (so the ring stays empty while they announce; bounded, and
 //!   over once one is `Normal`), until its own tokens are known everywhere,
 //!   and until it has caught up with every peer's own metadata
-//!   ([`wait_until_caught_up`](crate::topology::wait_until_caught_up)); then
+//!   ([`wait_until_caught_up`](crate::topology::waits::wait_until_caught_up)); then
 //!   it checks for collisions, and streams what the ring it sees then holds
 //!   of its ranges (nothing, in a new cluster). A write acknowledged before
 //!   every node knew its tokens was acknowledged by nodes already `Normal`,
@@ -40,22 +40,20 @@ use std::time::Duration;
 
 use ringstore_placement::allocation::balanced_tokens;
 use ringstore_placement::{Location, ReplicationStrategy, Ring, RingMember, Token};
-use ringstore_storage::Store;
+use ringstore_streaming::StreamOperation;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::join_turn::{
+use crate::topology::bootstrap;
+use crate::topology::join_turn::{
     CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
     gossiped_tokens, join_order, join_turn,
 };
-use crate::topology::bootstrap::{self, BOOTSTRAP};
-use crate::topology::saved::set_unfinished_bootstrap;
-use crate::topology::{wait_until_announced, wait_until_caught_up};
+use crate::topology::persisted::{save_tokens, set_unfinished_bootstrap};
+use crate::topology::waits::{
+    wait_for_no_movement, wait_until_announced, wait_until_caught_up, wait_until_connected,
+};
 
-/// The key of the tokens in the storage's system tree.
-const TOKENS_META_KEY: &str = "tokens";
-/// The first byte of the saved tokens: their format version.
-const TOKENS_FORMAT: u8 = 1;
 /// How long a node waits for its turn before allocating anyway.
 const TURN_PATIENCE: Duration = Duration::from_secs(60);
 /// The shortest quiet a fresh node waits for before choosing, whatever
@@ -66,65 +64,6 @@ const MIN_QUIET: Duration = Duration::from_secs(1);
 /// others to choose tokens before it turns `Normal` anyway: twice the
 /// longest wait for quiet gossip, after which they all choose.
 const COHORT_PATIENCE_RING_DELAYS: u32 = 20;
-
-/// The tokens saved by an earlier start, if any.
-pub fn saved_tokens(store: &Store) -> Result<Option<Vec<Token>>> {
-    let Some(bytes) = store.meta_get(TOKENS_META_KEY)? else {
-        return Ok(None);
-    };
-    let corrupt = || NodeError::Internal("the saved tokens are corrupt".into());
-    let (format, body) = bytes.split_first().ok_or_else(corrupt)?;
-    if *format != TOKENS_FORMAT || body.len() % 8 != 0 {
-        return Err(corrupt());
-    }
-    Ok(Some(
-        body.chunks_exact(8)
-            .map(|c| Token(i64::from_le_bytes(c.try_into().expect("8 bytes"))))
-            .collect(),
-    ))
-}
-
-/// Saves the tokens durably.
-pub async fn save_tokens(store: &Store, tokens: &[Token]) -> Result<()> {
-    let mut bytes = vec![TOKENS_FORMAT];
-    for token in tokens {
-        bytes.extend_from_slice(&token.0.to_le_bytes());
-    }
-    store.meta_put(TOKENS_META_KEY, &bytes).await?;
-    Ok(())
-}
-
-/// The tokens to start with: the saved ones, else `initial_token` (saved now),
-/// else none yet. Refuses configured tokens that contradict saved ones.
-pub async fn startup_tokens(
-    store: &Store,
-    configured: Option<&[Token]>,
-) -> Result<Option<Vec<Token>>> {
-    let saved = saved_tokens(store)?;
-    match (saved, configured) {
-        (Some(saved), Some(configured)) => {
-            let mut wanted = configured.to_vec();
-            wanted.sort_unstable();
-            if wanted != saved {
-                return Err(NodeError::InvalidArgument(format!(
-                    "initial_token lists {} tokens that differ from the {} this node saved at its first start; \
-                     a node cannot change its tokens (remove initial_token, or use a fresh data directory)",
-                    wanted.len(),
-                    saved.len()
-                )));
-            }
-            Ok(Some(saved))
-        }
-        (Some(saved), None) => Ok(Some(saved)),
-        (None, Some(configured)) => {
-            let mut tokens = configured.to_vec();
-            tokens.sort_unstable();
-            save_tokens(store, &tokens).await?;
-            Ok(Some(tokens))
-        }
-        (None, None) => Ok(None),
-    }
-}
 
 /// Waits for this fresh node's turn (or, in a new cluster, for nothing),
 /// takes `fixed` tokens (`initial_token`) or allocates balanced ones against
@@ -175,7 +114,7 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             }
         };
         save_tokens(&context.store, &tokens).await?;
-        set_unfinished_bootstrap(&context.store, Some(BOOTSTRAP)).await?;
+        set_unfinished_bootstrap(&context.store, Some(StreamOperation::Bootstrap)).await?;
         let gossiped = tokens.clone();
         context
             .membership
@@ -197,7 +136,7 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             .map_or(0, |ring| ring.tokens_of(context.host_id).len());
         if owned == tokens.len() {
             tracing::info!(count = tokens.len(), cohort, "took tokens; bootstrapping");
-            bootstrap::stream_and_complete(&context, BOOTSTRAP).await?;
+            bootstrap::stream_and_complete(&context, StreamOperation::Bootstrap).await?;
             return Ok(tokens);
         }
         if fixed.is_some() {
@@ -254,7 +193,7 @@ fn allocate_in_cohort(
         config.num_tokens as usize,
         &allocation_strategy(context)?,
     )
-    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
+    .map_err(NodeError::placement("token allocation"))
 }
 
 /// A cohort member's tokens when its first choice collided: against every
@@ -278,36 +217,6 @@ fn allocation_strategy(context: &NodeContext) -> Result<ReplicationStrategy> {
         config.allocate_tokens_for_local_replication_factor,
     )])
     .map_err(|e| NodeError::InvalidArgument(e.to_string()))
-}
-
-/// Waits until no other node's range movement is under way (one at a time).
-pub(crate) async fn wait_for_no_movement(context: &NodeContext) {
-    let mut views = context.membership.watch_view();
-    loop {
-        let movements = context.view().movements();
-        if movements.is_empty() {
-            return;
-        }
-        tracing::info!(?movements, "waiting for another range movement to finish");
-        let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
-    }
-}
-
-/// Waits until gossip has reached another node, unless this node is its own
-/// only seed (it starts a new cluster).
-pub(crate) async fn wait_until_connected(context: &NodeContext) {
-    let own = context.config.advertised_gossip_address();
-    if context.config.seeds.iter().all(|&seed| seed == own) {
-        return;
-    }
-    let mut views = context.membership.watch_view();
-    let started = tokio::time::Instant::now();
-    while context.view().members.len() < 2 {
-        if started.elapsed() > Duration::from_secs(5) {
-            tracing::info!(seeds = ?context.config.seeds, "waiting to reach the cluster through the seeds before choosing tokens");
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(5), views.changed()).await;
-    }
 }
 
 /// Waits until the view has not changed for `quiet`: the nodes starting with
@@ -354,9 +263,9 @@ async fn wait_for_turn(context: &NodeContext) {
 /// Balanced tokens against every other node's tokens as gossip shows them.
 fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
     let view = context.view();
-    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id)).map_err(|e| {
-        NodeError::Internal(format!("cannot build the ring to allocate against: {e}"))
-    })?;
+    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id)).map_err(
+        NodeError::placement("building the ring to allocate against"),
+    )?;
     let config = &context.config;
     let location = Location::new(config.dc.as_str(), config.rack.as_str());
     let strategy = allocation_strategy(context)?;
@@ -367,47 +276,5 @@ fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
         config.num_tokens as usize,
         &strategy,
     )
-    .map_err(|e| NodeError::Internal(format!("token allocation failed: {e}")))
-}
-
-#[cfg(test)]
-mod startup_tests {
-    use super::*;
-    use ringstore_storage::{Durability, MemoryEngine};
-
-    #[tokio::test]
-    async fn configured_tokens_must_match_the_saved_ones() {
-        let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
-        assert_eq!(
-            startup_tokens(&store, None).await.unwrap(),
-            None,
-            "a fresh node has none"
-        );
-        let first = startup_tokens(&store, Some(&[Token(5), Token(-3)]))
-            .await
-            .unwrap();
-        assert_eq!(
-            first,
-            Some(vec![Token(-3), Token(5)]),
-            "initial_token is saved, sorted"
-        );
-        let again = startup_tokens(&store, Some(&[Token(-3), Token(5)]))
-            .await
-            .unwrap();
-        assert_eq!(again, first, "the same tokens in another order are fine");
-        assert_eq!(
-            startup_tokens(&store, None).await.unwrap(),
-            first,
-            "a restart without initial_token keeps them"
-        );
-        let error = startup_tokens(&store, Some(&[Token(1), Token(2)]))
-            .await
-            .unwrap_err();
-        assert!(
-            error
-                .to_string()
-                .contains("differ from the 2 this node saved"),
-            "{error}"
-        );
-    }
+    .map_err(NodeError::placement("token allocation"))
 }

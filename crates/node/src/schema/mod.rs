@@ -23,6 +23,16 @@
 //!   later create's settings (last write wins, as any schema change). Writes
 //!   made meanwhile under the other settings' placement stay on the replicas
 //!   that placement chose; until a repair moves them, a read may miss them.
+//!
+//! # Files
+//! This file holds the schema as a value (entries, merge, versions);
+//! `store.rs` keeps it in the node's storage and publishes changes to the
+//! node; `sync.rs` spreads it: pushes a change to the live nodes and pulls
+//! from any node whose gossiped schema version differs. The gRPC edge is
+//! `services/schema.rs`.
+
+pub mod store;
+pub mod sync;
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! Whose turn it is to choose tokens: the pure decisions of a fresh node's
-//! join, taken from one cluster view ([`tokens::join`](crate::tokens::join)
+//! join, taken from one cluster view ([`join::join`](crate::topology::join::join)
 //! is the async shell that waits and gossips).
 //!
 //! # Two ways in

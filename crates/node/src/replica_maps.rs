@@ -12,7 +12,7 @@ const RINGS_KEPT: usize = 2;
 
 /// A cache of replica maps, one per (ring, keyspace, strategy).
 #[derive(Default)]
-pub struct Placements {
+pub struct ReplicaMaps {
     /// Held only to look up or insert, never across an await.
     cache: Mutex<Vec<RingMaps>>,
 }
@@ -22,7 +22,7 @@ struct RingMaps {
     maps: HashMap<(KeyspaceId, ReplicationStrategy), Arc<ReplicaMap>>,
 }
 
-impl Placements {
+impl ReplicaMaps {
     /// The replica map of keyspace `id` with `strategy` on `ring`.
     pub fn replica_map(
         &self,

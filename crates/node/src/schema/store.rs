@@ -31,8 +31,10 @@ impl SchemaStore {
     pub fn load(store: Store) -> Result<SchemaStore> {
         let mut schema = Schema::default();
         if let Some(bytes) = store.meta_get(SCHEMA_META_KEY)? {
-            let corrupt =
-                |why: String| NodeError::Internal(format!("the stored schema is corrupt: {why}"));
+            let corrupt = |why: String| NodeError::CorruptRecord {
+                record: "the stored schema",
+                detail: Some(why),
+            };
             let (format, body) = bytes.split_first().ok_or_else(|| corrupt("empty".into()))?;
             if *format != SCHEMA_FORMAT {
                 return Err(corrupt(format!("unknown format {format}")));

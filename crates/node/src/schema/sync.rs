@@ -11,9 +11,8 @@ use ringstore_proto::v1 as pb;
 use crate::context::NodeContext;
 use crate::convert::schema_entry_from_pb;
 use crate::error::{NodeError, Result};
-use crate::peers::describe;
 use crate::schema::SchemaEntry;
-use crate::schema_store::snapshot_of;
+use crate::schema::store::snapshot_of;
 
 /// Merges `entries` into the local schema and, when that changed it, gossips
 /// the new schema version.
@@ -120,9 +119,7 @@ async fn exchange_once(context: &NodeContext) -> Result<()> {
         let theirs = client
             .pull_schema(pb::PullSchemaRequest {})
             .await
-            .map_err(|s| {
-                NodeError::Internal(format!("pull schema from {address}: {}", describe(&s)))
-            })?
+            .map_err(NodeError::peer(address, "pull schema"))?
             .into_inner();
         let entries = theirs
             .entries

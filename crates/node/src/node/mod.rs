@@ -1,0 +1,294 @@
+//! Starting and stopping a node, in named steps: read what the data
+//! directory holds ([`local_state`]), start gossip, bind the ports, build
+//! the shared context, serve ([`servers`]), start the background work and,
+//! for a node not yet in the ring, its join ([`tasks`]). Stopping runs it
+//! backwards: servers and tasks end, gossip says goodbye, storage flushes.
+
+mod local_state;
+mod servers;
+mod tasks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringstore_auth::InternodeKey;
+use ringstore_membership::{
+    ClusterSecret, Membership, MembershipConfig, MetadataStamp, NodeIdentity, NodeMetadata,
+    NodeRecord, NodeState,
+};
+use ringstore_metrics::NodeMetrics;
+use ringstore_streaming::{StreamThrottle, Streams};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::client_auth::{Authenticator, Gate};
+use crate::clock::{self, WallClock};
+use crate::config::{FailureDetection, NodeConfig};
+use crate::context::NodeContext;
+use crate::error::Result;
+use crate::internode_auth::CallSigner;
+use crate::keyspace_sizes::KeyspaceSizes;
+use crate::peers::Peers;
+use crate::repair::state::RepairState;
+use crate::replica_maps::ReplicaMaps;
+use crate::serving::Serving;
+use local_state::LocalState;
+use servers::{Listeners, PortSecurity};
+use tasks::wait_for;
+
+/// A started node. Dropping it does not stop it: call [`RunningNode::shutdown`].
+pub struct RunningNode {
+    /// The node's shared state.
+    pub context: Arc<NodeContext>,
+    /// Where its client service listens.
+    pub client_address: SocketAddr,
+    /// Where its internode service listens.
+    pub internode_address: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    membership_task: JoinHandle<()>,
+}
+
+impl RunningNode {
+    /// Resolves when the node asks to be stopped: after it has left the
+    /// ring (decommission), or when it could not join it. The caller then
+    /// calls [`RunningNode::shutdown`].
+    pub async fn stop_requested(&self) {
+        let mut requested = self.context.stop_requested.subscribe();
+        let _ = requested.wait_for(|&stop| stop).await;
+    }
+
+    /// Stops the node: announces its departure to the cluster, stops serving,
+    /// and flushes storage. Waits for all of it.
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        let _ = self.membership_task.await;
+        clock::save_high_water(&self.context.store, &self.context.clock).await?;
+        self.context.store.close().await?;
+        tracing::info!("node stopped");
+        Ok(())
+    }
+}
+
+/// Starts a node with `config` and returns once it serves requests (a fresh
+/// node chooses its tokens in the background).
+pub async fn start(config: NodeConfig) -> Result<RunningNode> {
+    let wall_clock = wall_clock(&config);
+    let record = load_identity(&config, &wall_clock)?;
+    let local = LocalState::load(&config, wall_clock.clone()).await?;
+
+    let (stop, stopped) = watch::channel(false);
+    let (serving, serving_rx) = watch::channel(Serving::Normal);
+    let membership = membership(&config, &record, &local, wall_clock);
+    let (membership, membership_task) = ringstore_membership::start(
+        membership,
+        config.gossip_address,
+        gossip_stop(stopped.clone(), serving_rx),
+    )
+    .await?;
+
+    let listeners = Listeners::bind(&config).await?;
+    let (client_address, internode_address) =
+        (listeners.client_address, listeners.internode_address);
+    tracing::info!(
+        host_id = %record.host_id,
+        generation = %record.generation,
+        cluster = %config.cluster_name,
+        client = %client_address,
+        internode = %internode_address,
+        gossip = %config.gossip_address,
+        "node starting"
+    );
+    let internode_key = internode_key(&config, internode_address);
+    let client_tls = config.client_encryption.server_config()?;
+    let (internode_tls, internode_client_tls) = config.server_encryption.configs()?.unzip();
+    let peers = Peers::new(
+        internode_key
+            .clone()
+            .map(|key| CallSigner::new(key, record.host_id)),
+        internode_client_tls,
+        config.internode_address.ip(),
+    );
+    let LocalState {
+        store,
+        schema,
+        clock,
+        handoff,
+        tokens,
+        entry,
+        ..
+    } = local;
+    let repair = RepairState::load(&store, config.repair.validation_mib_per_sec)?;
+    let metrics = Arc::new(NodeMetrics::new()?);
+    let observed = metrics.clone();
+    store.observe_syncs(move |elapsed| observed.storage_synced(elapsed));
+    let context = Arc::new(NodeContext {
+        host_id: record.host_id,
+        generation: record.generation,
+        store,
+        membership,
+        schema,
+        replica_maps: ReplicaMaps::default(),
+        peers,
+        clock,
+        clock_guard: Default::default(),
+        handoff,
+        started: Instant::now(),
+        stream_throttle: StreamThrottle::new(config.stream_throughput_mib_per_sec),
+        streams: Streams::default(),
+        operation: tokio::sync::Mutex::new(()),
+        repair,
+        stop_requested: watch::channel(false).0,
+        metrics,
+        keyspace_sizes: KeyspaceSizes::default(),
+        serving,
+        config,
+    });
+
+    let gate = client_gate(&context);
+    let authenticating = gate.is_some();
+    let security = PortSecurity {
+        client_tls,
+        internode_tls,
+        internode_key,
+        gate,
+    };
+    let mut tasks = servers::serve(&context, listeners, security, &stopped)?;
+    tasks.extend(tasks::spawn_background(&context, authenticating, &stopped));
+    tasks.extend(tasks::spawn_ring_entry(&context, entry, tokens, &stopped));
+    Ok(RunningNode {
+        context,
+        client_address,
+        internode_address,
+        stop,
+        tasks,
+        membership_task,
+    })
+}
+
+/// The node's wall clock (deliberately off by `test_clock_offset_ms`, for
+/// tests of clock skew).
+fn wall_clock(config: &NodeConfig) -> Arc<WallClock> {
+    if config.test_clock_offset_ms != 0 {
+        tracing::warn!(
+            offset_ms = config.test_clock_offset_ms,
+            "test_clock_offset_ms is set: this node's clock is deliberately wrong (for tests only)"
+        );
+    }
+    Arc::new(WallClock::with_offset_ms(config.test_clock_offset_ms))
+}
+
+/// The node's host id and a new generation (seconds since the epoch, higher
+/// than the last start's).
+fn load_identity(config: &NodeConfig, wall_clock: &WallClock) -> Result<NodeRecord> {
+    let now = u64::try_from(wall_clock.now().0 / 1_000_000)
+        .unwrap_or(1)
+        .max(1);
+    Ok(NodeRecord::load_for_start(
+        &config.data_dir,
+        &config.cluster_name,
+        now,
+    )?)
+}
+
+/// The gossip agent, with this node's first metadata: `Normal` with its
+/// tokens if it is in the ring; `Joining` otherwise, and without tokens
+/// while it is fresh (it gossips them only when its turn to join comes).
+fn membership(
+    config: &NodeConfig,
+    record: &NodeRecord,
+    local: &LocalState,
+    wall_clock: Arc<WallClock>,
+) -> Membership {
+    let metadata = NodeMetadata {
+        host_id: record.host_id,
+        stamp: MetadataStamp {
+            generation: record.generation,
+            version: 1,
+        },
+        cluster_name: config.cluster_name.clone(),
+        dc: config.dc.as_str().into(),
+        rack: config.rack.as_str().into(),
+        client_addr: config.advertised_client_address(),
+        internode_addr: config.advertised_internode_address(),
+        gossip_addr: config.advertised_gossip_address(),
+        state: if local.entry.is_resident() {
+            NodeState::Normal
+        } else {
+            NodeState::Joining
+        },
+        tokens: if local.entry.is_fresh() {
+            Vec::new()
+        } else {
+            local.tokens.clone().unwrap_or_default()
+        },
+        load_bytes: local.store.load_bytes(),
+        schema_version: local.schema.current().version(),
+        software_version: env!("CARGO_PKG_VERSION").to_string(),
+        takeovers: local.takeovers.clone(),
+    };
+    let identity = NodeIdentity {
+        host_id: record.host_id,
+        gossip_addr: config.advertised_gossip_address(),
+        generation: record.generation,
+        rejoin: 0,
+    };
+    let preset = match config.failure_detection {
+        FailureDetection::Lan => MembershipConfig::lan,
+        FailureDetection::Relaxed => MembershipConfig::relaxed,
+    };
+    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
+        .with_secret(
+            config
+                .cluster_secret
+                .as_ref()
+                .and_then(|secret| ClusterSecret::new(secret.expose())),
+        )
+        .with_max_clock_offset(Duration::from_millis(config.max_clock_offset_ms));
+    Membership::new(membership_config, identity, metadata, rand::random()).with_clock(wall_clock)
+}
+
+/// Resolves when gossip must stop: the node stops, or no longer serves
+/// (drained, or stopped by a disk failure).
+async fn gossip_stop(stopped: watch::Receiver<bool>, mut serving: watch::Receiver<Serving>) {
+    tokio::select! {
+        () = wait_for(stopped) => {}
+        _ = serving.wait_for(|serving| !serving.is_normal()) => {}
+    }
+}
+
+/// The key internode calls are signed and checked with, from the cluster
+/// secret; without one, a warning that the internode port is open.
+fn internode_key(config: &NodeConfig, internode_address: SocketAddr) -> Option<InternodeKey> {
+    let key = config
+        .cluster_secret
+        .as_ref()
+        .and_then(|secret| InternodeKey::from_secret(secret.expose().as_bytes()));
+    if key.is_none() {
+        tracing::warn!(
+            internode = %internode_address,
+            "no cluster_secret: the internode port accepts schema changes, writes and \
+             streams from anyone who can reach it (and gossip is unauthenticated); \
+             set cluster_secret on every node"
+        );
+    }
+    key
+}
+
+/// The client authenticator's gate, when passwords are checked.
+fn client_gate(context: &Arc<NodeContext>) -> Option<Arc<Gate>> {
+    match context.config.auth.authenticator {
+        Authenticator::Password => Some(Arc::new(Gate::new(context.clone()))),
+        Authenticator::AllowAll => {
+            tracing::info!(
+                "authenticator = allow_all: anyone who reaches the client port may read, write \
+                 and operate the cluster"
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The node's listening sockets and the servers on them: the client port
+//! (client, schema, admin, topology, repair and user services, behind the
+//! client authenticator), the internode port (behind the cluster secret's
+//! signatures), and the optional `GET /metrics` port.
+//!
+//! The sockets are bound before the node context exists, so a port that is
+//! taken fails the start at once and the context knows its real addresses
+//! (a port of 0 in tests).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
+use ringstore_proto::v1::admin_server::AdminServer;
+use ringstore_proto::v1::client_server::ClientServer;
+use ringstore_proto::v1::internode_server::InternodeServer;
+use ringstore_proto::v1::repair_server::RepairServer;
+use ringstore_proto::v1::schema_server::SchemaServer;
+use ringstore_proto::v1::topology_server::TopologyServer;
+use ringstore_proto::v1::users_server::UsersServer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
+
+use super::tasks::wait_for;
+use crate::client_auth::{ClientAuthLayer, Gate};
+use crate::config::NodeConfig;
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::internode_auth::InternodeAuthLayer;
+use crate::metrics_http;
+use crate::services::admin::AdminService;
+use crate::services::client::ClientService;
+use crate::services::internode::InternodeService;
+use crate::services::repair::RepairService;
+use crate::services::schema::SchemaService;
+use crate::services::topology::TopologyService;
+use crate::services::users::UsersService;
+use crate::tls::TlsError;
+
+/// The largest gRPC message accepted: a 16 MiB value plus its envelope.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The node's bound sockets.
+pub(super) struct Listeners {
+    client: TcpListener,
+    internode: TcpListener,
+    metrics: Option<TcpListener>,
+    /// Where the client port listens.
+    pub client_address: SocketAddr,
+    /// Where the internode port listens.
+    pub internode_address: SocketAddr,
+}
+
+impl Listeners {
+    /// Binds the client, internode and (when configured) metrics ports.
+    pub async fn bind(config: &NodeConfig) -> Result<Listeners> {
+        let client = bind(config.listen_address).await?;
+        let internode = bind(config.internode_address).await?;
+        let metrics = match config.metrics_bind_address() {
+            Some(address) => Some(bind(address).await?),
+            None => None,
+        };
+        Ok(Listeners {
+            client_address: local_address(&client, config.listen_address)?,
+            internode_address: local_address(&internode, config.internode_address)?,
+            client,
+            internode,
+            metrics,
+        })
+    }
+}
+
+/// How the ports are secured.
+pub(super) struct PortSecurity {
+    /// TLS of the client port (none: plaintext).
+    pub client_tls: Option<ServerTlsConfig>,
+    /// TLS of the internode port (none: plaintext).
+    pub internode_tls: Option<ServerTlsConfig>,
+    /// The key internode calls are signed with (none: no cluster secret).
+    pub internode_key: Option<InternodeKey>,
+    /// The client authenticator's gate (none: `allow_all`).
+    pub gate: Option<Arc<Gate>>,
+}
+
+/// Serves every port until `stopped` turns true; returns the servers' tasks.
+pub(super) fn serve(
+    context: &Arc<NodeContext>,
+    listeners: Listeners,
+    security: PortSecurity,
+    stopped: &watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let mut tasks = vec![
+        serve_client(context, listeners.client, &security, stopped)?,
+        serve_internode(context, listeners.internode, security, stopped)?,
+    ];
+    if let Some(listener) = listeners.metrics {
+        tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
+        tasks.push(tokio::spawn(metrics_http::serve(
+            listener,
+            context.clone(),
+            wait_for(stopped.clone()),
+        )));
+    }
+    Ok(tasks)
+}
+
+fn serve_client(
+    context: &Arc<NodeContext>,
+    listener: TcpListener,
+    security: &PortSecurity,
+    stopped: &watch::Receiver<bool>,
+) -> Result<JoinHandle<()>> {
+    let gate = security.gate.clone();
+    let client_auth = gate
+        .clone()
+        .map_or_else(ClientAuthLayer::open, ClientAuthLayer::new);
+    let server = tls_server(security.client_tls.clone(), "client", "client_encryption")?
+        .layer(client_auth)
+        .add_service(
+            ClientServer::new(ClientService::new(context.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(SchemaServer::new(SchemaService::new(context.clone())))
+        .add_service(AdminServer::new(AdminService::new(context.clone())))
+        .add_service(TopologyServer::new(TopologyService::new(context.clone())))
+        .add_service(RepairServer::new(RepairService::new(context.clone())))
+        .add_service(UsersServer::new(UsersService::new(context.clone(), gate)))
+        .serve_with_incoming_shutdown(incoming(listener), wait_for(stopped.clone()));
+    Ok(tokio::spawn(async move {
+        if let Err(error) = server.await {
+            tracing::error!(%error, "client server failed");
+        }
+    }))
+}
+
+fn serve_internode(
+    context: &Arc<NodeContext>,
+    listener: TcpListener,
+    security: PortSecurity,
+    stopped: &watch::Receiver<bool>,
+) -> Result<JoinHandle<()>> {
+    let internode_auth = match security.internode_key {
+        Some(key) => InternodeAuthLayer::new(
+            Verifier::new(key, DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY),
+            context.membership.clone(),
+        ),
+        None => InternodeAuthLayer::open(),
+    };
+    let server = tls_server(security.internode_tls, "internode", "server_encryption")?
+        .layer(internode_auth)
+        .add_service(
+            InternodeServer::new(InternodeService::new(context.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(incoming(listener), wait_for(stopped.clone()));
+    Ok(tokio::spawn(async move {
+        if let Err(error) = server.await {
+            tracing::error!(%error, "internode server failed");
+        }
+    }))
+}
+
+/// A server builder, serving TLS when `tls` is set (errors name `port` and
+/// the settings `section` the files come from).
+fn tls_server(
+    tls: Option<ServerTlsConfig>,
+    port: &'static str,
+    section: &'static str,
+) -> Result<Server> {
+    let server = Server::builder();
+    match tls {
+        None => Ok(server),
+        Some(tls) => server.tls_config(tls).map_err(|source| {
+            NodeError::Tls(TlsError::Setup {
+                port,
+                settings: section,
+                source,
+            })
+        }),
+    }
+}
+
+/// Accepted connections with Nagle's algorithm off: small replies must not
+/// wait for delayed ACKs (a ~40 ms tail otherwise).
+fn incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|e| cannot_listen(address, e))
+}
+
+fn local_address(listener: &TcpListener, configured: SocketAddr) -> Result<SocketAddr> {
+    listener
+        .local_addr()
+        .map_err(|e| cannot_listen(configured, e))
+}
+
+fn cannot_listen(address: SocketAddr, error: std::io::Error) -> NodeError {
+    NodeError::Io {
+        what: format!("cannot listen on {address}"),
+        source: error,
+    }
+}

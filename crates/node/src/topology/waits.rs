@@ -1,0 +1,185 @@
+//! The waits of a topology change: each blocks until gossip (or the peers,
+//! asked over the internode port) show what the next step needs — another
+//! node reached, `ring_delay` passed, an announcement known everywhere,
+//! this node's view caught up, no other range movement under way.
+//!
+//! None of them fails: a wait that cannot be satisfied in reasonable time
+//! either keeps waiting with an `info` line (it needs the cluster) or gives
+//! up with a `warn` and lets the change proceed (it only made a race
+//! unlikely). Which is which is said on each.
+
+use std::time::Duration;
+
+use ringstore_placement::HostId;
+use ringstore_proto::v1 as pb;
+
+use crate::context::NodeContext;
+
+/// Waits `ring_delay`: long enough for every node to have seen what this
+/// node just gossiped.
+pub async fn wait_ring_delay(context: &NodeContext) {
+    tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+}
+
+/// How long a node announcing a movement waits for every live node to have
+/// seen it, before it proceeds anyway (with a warning).
+const ANNOUNCE_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits until every live node holds this node's current metadata (asked
+/// over the internode port): from then on every coordinator sends writes to
+/// the pending replicas, so data may move. `ring_delay` alone only makes this
+/// likely; this makes it checked. Gives up after `ANNOUNCE_PATIENCE`, with
+/// a warning (a node that cannot be asked is about to be seen down).
+pub async fn wait_until_announced(context: &NodeContext) {
+    let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
+    loop {
+        let view = context.view();
+        let Some(mine) = view.member(context.host_id).map(|m| m.metadata.stamp) else {
+            return;
+        };
+        let peers: Vec<_> = view
+            .up_members()
+            .filter(|m| m.metadata.host_id != context.host_id)
+            .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
+            .collect();
+        let asks = peers.iter().map(|&(host, address)| async move {
+            let request = pb::MetadataSeenRequest {
+                host_id: context.host_id.to_string(),
+            };
+            let answer = tokio::time::timeout(
+                Duration::from_secs(2),
+                context.peers.client(address).metadata_seen(request),
+            )
+            .await;
+            let seen = match answer {
+                Ok(Ok(response)) => {
+                    let r = response.into_inner();
+                    r.known && (r.generation, r.version) >= (mine.generation.0, mine.version)
+                }
+                _ => false,
+            };
+            (host, seen)
+        });
+        let behind: Vec<HostId> = futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .filter(|(_, seen)| !seen)
+            .map(|(host, _)| host)
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                ?behind,
+                "some live nodes have not seen this node's announcement; proceeding"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until this node's view holds, of every live peer, at least the
+/// metadata that peer has of itself now (asked over the internode port):
+/// every state change a peer made before the question — a node that turned
+/// `Normal`, say — is then in the view. [`wait_until_announced`] is the other
+/// direction. Gives up after `ANNOUNCE_PATIENCE` on peers that do not answer
+/// or whose news does not arrive, with a warning.
+pub async fn wait_until_caught_up(context: &NodeContext) {
+    let view = context.view();
+    let peers: Vec<_> = view
+        .up_members()
+        .filter(|m| m.metadata.host_id != context.host_id)
+        .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
+        .collect();
+    let asks = peers.iter().map(|&(host, address)| async move {
+        let request = pb::MetadataSeenRequest {
+            host_id: host.to_string(),
+        };
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            context.peers.client(address).metadata_seen(request),
+        )
+        .await;
+        match answer {
+            Ok(Ok(response)) if response.get_ref().known => {
+                let r = response.into_inner();
+                Some((host, (r.generation, r.version)))
+            }
+            _ => None,
+        }
+    });
+    let answers = futures::future::join_all(asks).await;
+    let mut missing: Vec<HostId> = answers
+        .iter()
+        .zip(&peers)
+        .filter(|(answer, _)| answer.is_none())
+        .map(|(_, &(host, _))| host)
+        .collect();
+    let wanted: Vec<(HostId, (u64, u64))> = answers.into_iter().flatten().collect();
+    let mut views = context.membership.watch_view();
+    let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
+    loop {
+        let view = context.view();
+        let behind: Vec<HostId> = wanted
+            .iter()
+            .filter(|&&(host, stamp)| {
+                view.member(host).is_none_or(|m| {
+                    (m.metadata.stamp.generation.0, m.metadata.stamp.version) < stamp
+                })
+            })
+            .map(|&(host, _)| host)
+            .collect();
+        if behind.is_empty() && missing.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            missing.extend(behind);
+            tracing::warn!(
+                ?missing,
+                "this node's view has not caught up with some live peers; proceeding"
+            );
+            return;
+        }
+        if behind.is_empty() {
+            // Only unanswered peers are left: their news is what gossip holds.
+            tracing::warn!(
+                ?missing,
+                "some live peers did not say what they hold of themselves; proceeding"
+            );
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), views.changed()).await;
+    }
+}
+
+/// Waits until no other node's range movement is under way (one at a time).
+pub async fn wait_for_no_movement(context: &NodeContext) {
+    let mut views = context.membership.watch_view();
+    loop {
+        let movements = context.view().movements();
+        if movements.is_empty() {
+            return;
+        }
+        tracing::info!(?movements, "waiting for another range movement to finish");
+        let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
+    }
+}
+
+/// Waits until gossip has reached another node, unless this node is its own
+/// only seed (it starts a new cluster).
+pub async fn wait_until_connected(context: &NodeContext) {
+    let own = context.config.advertised_gossip_address();
+    if context.config.seeds.iter().all(|&seed| seed == own) {
+        return;
+    }
+    let mut views = context.membership.watch_view();
+    let started = tokio::time::Instant::now();
+    while context.view().members.len() < 2 {
+        if started.elapsed() > Duration::from_secs(5) {
+            tracing::info!(seeds = ?context.config.seeds, "waiting to reach the cluster through the seeds before choosing tokens");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), views.changed()).await;
+    }
+}

@@ -1,0 +1,135 @@
+//! The node crate's modules form no circle: no two modules name each other
+//! in their code (`crate::a::…` paths, `use super::…` included), so each
+//! can be read after the ones it builds on. Doc comments do not count: a
+//! link is a pointer for the reader, not a dependency.
+//!
+//! A module is a file (`a/b.rs` or `a/b/mod.rs` is `a::b`); a path names
+//! the longest module it starts with. A parent declaring its children is
+//! not an import; a child using its parent's items is, and so is a parent
+//! using its children's — so one of the two directions must go.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+/// Every module of `src`, by its path (`topology::join`), with its code
+/// lines (comments dropped).
+fn modules(src: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut found = BTreeMap::new();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("readable source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).expect("under src");
+            let mut parts: Vec<String> = relative
+                .with_extension("")
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+                parts.pop();
+            }
+            let code = fs::read_to_string(&path)
+                .expect("readable source file")
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.starts_with("//"))
+                .map(String::from)
+                .collect();
+            found.insert(parts.join("::"), code);
+        }
+    }
+    found
+}
+
+/// The modules `module`'s code names: `crate::…` paths and `super::…`
+/// paths, each resolved to the longest known module it starts with.
+fn imports(module: &str, code: &[String], known: &BTreeSet<String>) -> BTreeSet<String> {
+    let parent: Vec<&str> = module.split("::").filter(|p| !p.is_empty()).collect();
+    let mut named = BTreeSet::new();
+    for line in code {
+        for (prefix, base) in [
+            ("crate::", Vec::new()),
+            ("super::", parent[..parent.len().saturating_sub(1)].to_vec()),
+        ] {
+            for (at, _) in line.match_indices(prefix) {
+                let before = line[..at].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let rest = &line[at + prefix.len()..];
+                let mut path = base.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+                let mut segments = rest.split("::").peekable();
+                while segments.next_if_eq(&"super").is_some() {
+                    path.pop();
+                }
+                let mut longest = Some(path.join("::")).filter(|p| known.contains(p));
+                for segment in segments {
+                    let segment: String = segment
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if segment.is_empty() {
+                        break;
+                    }
+                    path.push(segment);
+                    let candidate = path.join("::");
+                    if known.contains(&candidate) {
+                        longest = Some(candidate);
+                    }
+                }
+                if let Some(target) = longest.filter(|t| t != module) {
+                    named.insert(target);
+                }
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn no_two_modules_of_the_node_import_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = modules(&src);
+    assert!(
+        modules.len() > 50,
+        "found only {} modules in {}",
+        modules.len(),
+        src.display()
+    );
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let graph: BTreeMap<&str, BTreeSet<String>> = modules
+        .iter()
+        .map(|(module, code)| (module.as_str(), imports(module, code, &known)))
+        .collect();
+    let mut circles = Vec::new();
+    for (&a, named) in &graph {
+        for b in named {
+            if a < b.as_str() && graph.get(b.as_str()).is_some_and(|n| n.contains(a)) {
+                circles.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "modules that import each other: {circles:?}"
+    );
+}
+
+#[test]
+fn the_resolver_sees_a_circle() {
+    let known: BTreeSet<String> = ["a", "b", "b::c"].iter().map(|s| s.to_string()).collect();
+    let a = imports("a", &["use crate::b::c::Thing;".into()], &known);
+    assert_eq!(a, BTreeSet::from(["b::c".to_string()]));
+    let c = imports("b::c", &["let x = super::super::a::f();".into()], &known);
+    assert_eq!(c, BTreeSet::from(["a".to_string()]));
+    let c = imports("b::c", &["use super::Helper;".into()], &known);
+    assert_eq!(c, BTreeSet::from(["b".to_string()]));
+}
