@@ -14,24 +14,27 @@ use std::time::{Duration, Instant};
 
 use ringstore_auth::InternodeKey;
 use ringstore_membership::{
-    ClusterSecret, Membership, MembershipConfig, MetadataStamp, NodeIdentity, NodeMetadata,
-    NodeRecord, NodeState,
+    ClusterSecret, Membership, MembershipConfig, MembershipHandle, MetadataStamp, NodeIdentity,
+    NodeMetadata, NodeRecord, NodeState,
 };
 use ringstore_metrics::NodeMetrics;
+use ringstore_storage::Store;
 use ringstore_streaming::{StreamThrottle, Streams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::client_auth::{Authenticator, Gate};
-use crate::clock::{self, WallClock};
+use crate::clock::{self, TimestampSource, WallClock};
 use crate::config::{FailureDetection, NodeConfig};
 use crate::context::NodeContext;
 use crate::error::Result;
+use crate::handoff::Handoff;
 use crate::internode_auth::CallSigner;
 use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
+use crate::schema::store::SchemaStore;
 use crate::serving::Serving;
 use local_state::LocalState;
 use servers::{Listeners, PortSecurity};
@@ -106,13 +109,10 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let internode_key = internode_key(&config, internode_address);
     let client_tls = config.client_encryption.server_config()?;
     let (internode_tls, internode_client_tls) = config.server_encryption.configs()?.unzip();
-    let peers = Peers::new(
-        internode_key
-            .clone()
-            .map(|key| CallSigner::new(key, record.host_id)),
-        internode_client_tls,
-        config.internode_address.ip(),
-    );
+    let signer = internode_key
+        .clone()
+        .map(|key| CallSigner::new(key, record.host_id));
+    let peers = Peers::new(signer, internode_client_tls, config.internode_address.ip());
     let LocalState {
         store,
         schema,
@@ -122,32 +122,16 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         entry,
         ..
     } = local;
-    let repair = RepairState::load(&store, config.repair.validation_mib_per_sec)?;
-    let metrics = Arc::new(NodeMetrics::new()?);
-    let observed = metrics.clone();
-    store.observe_syncs(move |elapsed| observed.storage_synced(elapsed));
-    let context = Arc::new(NodeContext {
-        host_id: record.host_id,
-        generation: record.generation,
+    let parts = ContextParts {
         store,
-        membership,
         schema,
-        replica_maps: ReplicaMaps::default(),
-        peers,
         clock,
-        clock_guard: Default::default(),
         handoff,
-        started: Instant::now(),
-        stream_throttle: StreamThrottle::new(config.stream_throughput_mib_per_sec),
-        streams: Streams::default(),
-        operation: tokio::sync::Mutex::new(()),
-        repair,
-        stop_requested: watch::channel(false).0,
-        metrics,
-        keyspace_sizes: KeyspaceSizes::default(),
+        membership,
+        peers,
         serving,
-        config,
-    });
+    };
+    let context = Arc::new(node_context(config, &record, parts)?);
 
     let gate = client_gate(&context);
     let authenticating = gate.is_some();
@@ -167,6 +151,54 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         stop,
         tasks,
         membership_task,
+    })
+}
+
+/// What the node context is built from, besides the configuration.
+struct ContextParts {
+    store: Store,
+    schema: SchemaStore,
+    clock: TimestampSource,
+    handoff: Handoff,
+    membership: MembershipHandle,
+    peers: Peers,
+    serving: watch::Sender<Serving>,
+}
+
+/// The node's shared state, with its repair state loaded and its metrics
+/// registered (the storage reports its syncs to them).
+fn node_context(
+    config: NodeConfig,
+    record: &NodeRecord,
+    parts: ContextParts,
+) -> Result<NodeContext> {
+    let repair = RepairState::load(&parts.store, config.repair.validation_mib_per_sec)?;
+    let metrics = Arc::new(NodeMetrics::new()?);
+    let observed = metrics.clone();
+    parts
+        .store
+        .observe_syncs(move |elapsed| observed.storage_synced(elapsed));
+    Ok(NodeContext {
+        host_id: record.host_id,
+        generation: record.generation,
+        store: parts.store,
+        membership: parts.membership,
+        schema: parts.schema,
+        replica_maps: ReplicaMaps::default(),
+        peers: parts.peers,
+        clock: parts.clock,
+        clock_guard: Default::default(),
+        handoff: parts.handoff,
+        started: Instant::now(),
+        stream_throttle: StreamThrottle::new(config.stream_throughput_mib_per_sec),
+        streams: Streams::default(),
+        operation: tokio::sync::Mutex::new(()),
+        repair,
+        stop_requested: watch::channel(false).0,
+        metrics,
+        keyspace_sizes: KeyspaceSizes::default(),
+        serving: parts.serving,
+        config,
     })
 }
 
