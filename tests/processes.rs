@@ -19,7 +19,8 @@
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
 //! 194: `benches/stress_token_aware.sh`). Other benches: 65, 66, 89, 98 to
-//! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`).
+//! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
+//! (`benches/bootstrap.sh`).
 
 mod common;
 
