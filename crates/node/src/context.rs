@@ -16,6 +16,7 @@ use crate::handoff::{Handoff, HandoffHost};
 use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::placements::Placements;
+use crate::read_latencies::ReadLatencies;
 use crate::repair::state::RepairState;
 use crate::schema::{KeyspaceDef, Schema};
 use crate::schema_store::SchemaStore;
@@ -64,6 +65,8 @@ pub struct NodeContext {
     pub metrics: Arc<NodeMetrics>,
     /// Keyspace sizes for scrapes, rescanned at most every few seconds.
     pub keyspace_sizes: KeyspaceSizes,
+    /// Each keyspace's recent replica read latency, for speculative retry.
+    pub read_latencies: ReadLatencies,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub serving: tokio::sync::watch::Sender<Serving>,

@@ -260,6 +260,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         stop_requested: watch::channel(false).0,
         metrics,
         keyspace_sizes: KeyspaceSizes::default(),
+        read_latencies: Default::default(),
         serving,
     });
 
