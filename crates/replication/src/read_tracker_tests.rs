@@ -540,16 +540,19 @@ fn simulate(
     panic!("the read did not finish");
 }
 
-fn read_scenarios() -> impl Strategy<
-    Value = (
-        ConsistencyLevel,
-        Scenario,
-        Vec<Option<Cell>>,
-        Vec<Behaviour>,
-        Vec<usize>,
-        Option<usize>,
-    ),
-> {
+/// A read to simulate: its level and keyspace, each replica's cell and
+/// behaviour, the delivery choices, and the step the speculation timer fires
+/// at (if it does).
+type ReadScenario = (
+    ConsistencyLevel,
+    Scenario,
+    Vec<Option<Cell>>,
+    Vec<Behaviour>,
+    Vec<usize>,
+    Option<usize>,
+);
+
+fn read_scenarios() -> impl Strategy<Value = ReadScenario> {
     (
         proptest::sample::select(ConsistencyLevel::ALL_LEVELS[1..].to_vec()),
         scenarios(),
