@@ -75,6 +75,7 @@ pub struct NodeMetrics {
     coordinator_timeouts: IntCounterVec,
     read_repairs: IntCounter,
     speculative_retries: IntCounter,
+    coalesced_reads: IntCounter,
     auth_refusals: IntCounterVec,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
@@ -176,6 +177,10 @@ impl NodeMetrics {
             speculative_retries: f.counter(
                 "ringstore_speculative_retries_total",
                 "Extra replica requests reads sent after waiting their keyspace's speculative_retry delay.",
+            )?,
+            coalesced_reads: f.counter(
+                "ringstore_coalesced_reads_total",
+                "Reads of one key that queued for a replica round shared with concurrent reads of the key at the same level (hot keys).",
             )?,
             auth_refusals: f.counters(
                 "ringstore_client_auth_refusals_total",
@@ -306,6 +311,16 @@ impl NodeMetrics {
     /// Speculative retries sent since start.
     pub fn speculative_retries(&self) -> u64 {
         self.speculative_retries.get()
+    }
+
+    /// Counts one read that queued for a shared replica round.
+    pub fn coalesced_read(&self) {
+        self.coalesced_reads.inc();
+    }
+
+    /// Reads that queued for a shared replica round since start.
+    pub fn coalesced_reads(&self) -> u64 {
+        self.coalesced_reads.get()
     }
 
     /// Records an internode call to `peer` that took `elapsed`.

@@ -16,6 +16,7 @@ use crate::handoff::{Handoff, HandoffHost};
 use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::placements::Placements;
+use crate::read_flights::ReadFlights;
 use crate::read_latencies::ReadLatencies;
 use crate::repair::state::RepairState;
 use crate::schema::{KeyspaceDef, Schema};
@@ -67,6 +68,8 @@ pub struct NodeContext {
     pub keyspace_sizes: KeyspaceSizes,
     /// Each keyspace's recent replica read latency, for speculative retry.
     pub read_latencies: ReadLatencies,
+    /// Reads in flight per key, for coalescing reads of hot keys.
+    pub read_flights: ReadFlights,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub serving: tokio::sync::watch::Sender<Serving>,

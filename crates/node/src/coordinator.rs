@@ -18,7 +18,10 @@
 //! `speculative_retry` delay (fixed, or a percentile of the keyspace's
 //! recent replica latency from `read_latencies`) asks one spare more: the
 //! tracker decides at its `next_deadline`, this module only arms a timer
-//! there and counts the retries. The bookkeeping is the pure state machines
+//! there and counts the retries. Concurrent reads of one key at one level
+//! share replica rounds (`read_flights`: a read arriving during a round
+//! queues for the next, so none is answered from a round older than it).
+//! The bookkeeping is the pure state machines
 //! of `ringstore_replication`; this module only moves messages.
 
 use std::sync::Arc;
@@ -38,8 +41,8 @@ use tokio::sync::mpsc;
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
-use crate::read_latencies;
 use crate::schema::KeyspaceDef;
+use crate::{read_flights, read_latencies};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -270,9 +273,24 @@ pub async fn read(
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
     let started = Instant::now();
-    let result = read_unmeasured(context, keyspace, key, level).await;
+    let result = read_flights::coalesced(context, keyspace, key, level, Round).await;
     measured(context, CoordinatorOp::Read, started, &result);
     result
+}
+
+/// One replica round of a read, as a flight of `read_flights` runs it.
+struct Round;
+
+impl read_flights::AsyncRound for Round {
+    async fn run(
+        &self,
+        context: Arc<NodeContext>,
+        keyspace: KeyspaceDef,
+        key: Vec<u8>,
+        level: ConsistencyLevel,
+    ) -> Result<Option<Cell>> {
+        read_unmeasured(&context, &keyspace, key, level).await
+    }
 }
 
 async fn read_unmeasured(

@@ -76,6 +76,7 @@ mod metrics_http;
 mod node;
 pub mod peers;
 pub mod placements;
+pub mod read_flights;
 pub mod read_latencies;
 pub mod repair;
 pub mod scan;

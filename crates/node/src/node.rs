@@ -261,6 +261,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
         metrics,
         keyspace_sizes: KeyspaceSizes::default(),
         read_latencies: Default::default(),
+        read_flights: Default::default(),
         serving,
     });
 

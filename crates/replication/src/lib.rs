@@ -40,6 +40,10 @@
 //!   percentile of its keyspace's recent replica latency ([`ReadLatency`])
 //!   asks one spare replica more. The tracker decides; the node only arms
 //!   a timer at [`ReadTracker::next_deadline`].
+//! - **Hot keys** ([`Flights`]): concurrent reads of one key at one level
+//!   on a coordinator share replica rounds; a read arriving during a round
+//!   queues for the next one, never taking an answer from a round that
+//!   began before it.
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants
@@ -83,6 +87,7 @@ mod read_latency;
 mod read_repair;
 mod read_tracker;
 mod requirement;
+mod single_flight;
 mod speculative_retry;
 mod write_tracker;
 
@@ -102,5 +107,6 @@ pub use read_latency::ReadLatency;
 pub use read_repair::{ReadRepair, ReadRepairFailure, RepairAction};
 pub use read_tracker::{ReadAction, ReadFailure, ReadOutcome, ReadTracker, Request};
 pub use requirement::Requirement;
+pub use single_flight::{Flights, Joined};
 pub use speculative_retry::{MAX_FIXED_DELAY, Percentile, SpeculativeRetry};
 pub use write_tracker::{WriteStatus, WriteTimeout, WriteTracker};
