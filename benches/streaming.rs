@@ -88,6 +88,7 @@ async fn main() {
                 }),
                 if_not_exists: true,
                 gc_grace_seconds: None,
+                speculative_retry: None,
             })
             .await;
         match created {

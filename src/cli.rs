@@ -343,9 +343,27 @@ pub struct StressArgs {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Keys are drawn uniformly from this many.
+    /// Keys are `key0` to `key{N-1}`, drawn by `--distribution`.
     #[arg(long, default_value_t = 100_000)]
     pub key_count: u64,
+    /// How keys are drawn: `uniform`; `zipf:S` (key i with probability
+    /// proportional to 1/(i+1)^S, S > 0; zipf:1.2 puts about a fifth of the
+    /// operations on key0 with 100,000 keys); `hotspot:P` (key0 with
+    /// probability P, 0 < P <= 1, else uniform).
+    #[arg(
+        long,
+        default_value = "uniform",
+        value_name = "uniform|zipf:S|hotspot:P"
+    )]
+    pub distribution: crate::commands::stress::KeyDistribution,
+    /// Open loop: send R operations per second on a fixed schedule
+    /// (operation i is due at i/R s) and measure each latency from when it
+    /// was due, not when it was sent, so a stalled server cannot hide the
+    /// requests it delayed (coordinated omission, corrected as wrk2 and
+    /// cassandra-stress do). `--concurrency` still bounds the requests in
+    /// flight. Without it: closed loop, each worker sends when answered.
+    #[arg(long, value_name = "OPS_PER_SEC")]
+    pub rate: Option<crate::commands::stress::Rate>,
     /// Bytes per value.
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
@@ -358,6 +376,10 @@ pub struct StressArgs {
     /// The replication of a keyspace this command creates.
     #[arg(long, default_value = "SimpleStrategy:1")]
     pub replication: String,
+    /// The speculative_retry of a keyspace this command creates (`none`,
+    /// `20ms`, `p99`; the node's default, p99, if not given).
+    #[arg(long, value_name = "none|N ms|pNN")]
+    pub speculative_retry: Option<ringstore_replication::SpeculativeRetry>,
     /// For `mixed`: the fraction of operations that are reads.
     #[arg(long, default_value_t = 0.5)]
     pub read_ratio: f64,
@@ -772,6 +794,12 @@ pub enum KeyspaceCommand {
         /// data deleted since (seconds; default 864000, 10 days).
         #[arg(long, value_name = "SECONDS")]
         gc_grace_seconds: Option<u32>,
+        /// When a read asks one more replica before its round times out, as
+        /// Cassandra's speculative_retry: `none`, a delay such as `20ms`, or
+        /// a percentile of the keyspace's recent replica read latency such
+        /// as `p99` (the default).
+        #[arg(long, value_name = "none|N ms|pNN")]
+        speculative_retry: Option<ringstore_replication::SpeculativeRetry>,
     },
     /// List the keyspaces.
     List,

@@ -137,6 +137,7 @@ async fn every_bad_request_gets_a_clear_status() {
         replication,
         if_not_exists: false,
         gc_grace_seconds: None,
+        speculative_retry: None,
     };
     let simple = |rf| {
         Some(pb::Replication {

@@ -273,6 +273,7 @@ async fn data_and_keyspaces_survive_a_restart_of_every_node() {
             }),
             if_not_exists: false,
             gc_grace_seconds: Some(3600),
+            speculative_retry: None,
         })
         .await
         .unwrap();

@@ -18,9 +18,10 @@
 //! and 181 there are in-process; 183 and 184 are kept for clock tests), 185
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
-//! 194: `benches/stress_token_aware.sh`). Other benches: 65, 66, 89, 98 to
+//! 194: `benches/stress_token_aware.sh`), 197 in `tests/speculative_retry.rs`
+//! (198: `tests/hot_keys.rs`, in-process). Other benches: 65, 66, 89, 98 to
 //! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
-//! (`benches/bootstrap.sh`).
+//! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`).
 
 mod common;
 

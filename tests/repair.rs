@@ -361,6 +361,7 @@ async fn tombstones_are_purged_only_after_a_repair_and_deleted_data_never_return
             }),
             if_not_exists: false,
             gc_grace_seconds: Some(1),
+            speculative_retry: None,
         })
         .await
         .unwrap();

@@ -127,6 +127,7 @@ async fn try_create(cluster: &TestCluster, via: usize, name: &str) -> Option<Str
             }),
             if_not_exists: false,
             gc_grace_seconds: None,
+            speculative_retry: None,
         })
         .await;
     match created {

@@ -23,6 +23,7 @@ pub async fn run(
             replication,
             if_not_exists,
             gc_grace_seconds,
+            speculative_retry,
         } => {
             let replication = parse_replication(replication)?;
             schema
@@ -31,6 +32,7 @@ pub async fn run(
                     replication: Some(replication),
                     if_not_exists: *if_not_exists,
                     gc_grace_seconds: *gc_grace_seconds,
+                    speculative_retry: speculative_retry.map(|s| s.to_string()),
                 })
                 .await?;
         }
@@ -44,10 +46,11 @@ pub async fn run(
                 .iter()
                 .map(|k| {
                     format!(
-                        "{}  {}  gc_grace_seconds={}  {}\n",
+                        "{}  {}  gc_grace_seconds={}  speculative_retry={}  {}\n",
                         k.name,
                         describe(k.replication.as_ref()),
                         k.gc_grace_seconds.unwrap_or(864_000),
+                        k.speculative_retry.as_deref().unwrap_or("p99"),
                         k.id
                     )
                 })

@@ -280,6 +280,7 @@ impl TestCluster {
                 }),
                 if_not_exists: false,
                 gc_grace_seconds: None,
+                speculative_retry: None,
             })
             .await
             .expect("keyspace created")

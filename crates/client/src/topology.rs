@@ -170,6 +170,7 @@ mod tests {
                     })),
                 }),
                 gc_grace_seconds: None,
+                speculative_retry: None,
             }],
         };
         let topology = Topology::from_pb(ring, schema).unwrap();

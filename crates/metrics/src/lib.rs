@@ -9,7 +9,7 @@
 //!   path: client requests by operation and consistency level (count, errors
 //!   by gRPC code, latency histogram), coordinator latency, requests by
 //!   whether the coordinator was a replica of the key, unavailables and
-//!   timeouts, read repairs, client auth refusals by reason, internode
+//!   timeouts, read repairs, speculative read retries, client auth refusals by reason, internode
 //!   latency per peer, storage sync
 //!   latency, replica-local reads and writes per keyspace, and work per
 //!   [`Stage`] (in flight and completed). *Sampled* families (hints, streams,

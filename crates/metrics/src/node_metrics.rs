@@ -74,6 +74,8 @@ pub struct NodeMetrics {
     coordinator_unavailables: IntCounterVec,
     coordinator_timeouts: IntCounterVec,
     read_repairs: IntCounter,
+    speculative_retries: IntCounter,
+    coalesced_reads: IntCounter,
     auth_refusals: IntCounterVec,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
@@ -171,6 +173,14 @@ impl NodeMetrics {
             read_repairs: f.counter(
                 "ringstore_read_repairs_total",
                 "Stale replicas a read repaired (blocking read repair).",
+            )?,
+            speculative_retries: f.counter(
+                "ringstore_speculative_retries_total",
+                "Extra replica requests reads sent after waiting their keyspace's speculative_retry delay.",
+            )?,
+            coalesced_reads: f.counter(
+                "ringstore_coalesced_reads_total",
+                "Reads of one key that queued for a replica round shared with concurrent reads of the key at the same level (hot keys).",
             )?,
             auth_refusals: f.counters(
                 "ringstore_client_auth_refusals_total",
@@ -291,6 +301,26 @@ impl NodeMetrics {
     /// Counts `replicas` stale replicas repaired by a read.
     pub fn read_repaired(&self, replicas: u64) {
         self.read_repairs.inc_by(replicas);
+    }
+
+    /// Counts one extra replica request sent by a read's speculative retry.
+    pub fn speculative_retry(&self) {
+        self.speculative_retries.inc();
+    }
+
+    /// Speculative retries sent since start.
+    pub fn speculative_retries(&self) -> u64 {
+        self.speculative_retries.get()
+    }
+
+    /// Counts one read that queued for a shared replica round.
+    pub fn coalesced_read(&self) {
+        self.coalesced_reads.inc();
+    }
+
+    /// Reads that queued for a shared replica round since start.
+    pub fn coalesced_reads(&self) -> u64 {
+        self.coalesced_reads.get()
     }
 
     /// Records an internode call to `peer` that took `elapsed`.

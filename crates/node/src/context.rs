@@ -15,6 +15,8 @@ use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
+use crate::read_flights::ReadFlights;
+use crate::read_latencies::ReadLatencies;
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
@@ -66,6 +68,10 @@ pub struct NodeContext {
     pub metrics: Arc<NodeMetrics>,
     /// Keyspace sizes for scrapes, rescanned at most every few seconds.
     pub(crate) keyspace_sizes: KeyspaceSizes,
+    /// Each keyspace's recent replica read latency, for speculative retry.
+    pub(crate) read_latencies: ReadLatencies,
+    /// Reads in flight per key, for coalescing reads of hot keys.
+    pub(crate) read_flights: ReadFlights,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub(crate) serving: tokio::sync::watch::Sender<Serving>,

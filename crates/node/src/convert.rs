@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ringstore_placement::{ReplicationStrategy, Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{ListedRow, RowVersion};
-use ringstore_replication::ConsistencyLevel;
+use ringstore_replication::{ConsistencyLevel, SpeculativeRetry};
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
 use crate::error::NodeError;
@@ -77,6 +77,7 @@ pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
         id: keyspace.id.to_string(),
         replication: Some(strategy_to_pb(&keyspace.strategy)),
         gc_grace_seconds: Some(keyspace.gc_grace_seconds),
+        speculative_retry: Some(keyspace.speculative_retry.to_string()),
     }
 }
 
@@ -90,7 +91,14 @@ pub fn keyspace_from_pb(keyspace: pb::Keyspace) -> Result<KeyspaceDef, NodeError
         gc_grace_seconds: keyspace
             .gc_grace_seconds
             .unwrap_or(DEFAULT_GC_GRACE_SECONDS),
+        speculative_retry: speculative_retry_from_pb(keyspace.speculative_retry.as_deref())?,
     })
+}
+
+/// A `speculative_retry` setting from its wire form: absent (a schema written
+/// before the setting existed, or a request without it) is the default, `p99`.
+pub fn speculative_retry_from_pb(text: Option<&str>) -> Result<SpeculativeRetry, NodeError> {
+    Ok(text.map(str::parse).transpose()?.unwrap_or_default())
 }
 
 /// A keyspace id from its text form.

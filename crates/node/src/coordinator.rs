@@ -14,8 +14,15 @@
 //! next ones for digests, top up from spare replicas when one fails or is
 //! slow, and on a digest mismatch fetch full data, reconcile (last write
 //! wins) and repair the stale replicas before answering (blocking read
-//! repair, as Cassandra 4). The bookkeeping is the pure state machines of
-//! `ringstore_replication`; this module only moves messages.
+//! repair, as Cassandra 4). A read still waiting after its keyspace's
+//! `speculative_retry` delay (fixed, or a percentile of the keyspace's
+//! recent replica latency from `read_latencies`) asks one spare more: the
+//! tracker decides at its `next_deadline`, this module only arms a timer
+//! there and counts the retries. Concurrent reads of one key at one level
+//! share replica rounds (`read_flights`: a read arriving during a round
+//! queues for the next, so none is answered from a round older than it).
+//! The bookkeeping is the pure state machines
+//! of `ringstore_replication`; this module only moves messages.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +42,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
+use crate::{read_flights, read_latencies};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -42,6 +50,9 @@ enum ReadReply {
     Digest(Digest),
     Failed,
 }
+
+/// A replica's answer to a read, with how long it took.
+type ReplicaAnswer = (HostId, ReadReply, Duration);
 
 /// What a write's helper tasks report to its coordinator.
 enum WriteOutcome {
@@ -262,9 +273,24 @@ pub async fn read(
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
     let started = Instant::now();
-    let result = read_unmeasured(context, keyspace, key, level).await;
+    let result = read_flights::coalesced(context, keyspace, key, level, Round).await;
     measured(context, CoordinatorOp::Read, started, &result);
     result
+}
+
+/// One replica round of a read, as a flight of `read_flights` runs it.
+struct Round;
+
+impl read_flights::AsyncRound for Round {
+    async fn run(
+        &self,
+        context: Arc<NodeContext>,
+        keyspace: KeyspaceDef,
+        key: Vec<u8>,
+        level: ConsistencyLevel,
+    ) -> Result<Option<Cell>> {
+        read_unmeasured(&context, &keyspace, key, level).await
+    }
 }
 
 async fn read_unmeasured(
@@ -280,23 +306,51 @@ async fn read_unmeasured(
         .coordinator_request(CoordinatorOp::Read, local);
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
+    let latencies = &context.read_latencies;
+    if let Some(delay) = latencies.speculation_delay(keyspace.id, keyspace.speculative_retry) {
+        tracker = tracker.with_speculative_retry(read_latencies::now() + delay);
+    }
     let key = Arc::new(key);
-    let (sender, mut replies) = mpsc::channel::<(HostId, ReadReply)>(16);
+    let (sender, mut replies) = mpsc::channel::<ReplicaAnswer>(16);
     let round = Duration::from_millis(context.config.timeouts.read_ms);
     send_reads(context, keyspace, &key, plan.requests(), &sender);
     let deadline = tokio::time::sleep(round);
     tokio::pin!(deadline);
+    // Armed at the tracker's speculation deadline while it has one.
+    let speculation = tokio::time::sleep_until(tokio::time::Instant::now());
+    tokio::pin!(speculation);
     loop {
-        let action = tokio::select! {
-            reply = replies.recv() => match reply.expect("the coordinator holds a sender") {
-                (host, ReadReply::Data(cell)) => tracker.on_data(host, cell),
-                (host, ReadReply::Digest(digest)) => tracker.on_digest(host, digest),
-                (host, ReadReply::Failed) => tracker.on_failure(host),
+        let speculate_at = tracker.next_deadline();
+        if let Some(at) = speculate_at {
+            speculation
+                .as_mut()
+                .reset(tokio::time::Instant::from_std(at));
+        }
+        let (action, speculative) = tokio::select! {
+            reply = replies.recv() => {
+                let (host, reply, latency) = reply.expect("the coordinator holds a sender");
+                if !matches!(reply, ReadReply::Failed) {
+                    latencies.record(keyspace.id, latency);
+                }
+                let action = match reply {
+                    ReadReply::Data(cell) => tracker.on_data(host, cell),
+                    ReadReply::Digest(digest) => tracker.on_digest(host, digest),
+                    ReadReply::Failed => tracker.on_failure(host),
+                };
+                (action, false)
             },
-            () = &mut deadline => tracker.on_timeout(),
+            () = &mut deadline => (tracker.on_timeout(), false),
+            () = &mut speculation, if speculate_at.is_some() => {
+                (tracker.on_timer(read_latencies::now()), true)
+            },
         };
         match action {
             ReadAction::Wait => {}
+            // A speculation adds a replica to the round; it does not restart it.
+            ReadAction::Contact(requests) if speculative => {
+                context.metrics.speculative_retry();
+                send_reads(context, keyspace, &key, requests, &sender);
+            }
             ReadAction::Contact(requests) => {
                 send_reads(context, keyspace, &key, requests, &sender);
                 deadline.as_mut().reset(tokio::time::Instant::now() + round);
@@ -372,7 +426,7 @@ fn send_reads(
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
     requests: Vec<(HostId, Request)>,
-    replies: &mpsc::Sender<(HostId, ReadReply)>,
+    replies: &mpsc::Sender<ReplicaAnswer>,
 ) {
     for (host, request) in requests {
         let (context, keyspace, key, replies) = (
@@ -382,6 +436,7 @@ fn send_reads(
             replies.clone(),
         );
         tokio::spawn(async move {
+            let sent = tokio::time::Instant::now();
             let reply = match read_on(&context, host, &keyspace, &key, request).await {
                 Ok(reply) => reply,
                 Err(error) => {
@@ -389,7 +444,9 @@ fn send_reads(
                     ReadReply::Failed
                 }
             };
-            let _ = replies.send((host, reply)).await;
+            // A read that finished no longer listens: its late answers are
+            // dropped here, unrecorded (see `read_latencies`).
+            let _ = replies.send((host, reply, sent.elapsed())).await;
         });
     }
 }

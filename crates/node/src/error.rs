@@ -184,9 +184,9 @@ impl From<ringstore_replication::ReplicationError> for NodeError {
         use ringstore_replication::ReplicationError as E;
         let message = error.to_string();
         match error {
-            E::UnknownConsistencyLevel { .. } | E::InvalidForReads { .. } => {
-                NodeError::InvalidArgument(message)
-            }
+            E::UnknownConsistencyLevel { .. }
+            | E::InvalidForReads { .. }
+            | E::InvalidSpeculativeRetry { .. } => NodeError::InvalidArgument(message),
             E::Unavailable(_) => NodeError::Unavailable(message),
             E::WriteTimeout(_) => NodeError::Timeout(message),
             E::ReadFailure(failure) if failure.timed_out => NodeError::Timeout(message),

@@ -78,6 +78,8 @@ pub mod metrics;
 mod metrics_http;
 mod node;
 pub mod peers;
+pub mod read_flights;
+pub mod read_latencies;
 pub mod repair;
 pub mod replica_maps;
 pub mod scan;

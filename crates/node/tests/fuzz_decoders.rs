@@ -105,13 +105,21 @@ fn pb_keyspace() -> impl Strategy<Value = pb::Keyspace> {
         text(),
         pb_replication(),
         proptest::option::of(any::<u32>()),
+        proptest::option::of(prop_oneof![
+            text(),
+            Just("p99".to_string()),
+            Just("20ms".to_string())
+        ]),
     )
-        .prop_map(|(name, id, replication, gc_grace_seconds)| pb::Keyspace {
-            name,
-            id,
-            replication,
-            gc_grace_seconds,
-        })
+        .prop_map(
+            |(name, id, replication, gc_grace_seconds, speculative_retry)| pb::Keyspace {
+                name,
+                id,
+                replication,
+                gc_grace_seconds,
+                speculative_retry,
+            },
+        )
 }
 
 fn pb_schema_entry() -> impl Strategy<Value = pb::SchemaEntry> {

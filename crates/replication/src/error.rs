@@ -46,16 +46,30 @@ pub enum ReplicationError {
     /// A read could not gather enough answers.
     #[error(transparent)]
     ReadFailure(#[from] ReadFailure),
+
+    /// A `speculative_retry` setting that does not parse.
+    #[error(
+        "invalid speculative_retry {input:?}: {reason}; use none, a delay such as 20ms, \
+         or a percentile such as p99"
+    )]
+    InvalidSpeculativeRetry {
+        /// The text that failed to parse.
+        input: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl ReplicationError {
     /// Whether the request itself is wrong and retrying it cannot help
-    /// (an unknown level, or `ANY` on a read): gRPC `INVALID_ARGUMENT`.
+    /// (an unknown level, `ANY` on a read, a bad `speculative_retry`): gRPC
+    /// `INVALID_ARGUMENT`.
     pub fn is_invalid_request(&self) -> bool {
         matches!(
             self,
             ReplicationError::UnknownConsistencyLevel { .. }
                 | ReplicationError::InvalidForReads { .. }
+                | ReplicationError::InvalidSpeculativeRetry { .. }
         )
     }
 

@@ -5,7 +5,8 @@
 //! failed, and — for reads — what the answer is and which replicas need
 //! repairing. It is pure and sans-IO: no sockets, clocks, timers or async
 //! runtime. The node passes plain data in (replicas with their DC and
-//! liveness, replies, "the timer fired") and carries out the effects that
+//! liveness, replies, "the timer fired", the time when that matters) and
+//! carries out the effects that
 //! come back (requests to send, repairs to write). Which cell wins a read
 //! does not depend on the time; only what a client sees of it does
 //! ([`ReadOutcome::visible_value`]).
@@ -34,6 +35,15 @@
 //!   are final. Those are reconciled per key as point reads are, stale
 //!   replicas get the winners, tombstones and expired cells are hidden (but
 //!   win), and the merge says where the next page starts ([`PageEnd`]).
+//! - **Speculative retry** ([`SpeculativeRetry`], Cassandra's
+//!   `speculative_retry`): a read still waiting after a fixed delay or a
+//!   percentile of its keyspace's recent replica latency ([`ReadLatency`])
+//!   asks one spare replica more. The tracker decides; the node only arms
+//!   a timer at [`ReadTracker::next_deadline`].
+//! - **Hot keys** ([`Flights`]): concurrent reads of one key at one level
+//!   on a coordinator share replica rounds; a read arriving during a round
+//!   queues for the next one, never taking an answer from a round that
+//!   began before it.
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants
@@ -55,8 +65,9 @@
 //! - `LOCAL_*` levels with SimpleStrategy count replicas in every DC as
 //!   local (the strategy ignores DCs); Cassandra still counts only the
 //!   coordinator's DC, which differs only for multi-DC SimpleStrategy keyspaces.
-//! - No speculative retry: slow replicas are replaced only when the node's
-//!   round timer fires. No latency-aware replica ordering (no dynamic snitch).
+//! - Speculative retry ([`SpeculativeRetry`]) asks one spare once per read;
+//!   with no spare, slow replicas are replaced only when the node's round
+//!   timer fires. No latency-aware replica ordering (no dynamic snitch).
 //! - No `SERIAL`/`LOCAL_SERIAL` (no lightweight transactions), no
 //!   `NODE_LOCAL`, no transient replicas.
 //! - Scans ask every counted replica for full pages (no digests): a page
@@ -72,9 +83,12 @@ mod error;
 mod plan;
 mod range_page;
 mod range_tracker;
+mod read_latency;
 mod read_repair;
 mod read_tracker;
 mod requirement;
+mod single_flight;
+mod speculative_retry;
 mod write_tracker;
 
 #[cfg(test)]
@@ -89,7 +103,10 @@ pub use range_page::{
     check_page, merge_pages,
 };
 pub use range_tracker::{RangeReadAction, RangeReadTracker};
+pub use read_latency::ReadLatency;
 pub use read_repair::{ReadRepair, ReadRepairFailure, RepairAction};
 pub use read_tracker::{ReadAction, ReadFailure, ReadOutcome, ReadTracker, Request};
 pub use requirement::Requirement;
+pub use single_flight::{Flights, Joined};
+pub use speculative_retry::{MAX_FIXED_DELAY, Percentile, SpeculativeRetry};
 pub use write_tracker::{WriteStatus, WriteTimeout, WriteTracker};

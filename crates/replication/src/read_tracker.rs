@@ -21,10 +21,22 @@
 //!    in its place. A data request is re-sent elsewhere if the only one
 //!    outstanding is slow or failed — to a spare, or else to a replica that
 //!    answered with a digest.
-//! 4. **Failure.** `Failed` when failures leave too few replicas that could
+//! 4. **Speculative retry.** A tracker built
+//!    [`with_speculative_retry`](ReadTracker::with_speculative_retry) has a
+//!    deadline ([`ReadTracker::next_deadline`]) while its digest round is
+//!    unfinished. When the node's timer reaches it
+//!    ([`ReadTracker::on_timer`]), one spare is contacted — for data if no
+//!    data answer has come yet, else for a digest — in a DC whose quota the
+//!    answers so far do not meet. Nobody is marked slow: the first answers
+//!    that meet the level, whoever sends them, finish the read. It happens
+//!    at most once per read, as Cassandra's `speculative_retry`, and not in
+//!    the data round.
+//! 5. **Failure.** `Failed` when failures leave too few replicas that could
 //!    still answer, or when a timeout finds nobody new to ask.
 //!
-//! The node restarts its round timer whenever it gets `Contact`. Once the
+//! The node restarts its round timer whenever it gets `Contact` from a reply
+//! or a timeout (not from a speculation, which leaves the round as it was).
+//! Once the
 //! read is done, [`ReadTracker::read_repair`] hands over the blocking read
 //! repair (writing the winner until enough replicas hold it) as a
 //! [`ReadRepair`], the state machine of `read_repair.rs`.
@@ -40,7 +52,8 @@
 //!   answers from hosts never asked, and after the read finished, are ignored.
 //!
 //! # Caveats
-//! - No speculative retry before the timeout: a slow replica costs one round.
+//! - Without a spare (a level that needs every replica, or spares down), a
+//!   speculation has nobody to ask and a slow replica still costs a round.
 //! - A replica that answers a data request with a digest keeps its digest
 //!   (for repair decisions) but its data is never gathered.
 //! - Replicas that failed or stayed silent in the data round are not repaired
@@ -48,6 +61,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::time::Instant;
 
 use ringstore_placement::{Datacenter, HostId};
 use ringstore_storage::{Cell, Timestamp};
@@ -194,6 +208,8 @@ pub struct ReadTracker {
     contacted: Vec<Contacted>,
     spares: VecDeque<(HostId, Datacenter)>,
     phase: Phase,
+    /// When to contact one more replica, until it is done (then `None`).
+    speculate_at: Option<Instant>,
 }
 
 impl ReadTracker {
@@ -216,6 +232,36 @@ impl ReadTracker {
             contacted,
             spares,
             phase: Phase::Digests,
+            speculate_at: None,
+        }
+    }
+
+    /// The same tracker, speculating at `at` (see the module docs): the node
+    /// computes it as the read's start plus its keyspace's
+    /// [`SpeculativeRetry::delay`](crate::SpeculativeRetry::delay).
+    pub fn with_speculative_retry(mut self, at: Instant) -> ReadTracker {
+        self.speculate_at = Some(at);
+        self
+    }
+
+    /// When the node should call [`ReadTracker::on_timer`] next: the
+    /// speculation deadline while it is pending and the digest round runs;
+    /// `None` when there is nothing to wait for but replies and the round
+    /// timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.speculate_at.filter(|_| self.phase == Phase::Digests)
+    }
+
+    /// The node's timer fired at `now`: if the speculation deadline has
+    /// passed, contact one spare (`Contact` with one request); otherwise,
+    /// or with no spare to ask, `Wait`.
+    pub fn on_timer(&mut self, now: Instant) -> ReadAction {
+        match self.next_deadline() {
+            Some(at) if now >= at => {
+                self.speculate_at = None;
+                self.speculate()
+            }
+            _ => ReadAction::Wait,
         }
     }
 
@@ -355,6 +401,33 @@ impl ReadTracker {
         } else {
             ReadAction::Contact(contacts)
         }
+    }
+
+    /// Contacts the first spare that counts toward a quota the answers so
+    /// far leave short: for data if none came yet, else for a digest.
+    fn speculate(&mut self) -> ReadAction {
+        let tally = self.requirement.tally(self.answered_dcs());
+        let quotas: Vec<u32> = self.requirement.quotas().iter().map(|&(_, n)| n).collect();
+        let short = |dc: &Datacenter| {
+            self.requirement
+                .quota_of(dc)
+                .is_some_and(|q| tally[q] < quotas[q])
+        };
+        let Some(index) = self.spares.iter().position(|(_, dc)| short(dc)) else {
+            return ReadAction::Wait;
+        };
+        let (host, dc) = self.spares.remove(index).expect("index is in bounds");
+        let has_data = self
+            .contacted
+            .iter()
+            .any(|r| matches!(r.answer, Answer::Data(_)));
+        let asked = if has_data {
+            Request::Digest
+        } else {
+            Request::Data
+        };
+        self.contacted.push(Contacted::new(host, dc, asked));
+        ReadAction::Contact(vec![(host, asked)])
     }
 
     /// Digest round: enough answers, data among them.

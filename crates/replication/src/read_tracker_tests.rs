@@ -302,6 +302,136 @@ fn local_quorum_on_nts_tops_up_from_local_spares_only() {
     assert!(matches!(t.on_failure(host(3)), ReadAction::Failed(_)));
 }
 
+// ---- speculative retry ----
+
+fn speculating(level: ConsistencyLevel, natural: &[ReplicaCandidate]) -> (ReadTracker, Instant) {
+    let at = Instant::now() + std::time::Duration::from_millis(10);
+    (tracker(level, natural).with_speculative_retry(at), at)
+}
+
+#[test]
+fn a_read_still_waiting_for_data_at_its_deadline_asks_a_spare_for_data() {
+    let cell = live(5, "v");
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert_eq!(t.next_deadline(), Some(at));
+    assert_eq!(t.on_digest(host(2), digest(&cell)), ReadAction::Wait);
+    let early = at - std::time::Duration::from_micros(1);
+    assert_eq!(
+        t.on_timer(early),
+        ReadAction::Wait,
+        "not before the deadline"
+    );
+    assert_eq!(t.next_deadline(), Some(at));
+    assert_eq!(
+        t.on_timer(at),
+        ReadAction::Contact(vec![(host(3), Request::Data)])
+    );
+    // The spare's data and the digest meet QUORUM; host 1 is never waited for.
+    assert_eq!(
+        t.on_data(host(3), Some(cell.clone())),
+        done(Some(cell), vec![], false)
+    );
+    assert_eq!(t.on_data(host(1), None), ReadAction::Wait, "too late");
+}
+
+#[test]
+fn a_read_with_data_but_a_slow_digest_asks_a_spare_for_a_digest() {
+    let cell = live(5, "v");
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert_eq!(t.on_data(host(1), Some(cell.clone())), ReadAction::Wait);
+    assert_eq!(
+        t.on_timer(at),
+        ReadAction::Contact(vec![(host(3), Request::Digest)])
+    );
+    assert_eq!(
+        t.on_digest(host(3), digest(&cell)),
+        done(Some(cell), vec![], false)
+    );
+}
+
+#[test]
+fn the_slow_replica_still_counts_if_it_answers_before_the_spare() {
+    let cell = live(5, "v");
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert_eq!(t.on_data(host(1), Some(cell.clone())), ReadAction::Wait);
+    assert!(matches!(t.on_timer(at), ReadAction::Contact(_)));
+    assert_eq!(
+        t.on_digest(host(2), digest(&cell)),
+        done(Some(cell), vec![], false)
+    );
+    assert_eq!(
+        t.on_digest(host(3), digest(&live(1, "x"))),
+        ReadAction::Wait
+    );
+}
+
+#[test]
+fn a_read_speculates_once_and_not_after_it_finished() {
+    let cell = live(5, "v");
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert!(matches!(t.on_timer(at), ReadAction::Contact(_)));
+    assert_eq!(t.next_deadline(), None);
+    let later = at + std::time::Duration::from_secs(1);
+    assert_eq!(t.on_timer(later), ReadAction::Wait);
+
+    let (mut finished, at) = speculating(Quorum, &simple_replicas(&[]));
+    finished.on_digest(host(2), digest(&cell));
+    assert!(matches!(
+        finished.on_data(host(1), Some(cell)),
+        ReadAction::Done(_)
+    ));
+    assert_eq!(finished.next_deadline(), None);
+    assert_eq!(finished.on_timer(at), ReadAction::Wait);
+}
+
+#[test]
+fn without_a_deadline_or_a_spare_a_read_does_not_speculate() {
+    let mut plain = tracker(Quorum, &simple_replicas(&[]));
+    assert_eq!(plain.next_deadline(), None);
+    assert_eq!(plain.on_timer(Instant::now()), ReadAction::Wait);
+    // ALL contacts every replica: there is no spare to ask.
+    let (mut all, at) = speculating(All, &simple_replicas(&[]));
+    assert_eq!(all.on_timer(at), ReadAction::Wait);
+    // QUORUM with one replica down has no live spare either.
+    let (mut down, at) = speculating(Quorum, &simple_replicas(&[3]));
+    assert_eq!(down.on_timer(at), ReadAction::Wait);
+    // The round timeout still fails them as before.
+    assert!(matches!(down.on_timeout(), ReadAction::Failed(f) if f.timed_out));
+}
+
+#[test]
+fn a_speculation_after_a_digest_mismatch_is_dropped() {
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert_eq!(
+        t.on_digest(host(2), digest(&live(9, "new"))),
+        ReadAction::Wait
+    );
+    assert_eq!(
+        t.on_data(host(1), Some(live(1, "old"))),
+        ReadAction::Contact(vec![(host(2), Request::Data)])
+    );
+    assert_eq!(t.next_deadline(), None, "the data round does not speculate");
+    assert_eq!(t.on_timer(at), ReadAction::Wait);
+}
+
+#[test]
+fn local_quorum_speculates_only_to_a_local_spare() {
+    let plan = plan(LocalQuorum, &nts_3_2(), &nts_replicas(&[]));
+    let at = Instant::now();
+    let mut t = ReadTracker::new(&plan).with_speculative_retry(at);
+    let asked: BTreeSet<HostId> = plan.requests().iter().map(|&(h, _)| h).collect();
+    match t.on_timer(at) {
+        ReadAction::Contact(requests) => {
+            assert_eq!(requests.len(), 1);
+            let (spare, request) = requests[0];
+            assert_eq!(request, Request::Data);
+            assert!(!asked.contains(&spare));
+            assert!([host(1), host(2), host(3)].contains(&spare), "{spare}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 // ---- a simulated cluster ----
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -349,13 +479,21 @@ struct Run {
     answered: BTreeSet<HostId>,
 }
 
+/// Delivers the read's requests in the order `choices` picks, times out
+/// when nothing is in flight, and at step `speculate_at` (if any) fires the
+/// speculation timer.
 fn simulate(
     plan: &ReadPlan,
     cells: &BTreeMap<HostId, Option<Cell>>,
     behaviour: &BTreeMap<HostId, Behaviour>,
     choices: &[usize],
+    speculate_at: Option<usize>,
 ) -> Run {
+    let deadline = Instant::now();
     let mut t = ReadTracker::new(plan);
+    if speculate_at.is_some() {
+        t = t.with_speculative_retry(deadline);
+    }
     let mut in_flight = plan.requests();
     let mut choices = choices.iter().cycle();
     let mut asked_before = BTreeSet::new();
@@ -364,8 +502,10 @@ fn simulate(
         data: Vec::new(),
         answered: BTreeSet::new(),
     };
-    for _ in 0..1000 {
-        let action = if in_flight.is_empty() {
+    for step in 0..1000 {
+        let action = if speculate_at == Some(step) {
+            t.on_timer(deadline)
+        } else if in_flight.is_empty() {
             t.on_timeout()
         } else {
             let index = choices.next().copied().unwrap_or(0) % in_flight.len();
@@ -400,21 +540,26 @@ fn simulate(
     panic!("the read did not finish");
 }
 
-fn read_scenarios() -> impl Strategy<
-    Value = (
-        ConsistencyLevel,
-        Scenario,
-        Vec<Option<Cell>>,
-        Vec<Behaviour>,
-        Vec<usize>,
-    ),
-> {
+/// A read to simulate: its level and keyspace, each replica's cell and
+/// behaviour, the delivery choices, and the step the speculation timer fires
+/// at (if it does).
+type ReadScenario = (
+    ConsistencyLevel,
+    Scenario,
+    Vec<Option<Cell>>,
+    Vec<Behaviour>,
+    Vec<usize>,
+    Option<usize>,
+);
+
+fn read_scenarios() -> impl Strategy<Value = ReadScenario> {
     (
         proptest::sample::select(ConsistencyLevel::ALL_LEVELS[1..].to_vec()),
         scenarios(),
         proptest::collection::vec(cells(), 12),
         proptest::collection::vec(behaviours(), 12),
         proptest::collection::vec(0usize..64, 1..24),
+        proptest::option::of(0usize..6),
     )
 }
 
@@ -423,7 +568,7 @@ proptest! {
 
     #[test]
     fn reads_finish_with_the_reconciled_winner_and_repair_exactly_the_replicas_that_differ(
-        (level, s, cell_list, behaviour_list, choices) in read_scenarios()
+        (level, s, cell_list, behaviour_list, choices, speculate_at) in read_scenarios()
     ) {
         let Ok(plan) = plan_read(level, &s.strategy, &s.local_dc, &s.natural) else {
             return Ok(());
@@ -431,7 +576,7 @@ proptest! {
         let hosts: Vec<HostId> = s.natural.iter().map(|c| c.host).collect();
         let cells: BTreeMap<_, _> = hosts.iter().copied().zip(cell_list).collect();
         let behaviour: BTreeMap<_, _> = hosts.iter().copied().zip(behaviour_list).collect();
-        let run = simulate(&plan, &cells, &behaviour, &choices);
+        let run = simulate(&plan, &cells, &behaviour, &choices, speculate_at);
 
         match run.last {
             ReadAction::Done(outcome) => {
@@ -465,7 +610,7 @@ proptest! {
 
     #[test]
     fn reads_where_enough_replicas_answer_always_succeed(
-        (level, s, cell_list, _behaviours, choices) in read_scenarios()
+        (level, s, cell_list, _behaviours, choices, speculate_at) in read_scenarios()
     ) {
         let Ok(plan) = plan_read(level, &s.strategy, &s.local_dc, &s.natural) else {
             return Ok(());
@@ -473,7 +618,7 @@ proptest! {
         let hosts: Vec<HostId> = s.natural.iter().map(|c| c.host).collect();
         let cells: BTreeMap<_, _> = hosts.iter().copied().zip(cell_list).collect();
         let behaviour = hosts.iter().map(|&h| (h, Behaviour::Answers)).collect();
-        let run = simulate(&plan, &cells, &behaviour, &choices);
+        let run = simulate(&plan, &cells, &behaviour, &choices, speculate_at);
         prop_assert!(matches!(run.last, ReadAction::Done(_)), "{:?}", run.last);
     }
 }

@@ -72,6 +72,7 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             replication: Some(crate::commands::keyspace::parse_replication(&replication)?),
             if_not_exists: true,
             gc_grace_seconds: None,
+            speculative_retry: None,
         })
         .await?;
 

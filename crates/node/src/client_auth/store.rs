@@ -35,6 +35,7 @@ pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> 
         name: AUTH_KEYSPACE.to_string(),
         strategy,
         gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
+        speculative_retry: ringstore_replication::SpeculativeRetry::default(),
     };
     let entry = SchemaEntry {
         keyspace: keyspace.clone(),

@@ -197,6 +197,8 @@ fn node_context(
         stop_requested: watch::channel(false).0,
         metrics,
         keyspace_sizes: KeyspaceSizes::default(),
+        read_latencies: Default::default(),
+        read_flights: Default::default(),
         serving: parts.serving,
         config,
     })

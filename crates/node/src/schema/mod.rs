@@ -37,6 +37,7 @@ pub mod sync;
 use std::collections::BTreeMap;
 
 use ringstore_placement::{ReplicationStrategy, cassandra_murmur3_x64_128};
+use ringstore_replication::SpeculativeRetry;
 use ringstore_storage::{KeyspaceId, Timestamp};
 
 /// A keyspace as the schema defines it.
@@ -50,6 +51,8 @@ pub struct KeyspaceDef {
     pub strategy: ReplicationStrategy,
     /// How old a hint for it may be and still be replayed (seconds).
     pub gc_grace_seconds: u32,
+    /// When its reads ask one more replica (Cassandra's table option).
+    pub speculative_retry: SpeculativeRetry,
 }
 
 /// The `gc_grace_seconds` of a keyspace created without one: 10 days, as
@@ -140,6 +143,8 @@ impl Schema {
             bytes.extend_from_slice(entry.keyspace.strategy.to_string().as_bytes());
             bytes.push(0);
             bytes.extend_from_slice(&entry.keyspace.gc_grace_seconds.to_le_bytes());
+            bytes.extend_from_slice(entry.keyspace.speculative_retry.to_string().as_bytes());
+            bytes.push(0);
             bytes.extend_from_slice(&entry.timestamp.0.to_le_bytes());
             bytes.push(entry.dropped as u8);
         }
@@ -201,6 +206,7 @@ mod tests {
                 id: KeyspaceId(uuid::Uuid::from_u128(id)),
                 strategy: ReplicationStrategy::simple(3).unwrap(),
                 gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
+                speculative_retry: SpeculativeRetry::default(),
             },
             timestamp: Timestamp(ts),
             dropped,

@@ -7,7 +7,7 @@ use ringstore_proto::v1::schema_server::Schema as SchemaApi;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
-use crate::convert::{keyspace_to_pb, strategy_from_pb};
+use crate::convert::{keyspace_to_pb, speculative_retry_from_pb, strategy_from_pb};
 use crate::error::NodeError;
 use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
@@ -33,6 +33,7 @@ impl SchemaApi for SchemaService {
         let request = request.into_inner();
         validate_keyspace_name(&request.name).map_err(NodeError::InvalidArgument)?;
         let strategy = strategy_from_pb(request.replication)?;
+        let speculative_retry = speculative_retry_from_pb(request.speculative_retry.as_deref())?;
         let schema = self.context.schema.current();
         if let Some(existing) = schema.keyspace(&request.name) {
             // As Cassandra's IF NOT EXISTS: the existing keyspace stands, whatever its settings.
@@ -52,6 +53,7 @@ impl SchemaApi for SchemaService {
             name: request.name,
             strategy,
             gc_grace_seconds: request.gc_grace_seconds.unwrap_or(DEFAULT_GC_GRACE_SECONDS),
+            speculative_retry,
         };
         self.context.check_clock()?;
         let entry = SchemaEntry {

@@ -9,10 +9,14 @@
 //! instead of forwarding to all of them, and stamps writes itself (which
 //! makes them safe to retry on another node). Each task sends one request at a time and claims every operation from a shared
 //! counter, so a run does exactly `-n` operations (100,000 by default) or
-//! starts new ones until `--duration` has passed. Keys are `key{N}`, N uniform
-//! in `0..--key-count`. Every completed operation counts, failed or not;
-//! latency is that of the successful ones, in microseconds, in an HDR
-//! histogram per worker (3 significant digits) merged at the end.
+//! starts new ones until `--duration` has passed. With `--rate R` the load
+//! is open loop (`pace.rs`): operation `i` is due at `i / R` seconds and its
+//! latency runs from then, so a stalled server is not allowed to hide the
+//! requests it delayed (coordinated omission). Keys are `key{N}`, N in
+//! `0..--key-count` drawn by `--distribution` (`keys.rs`: uniform, zipf:S,
+//! hotspot:P). Every completed operation counts, failed or not; latency is
+//! that of the successful ones, in microseconds, in an HDR histogram per
+//! worker (3 significant digits) merged at the end.
 //!
 //! A run reports errors, counted by gRPC code, rather than stopping at the
 //! first. But when every one of the first 100 operations fails (the node cannot
@@ -21,14 +25,17 @@
 //! all fails the same way.
 //!
 //! # Caveats
-//! - Closed loop: a worker waits for each answer before sending the next
-//!   request, so an overloaded node slows the offered load down and the
-//!   latencies hide the waiting (coordinated omission), as in cassandra-stress
-//!   without a rate limit.
+//! - Without `--rate`, closed loop: a worker waits for each answer before
+//!   sending the next request, so an overloaded node slows the offered load
+//!   down and the latencies hide the waiting (coordinated omission), as in
+//!   cassandra-stress without a rate limit.
+//! - With `--rate`, the offered load is capped by `--concurrency` requests in
+//!   flight; latencies stay honest (the wait counts), but the rate reached
+//!   falls short of the target when every worker is busy.
 //! - Every worker shares one HTTP/2 connection per node (to one node
 //!   without `--token-aware`).
-//! - Keys are uniform; there are no Zipf or sequential populations. Each
-//!   worker's generator is seeded by its index, so runs are repeatable.
+//! - No sequential key population. Each worker's generator is seeded by its
+//!   index, so runs are repeatable.
 //! - A `read` of a key never written succeeds (it finds nothing).
 
 use std::collections::BTreeMap;
@@ -44,6 +51,14 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_client::{Client, Routing};
 use ringstore_proto::v1 as pb;
+
+mod keys;
+mod pace;
+
+pub use keys::KeyDistribution;
+pub use pace::Rate;
+
+use keys::KeyChooser;
 
 use crate::cli::{StressArgs, Workload};
 use crate::client::Connection;
@@ -84,12 +99,13 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
                 replication: Some(replication),
                 if_not_exists: true,
                 gc_grace_seconds: None,
+                speculative_retry: args.speculative_retry.map(|s| s.to_string()),
             })
             .await?;
     }
 
     let plan = Arc::new(plan);
-    let shared = Arc::new(Shared::new(plan.limit));
+    let shared = Arc::new(Shared::new(plan.limit, plan.rate));
     let bar = progress_bar(plan.limit);
     let ticker = (!bar.is_hidden())
         .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
@@ -158,8 +174,6 @@ struct Plan {
     limit: Limit,
     /// Worker tasks, at least 1.
     concurrency: usize,
-    /// Keys are `key0` to `key{key_count - 1}`; at least 1.
-    key_count: u64,
     /// Bytes per value, at most [`MAX_VALUE_SIZE`].
     value_size: usize,
     /// The fraction of `mixed` operations that are gets, in [0, 1].
@@ -168,6 +182,11 @@ struct Plan {
     consistency: ringstore_replication::ConsistencyLevel,
     /// Requests go to a replica of their key, not to `--host`.
     token_aware: bool,
+    /// Open loop at this rate; `None`: closed loop.
+    rate: Option<Rate>,
+    /// How keys `key0` to `key{--key-count - 1}` are drawn.
+    keys: KeyChooser,
+    distribution: KeyDistribution,
 }
 
 impl Plan {
@@ -200,12 +219,15 @@ impl Plan {
             workload: args.workload,
             limit,
             concurrency: args.concurrency,
-            key_count: args.key_count,
             value_size: args.value_size,
             read_ratio: args.read_ratio,
             keyspace: args.keyspace.clone(),
             consistency: args.consistency,
             token_aware: args.token_aware,
+            rate: args.rate,
+            keys: KeyChooser::new(args.distribution, args.key_count)
+                .map_err(|e| anyhow!("--distribution {e}"))?,
+            distribution: args.distribution,
         })
     }
 }
@@ -213,7 +235,10 @@ impl Plan {
 /// What the workers share: the operation counter and how the run is going.
 struct Shared {
     limit: Limit,
-    started: Instant,
+    /// Open loop at this rate (see `pace.rs`).
+    rate: Option<Rate>,
+    /// The run's start (tokio's clock, so paused-time tests drive it).
+    started: tokio::time::Instant,
     /// Operations claimed so far; an operation's index is its claim.
     claimed: AtomicU64,
     /// Operations completed, failed or not (for the progress bar).
@@ -227,10 +252,11 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(limit: Limit) -> Shared {
+    fn new(limit: Limit, rate: Option<Rate>) -> Shared {
         Shared {
             limit,
-            started: Instant::now(),
+            rate,
+            started: tokio::time::Instant::now(),
             claimed: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             probe_failures: AtomicU64::new(0),
@@ -257,8 +283,24 @@ impl Shared {
                 let index = self.claimed.fetch_add(1, Ordering::Relaxed);
                 (index < n).then_some(index)
             }
-            Limit::Duration(duration) => (self.started.elapsed() < duration)
-                .then(|| self.claimed.fetch_add(1, Ordering::Relaxed)),
+            Limit::Duration(duration) => match self.rate {
+                // Exactly the operations due before the end.
+                Some(rate) => {
+                    let index = self.claimed.fetch_add(1, Ordering::Relaxed);
+                    (rate.due(index) < duration).then_some(index)
+                }
+                None => (self.started.elapsed() < duration)
+                    .then(|| self.claimed.fetch_add(1, Ordering::Relaxed)),
+            },
+        }
+    }
+
+    /// When operation `index` should be sent: when it is due in an open-loop
+    /// run, now in a closed-loop one. Its latency is measured from then.
+    fn due(&self, index: u64) -> tokio::time::Instant {
+        match self.rate {
+            Some(rate) => self.started + rate.due(index),
+            None => tokio::time::Instant::now(),
         }
     }
 
@@ -322,6 +364,45 @@ async fn worker(index: usize, client: Client, plan: Arc<Plan>, shared: Arc<Share
     let mut rng = StdRng::seed_from_u64(0x5EED_0000 + index as u64);
     let value: Vec<u8> = (0..plan.value_size).map(|_| rng.random::<u8>()).collect();
     let consistency = level(plan.consistency);
+    let send = |op: Op, key: Vec<u8>| {
+        let (client, keyspace, value) = (client.clone(), plan.keyspace.clone(), value.clone());
+        async move {
+            match op {
+                Op::Put => client
+                    .put(pb::PutRequest {
+                        keyspace,
+                        key,
+                        value,
+                        consistency,
+                        timestamp_micros: None,
+                        ttl_seconds: None,
+                    })
+                    .await
+                    .map(drop),
+                Op::Get => client
+                    .get(pb::GetRequest {
+                        keyspace,
+                        key,
+                        consistency,
+                    })
+                    .await
+                    .map(drop),
+                Op::Noop => client.noop().await,
+            }
+            .map_err(ringstore_client::ClientError::into_status)
+        }
+    };
+    drive(&mut rng, &plan, &shared, send).await
+}
+
+/// The loop of one worker, whatever `send` sends: claim an operation, wait
+/// until it is due, send it, record its latency from the due time.
+async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
+    rng: &mut StdRng,
+    plan: &Plan,
+    shared: &Shared,
+    mut send: impl FnMut(Op, Vec<u8>) -> F,
+) -> Tally {
     let mut tally = Tally::new();
     while let Some(operation) = shared.claim() {
         let op = match plan.workload {
@@ -331,32 +412,13 @@ async fn worker(index: usize, client: Client, plan: Arc<Plan>, shared: Arc<Share
             Workload::Mixed => Op::Put,
             Workload::Noop => Op::Noop,
         };
-        let mut key = || format!("key{}", rng.random_range(0..plan.key_count)).into_bytes();
-        let sent = Instant::now();
-        let result = match op {
-            Op::Put => client
-                .put(pb::PutRequest {
-                    keyspace: plan.keyspace.clone(),
-                    key: key(),
-                    value: value.clone(),
-                    consistency,
-                    timestamp_micros: None,
-                    ttl_seconds: None,
-                })
-                .await
-                .map(drop),
-            Op::Get => client
-                .get(pb::GetRequest {
-                    keyspace: plan.keyspace.clone(),
-                    key: key(),
-                    consistency,
-                })
-                .await
-                .map(drop),
-            Op::Noop => client.noop().await,
+        let key = format!("key{}", plan.keys.next(rng)).into_bytes();
+        let due = shared.due(operation);
+        if shared.rate.is_some() {
+            tokio::time::sleep_until(due).await;
         }
-        .map_err(ringstore_client::ClientError::into_status);
-        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let result = send(op, key).await;
+        let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
         match result {
             Ok(()) => tally.latency.saturating_record(micros),
             Err(status) => {
@@ -471,6 +533,17 @@ impl Report<'_> {
                 }
                 .to_string(),
             ),
+            ("keys", plan.distribution.to_string()),
+            (
+                "rate",
+                match plan.rate {
+                    Some(rate) => format!(
+                        "{} ops/s target, open loop (latency from the due time)",
+                        rate.per_second()
+                    ),
+                    None => "closed loop".to_string(),
+                },
+            ),
             ("operations", self.tally.operations().to_string()),
             ("errors", errors),
             ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
@@ -515,6 +588,8 @@ impl Report<'_> {
             "consistency": self.plan.consistency.to_string(),
             "value_size": self.plan.value_size,
             "token_aware": self.plan.token_aware,
+            "rate": self.plan.rate.map(Rate::per_second),
+            "distribution": self.plan.distribution.to_string(),
         })
     }
 }
@@ -548,6 +623,9 @@ mod tests {
             read_ratio: 0.5,
             json: false,
             token_aware: false,
+            rate: None,
+            distribution: KeyDistribution::Uniform,
+            speculative_retry: None,
         }
     }
 
@@ -588,14 +666,14 @@ mod tests {
 
     #[test]
     fn exactly_n_operations_are_claimed() {
-        let shared = Shared::new(Limit::Operations(3));
+        let shared = Shared::new(Limit::Operations(3), None);
         let claims: Vec<_> = std::iter::from_fn(|| shared.claim()).collect();
         assert_eq!(claims, [0, 1, 2]);
     }
 
     #[test]
     fn the_run_stops_only_when_every_probe_operation_failed() {
-        let shared = Shared::new(Limit::Operations(1000));
+        let shared = Shared::new(Limit::Operations(1000), None);
         for index in 0..99 {
             shared.failed(index, tonic::Status::unavailable("down"));
         }
@@ -605,13 +683,96 @@ mod tests {
         assert!(shared.claim().is_none());
         assert_eq!(shared.first_error.get().unwrap().message(), "down");
 
-        let short = Shared::new(Limit::Operations(2));
+        let short = Shared::new(Limit::Operations(2), None);
         short.failed(0, tonic::Status::unavailable("down"));
         short.failed(1, tonic::Status::unavailable("down"));
         assert!(
             short.stop.load(Ordering::Relaxed),
             "all of a short run failed"
         );
+    }
+
+    /// Runs one worker of `plan` against a server whose first answer takes
+    /// a second and every other a millisecond; the latencies recorded.
+    async fn against_a_server_that_stalls_once(plan: &Plan) -> Histogram<u64> {
+        let shared = Shared::new(plan.limit, plan.rate);
+        let mut answered = 0;
+        let send = |_: Op, _: Vec<u8>| {
+            answered += 1;
+            let took = if answered == 1 { 1000 } else { 1 };
+            async move {
+                tokio::time::sleep(Duration::from_millis(took)).await;
+                Ok(())
+            }
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        drive(&mut rng, plan, &shared, send).await.latency
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_loop_run_counts_the_wait_behind_a_stall_and_a_closed_one_hides_it() {
+        let mut open = args(Workload::Write);
+        open.operations = Some(10);
+        open.rate = Some("100".parse().unwrap());
+        let open = Plan::from_args(&open).unwrap();
+        let latency = against_a_server_that_stalls_once(&open).await;
+        assert_eq!(latency.len(), 10);
+        // Operation 9 was due at 90 ms and answered at about 1009 ms.
+        assert!(
+            latency.value_at_quantile(0.5) >= 900_000,
+            "{}",
+            latency.value_at_quantile(0.5)
+        );
+        assert!(latency.min() >= 900_000, "{}", latency.min());
+
+        let mut closed = args(Workload::Write);
+        closed.operations = Some(10);
+        let closed = Plan::from_args(&closed).unwrap();
+        let latency = against_a_server_that_stalls_once(&closed).await;
+        assert!(
+            latency.value_at_quantile(0.5) <= 2_000,
+            "{}",
+            latency.value_at_quantile(0.5)
+        );
+        assert!(latency.max() >= 1_000_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_loop_run_sends_on_schedule_and_claims_the_operations_due_in_its_duration() {
+        let mut rated = args(Workload::Write);
+        rated.duration = Some(Duration::from_secs(2));
+        rated.rate = Some("50".parse().unwrap());
+        let plan = Plan::from_args(&rated).unwrap();
+        let shared = Shared::new(plan.limit, plan.rate);
+        let mut sent = Vec::new();
+        let send = |_: Op, _: Vec<u8>| {
+            sent.push(shared.started.elapsed());
+            async { Ok(()) }
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let tally = drive(&mut rng, &plan, &shared, send).await;
+        assert_eq!(tally.operations(), 100);
+        assert_eq!(sent[0], Duration::ZERO);
+        assert_eq!(sent[50], Duration::from_secs(1));
+        assert_eq!(sent[99], Duration::from_millis(1980));
+    }
+
+    #[test]
+    fn bad_rates_and_distributions_are_refused_by_the_command_line() {
+        use clap::Parser;
+        for bad in [
+            vec!["--rate", "0"],
+            vec!["--rate", "fast"],
+            vec!["--distribution", "zipf:abc"],
+            vec!["--distribution", "hotspot:2"],
+            vec!["--speculative-retry", "soon"],
+        ] {
+            let argv = [&["ringstore", "stress", "write"][..], &bad[..]].concat();
+            let error = crate::cli::Cli::try_parse_from(argv)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(bad[1]), "{bad:?}: {error}");
+        }
     }
 
     #[test]
