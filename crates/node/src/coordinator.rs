@@ -42,7 +42,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{read_flights, read_latencies};
+use crate::{coalesced_reads, read_latencies};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -273,7 +273,7 @@ pub async fn read(
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
     let started = Instant::now();
-    let result = read_flights::coalesced(context, keyspace, key, level, Round).await;
+    let result = coalesced_reads::coalesced(context, keyspace, key, level, Round).await;
     measured(context, CoordinatorOp::Read, started, &result);
     result
 }
@@ -281,7 +281,7 @@ pub async fn read(
 /// One replica round of a read, as a flight of `read_flights` runs it.
 struct Round;
 
-impl read_flights::AsyncRound for Round {
+impl coalesced_reads::AsyncRound for Round {
     async fn run(
         &self,
         context: Arc<NodeContext>,

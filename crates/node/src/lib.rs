@@ -63,6 +63,7 @@
 pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
+pub mod coalesced_reads;
 pub mod config;
 pub mod context;
 pub mod convert;

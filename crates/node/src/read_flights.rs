@@ -1,5 +1,6 @@
-//! The coordinator's read coalescing for hot keys: the tokio side of
-//! `ringstore_replication::Flights`.
+//! The coordinator's read coalescing for hot keys: the node's flights (the
+//! state, over `ringstore_replication::Flights`) and the error every read
+//! of a round shares; `coalesced_reads.rs` runs the rounds.
 //!
 //! Every coordinated read of one key joins the key's flight (keyed by
 //! keyspace, key and level). The read that finds none leads: a spawned task
@@ -18,38 +19,42 @@
 //! - `ringstore_coordinator_requests_total` counts rounds, not the reads
 //!   they served.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-use ringstore_replication::{ConsistencyLevel, Flights, Joined};
+use ringstore_replication::{ConsistencyLevel, Flights};
 use ringstore_storage::{Cell, KeyspaceId};
 use tokio::sync::oneshot;
 
-use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
-use crate::schema::KeyspaceDef;
+use crate::error::NodeError;
 
 /// What a flight is keyed by.
-type FlightKey = (KeyspaceId, Vec<u8>, ConsistencyLevel);
+pub(crate) type FlightKey = (KeyspaceId, Vec<u8>, ConsistencyLevel);
 
 /// A round's answer as every read of it gets it.
-type Shared = std::result::Result<Option<Cell>, SharedError>;
+pub(crate) type Shared = std::result::Result<Option<Cell>, SharedError>;
 
-/// An error a round ended with, in a form each of its reads can have.
+/// An error a round ended with, in a form each of its reads can have: its
+/// message, and a variant that keeps its gRPC code (a client told
+/// `UNAVAILABLE` retries elsewhere; one told `INTERNAL` does not).
 #[derive(Clone, Debug)]
-enum SharedError {
+pub(crate) enum SharedError {
     Timeout(String),
     Unavailable(String),
     InvalidArgument(String),
+    KeyspaceNotFound(String),
     Other(String),
 }
 
 impl From<NodeError> for SharedError {
     fn from(error: NodeError) -> SharedError {
         match error {
-            NodeError::Timeout(m) => SharedError::Timeout(m),
-            NodeError::Unavailable(m) => SharedError::Unavailable(m),
-            NodeError::InvalidArgument(m) => SharedError::InvalidArgument(m),
-            other => SharedError::Other(other.to_string()),
+            NodeError::KeyspaceNotFound(name) => SharedError::KeyspaceNotFound(name),
+            error => match error.code() {
+                tonic::Code::DeadlineExceeded => SharedError::Timeout(error.to_string()),
+                tonic::Code::Unavailable => SharedError::Unavailable(error.to_string()),
+                tonic::Code::InvalidArgument => SharedError::InvalidArgument(error.to_string()),
+                _ => SharedError::Other(error.to_string()),
+            },
         }
     }
 }
@@ -60,6 +65,7 @@ impl From<SharedError> for NodeError {
             SharedError::Timeout(m) => NodeError::Timeout(m),
             SharedError::Unavailable(m) => NodeError::Unavailable(m),
             SharedError::InvalidArgument(m) => NodeError::InvalidArgument(m),
+            SharedError::KeyspaceNotFound(name) => NodeError::KeyspaceNotFound(name),
             SharedError::Other(m) => NodeError::Internal(m),
         }
     }
@@ -72,90 +78,47 @@ pub struct ReadFlights {
 }
 
 impl ReadFlights {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Flights<FlightKey, oneshot::Sender<Shared>>> {
+    pub(crate) fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Flights<FlightKey, oneshot::Sender<Shared>>> {
         self.flights.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Reads `key` at `level`, sharing the replica round with concurrent reads
-/// of the same key and level (see the module docs); `round` runs one round.
-pub async fn coalesced<R>(
-    context: &Arc<NodeContext>,
-    keyspace: &KeyspaceDef,
-    key: Vec<u8>,
-    level: ConsistencyLevel,
-    round: R,
-) -> Result<Option<Cell>>
-where
-    R: AsyncRound,
-{
-    let (sender, answer) = oneshot::channel();
-    let flight = (keyspace.id, key, level);
-    let joined = context.read_flights.lock().join(flight.clone(), sender);
-    match joined {
-        Joined::Lead(sender) => {
-            tokio::spawn(fly(
-                context.clone(),
-                keyspace.clone(),
-                flight,
-                sender,
-                round,
-            ));
-        }
-        Joined::Queued => context.metrics.coalesced_read(),
-    }
-    answer
-        .await
-        .map_err(|_| NodeError::Internal("the read's replica round was abandoned".into()))?
-        .map_err(NodeError::from)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// One replica round of a read: the coordinator's `read_unmeasured`, as a
-/// trait so the flight task can be spawned with it.
-pub trait AsyncRound: Send + 'static {
-    /// Reads `key` of `keyspace` at `level` once.
-    fn run(
-        &self,
-        context: Arc<NodeContext>,
-        keyspace: KeyspaceDef,
-        key: Vec<u8>,
-        level: ConsistencyLevel,
-    ) -> impl Future<Output = Result<Option<Cell>>> + Send;
-}
+    fn through_a_flight(error: NodeError) -> NodeError {
+        NodeError::from(SharedError::from(error))
+    }
 
-/// Runs rounds for `flight` until one lands with nobody queued.
-async fn fly<R: AsyncRound>(
-    context: Arc<NodeContext>,
-    keyspace: KeyspaceDef,
-    flight: FlightKey,
-    first: oneshot::Sender<Shared>,
-    round: R,
-) {
-    // Should a round panic, the flight is removed and its queued reads fail
-    // (their senders drop) rather than wait forever.
-    struct Abandon<'a>(&'a NodeContext, &'a FlightKey, bool);
-    impl Drop for Abandon<'_> {
-        fn drop(&mut self) {
-            if self.2 {
-                while self.0.read_flights.lock().land(self.1).is_some() {}
-            }
+    #[test]
+    fn a_shared_error_keeps_its_grpc_code() {
+        for (error, code) in [
+            (NodeError::ShuttingDown, tonic::Code::Unavailable),
+            (
+                NodeError::Unavailable("down".into()),
+                tonic::Code::Unavailable,
+            ),
+            (
+                NodeError::Timeout("slow".into()),
+                tonic::Code::DeadlineExceeded,
+            ),
+            (
+                NodeError::KeyspaceNotFound("ks".into()),
+                tonic::Code::NotFound,
+            ),
+            (
+                NodeError::InvalidArgument("bad".into()),
+                tonic::Code::InvalidArgument,
+            ),
+            (NodeError::Internal("broken".into()), tonic::Code::Internal),
+        ] {
+            let message = error.to_string();
+            let shared = through_a_flight(error);
+            assert_eq!(shared.code(), code, "{message}");
+            assert_eq!(shared.to_string(), message);
         }
     }
-    let mut guard = Abandon(&context, &flight, true);
-    let mut batch = vec![first];
-    loop {
-        let (_, key, level) = &flight;
-        let answer = round
-            .run(context.clone(), keyspace.clone(), key.clone(), *level)
-            .await
-            .map_err(SharedError::from);
-        for waiter in batch {
-            let _ = waiter.send(answer.clone());
-        }
-        match context.read_flights.lock().land(&flight) {
-            Some(next) => batch = next,
-            None => break,
-        }
-    }
-    guard.2 = false;
 }

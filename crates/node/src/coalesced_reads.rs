@@ -1,0 +1,98 @@
+//! Running the coalesced reads of hot keys: a read joins its key's flight
+//! ([`ReadFlights`](crate::read_flights::ReadFlights)); the read that finds
+//! none leads and spawns the task that runs the flight's rounds. See
+//! `read_flights.rs` for the design.
+
+use std::sync::Arc;
+
+use ringstore_replication::{ConsistencyLevel, Joined};
+use ringstore_storage::Cell;
+use tokio::sync::oneshot;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::read_flights::{FlightKey, Shared, SharedError};
+use crate::schema::KeyspaceDef;
+
+/// Reads `key` at `level`, sharing the replica round with concurrent reads
+/// of the same key and level (see the module docs); `round` runs one round.
+pub async fn coalesced<R>(
+    context: &Arc<NodeContext>,
+    keyspace: &KeyspaceDef,
+    key: Vec<u8>,
+    level: ConsistencyLevel,
+    round: R,
+) -> Result<Option<Cell>>
+where
+    R: AsyncRound,
+{
+    let (sender, answer) = oneshot::channel();
+    let flight = (keyspace.id, key, level);
+    let joined = context.read_flights.lock().join(flight.clone(), sender);
+    match joined {
+        Joined::Lead(sender) => {
+            tokio::spawn(fly(
+                context.clone(),
+                keyspace.clone(),
+                flight,
+                sender,
+                round,
+            ));
+        }
+        Joined::Queued => context.metrics.coalesced_read(),
+    }
+    answer
+        .await
+        .map_err(|_| NodeError::Internal("the read's replica round was abandoned".into()))?
+        .map_err(NodeError::from)
+}
+
+/// One replica round of a read: the coordinator's `read_unmeasured`, as a
+/// trait so the flight task can be spawned with it.
+pub trait AsyncRound: Send + 'static {
+    /// Reads `key` of `keyspace` at `level` once.
+    fn run(
+        &self,
+        context: Arc<NodeContext>,
+        keyspace: KeyspaceDef,
+        key: Vec<u8>,
+        level: ConsistencyLevel,
+    ) -> impl Future<Output = Result<Option<Cell>>> + Send;
+}
+
+/// Runs rounds for `flight` until one lands with nobody queued.
+async fn fly<R: AsyncRound>(
+    context: Arc<NodeContext>,
+    keyspace: KeyspaceDef,
+    flight: FlightKey,
+    first: oneshot::Sender<Shared>,
+    round: R,
+) {
+    // Should a round panic, the flight is removed and its queued reads fail
+    // (their senders drop) rather than wait forever.
+    struct Abandon<'a>(&'a NodeContext, &'a FlightKey, bool);
+    impl Drop for Abandon<'_> {
+        fn drop(&mut self) {
+            if self.2 {
+                while self.0.read_flights.lock().land(self.1).is_some() {}
+            }
+        }
+    }
+    let mut guard = Abandon(&context, &flight, true);
+    let mut batch = vec![first];
+    loop {
+        let (_, key, level) = &flight;
+        let answer = round
+            .run(context.clone(), keyspace.clone(), key.clone(), *level)
+            .await
+            .map_err(SharedError::from);
+        for waiter in batch {
+            let _ = waiter.send(answer.clone());
+        }
+        match context.read_flights.lock().land(&flight) {
+            Some(next) => batch = next,
+            None => break,
+        }
+    }
+    guard.2 = false;
+}
