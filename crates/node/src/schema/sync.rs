@@ -1,6 +1,7 @@
 //! Keeping every node's schema equal: pushes on change, with agreement, and a
 //! background exchange with any live node whose schema version differs.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,23 +116,62 @@ async fn exchange_once(context: &NodeContext) -> Result<()> {
         .map(|m| m.metadata.internode_addr)
         .collect();
     for address in differing {
-        let mut client = context.peers.client(address);
-        let theirs = client
-            .pull_schema(pb::PullSchemaRequest {})
-            .await
-            .map_err(NodeError::peer(address, "pull schema"))?
-            .into_inner();
-        let entries = theirs
-            .entries
-            .into_iter()
-            .map(schema_entry_from_pb)
-            .collect::<Result<Vec<_>>>()?;
-        let their_count = entries.len();
-        merge_and_publish(context, entries).await?;
-        let merged = context.schema.current();
-        if merged.entries().count() > their_count {
-            let _ = client.push_schema(snapshot_of(&merged)).await;
-        }
+        exchange_with(context, address).await?;
+    }
+    Ok(())
+}
+
+/// Pulls the schema of every live peer at once (each within the schema
+/// timeout) and merges it, whatever the versions gossip shows: a joining
+/// node asks this before it streams, as a gossiped version may lag the
+/// peer's schema. How many peers answered.
+pub async fn pull_from_live_peers(context: &NodeContext) -> usize {
+    let view = context.view();
+    let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+    let pulls = view
+        .members
+        .values()
+        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != context.host_id)
+        .map(|m| m.metadata.internode_addr)
+        .map(|address| async move {
+            match tokio::time::timeout(timeout, exchange_with(context, address)).await {
+                Ok(Ok(())) => true,
+                Ok(Err(error)) => {
+                    tracing::info!(%address, %error, "could not pull the schema");
+                    false
+                }
+                Err(_) => {
+                    tracing::info!(%address, "no schema from this peer within the schema timeout");
+                    false
+                }
+            }
+        });
+    join_all(pulls)
+        .await
+        .into_iter()
+        .filter(|&pulled| pulled)
+        .count()
+}
+
+/// Pulls the schema of the node at `address`, merges it, and pushes the
+/// merged schema back if that node lacks something.
+async fn exchange_with(context: &NodeContext, address: SocketAddr) -> Result<()> {
+    let mut client = context.peers.client(address);
+    let theirs = client
+        .pull_schema(pb::PullSchemaRequest {})
+        .await
+        .map_err(NodeError::peer(address, "pull schema"))?
+        .into_inner();
+    let entries = theirs
+        .entries
+        .into_iter()
+        .map(schema_entry_from_pb)
+        .collect::<Result<Vec<_>>>()?;
+    let their_count = entries.len();
+    merge_and_publish(context, entries).await?;
+    let merged = context.schema.current();
+    if merged.entries().count() > their_count {
+        let _ = client.push_schema(snapshot_of(&merged)).await;
     }
     Ok(())
 }

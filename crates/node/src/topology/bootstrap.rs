@@ -19,6 +19,7 @@ use ringstore_streaming::StreamOperation;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::repair::node_ops::sync_gained_ranges;
+use crate::schema::sync::pull_from_live_peers;
 use crate::streaming::fetch::fetch_ranges;
 use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
 use crate::topology::transfers;
@@ -168,9 +169,14 @@ async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
     }
 }
 
-/// Waits (boundedly) until every live member gossips this node's schema
-/// version, so the keyspaces to stream are known.
+/// Pulls every live member's schema, then waits (boundedly) until every
+/// live member gossips this node's schema version: the keyspaces to stream
+/// are then known, and so are those clients will ask for once this node is
+/// `Normal`. The pull comes first because gossip alone can mislead: a
+/// version gossiped by a peer may lag its schema, and may then equal a
+/// joiner's own (both empty, say).
 async fn wait_for_schema(context: &NodeContext) {
+    pull_from_live_peers(context).await;
     let deadline = tokio::time::Instant::now() + SCHEMA_PATIENCE;
     loop {
         let mine = context.schema.current().version();
