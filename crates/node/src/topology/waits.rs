@@ -8,8 +8,10 @@
 //! up with a `warn` and lets the change proceed (it only made a race
 //! unlikely). Which is which is said on each.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use ringstore_membership::ClusterView;
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 
@@ -37,27 +39,11 @@ pub async fn wait_until_announced(context: &NodeContext) {
         let Some(mine) = view.member(context.host_id).map(|m| m.metadata.stamp) else {
             return;
         };
-        let peers: Vec<_> = view
-            .up_members()
-            .filter(|m| m.metadata.host_id != context.host_id)
-            .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
-            .collect();
+        let peers = live_peers(context, &view);
         let asks = peers.iter().map(|&(host, address)| async move {
-            let request = pb::MetadataSeenRequest {
-                host_id: context.host_id.to_string(),
-            };
-            let answer = tokio::time::timeout(
-                Duration::from_secs(2),
-                context.peers.client(address).metadata_seen(request),
-            )
-            .await;
-            let seen = match answer {
-                Ok(Ok(response)) => {
-                    let r = response.into_inner();
-                    r.known && (r.generation, r.version) >= (mine.generation.0, mine.version)
-                }
-                _ => false,
-            };
+            let seen = metadata_seen(context, address, context.host_id)
+                .await
+                .is_some_and(|stamp| stamp >= (mine.generation.0, mine.version));
             (host, seen)
         });
         let behind: Vec<HostId> = futures::future::join_all(asks)
@@ -88,27 +74,11 @@ pub async fn wait_until_announced(context: &NodeContext) {
 /// or whose news does not arrive, with a warning.
 pub async fn wait_until_caught_up(context: &NodeContext) {
     let view = context.view();
-    let peers: Vec<_> = view
-        .up_members()
-        .filter(|m| m.metadata.host_id != context.host_id)
-        .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
-        .collect();
+    let peers = live_peers(context, &view);
     let asks = peers.iter().map(|&(host, address)| async move {
-        let request = pb::MetadataSeenRequest {
-            host_id: host.to_string(),
-        };
-        let answer = tokio::time::timeout(
-            Duration::from_secs(2),
-            context.peers.client(address).metadata_seen(request),
-        )
-        .await;
-        match answer {
-            Ok(Ok(response)) if response.get_ref().known => {
-                let r = response.into_inner();
-                Some((host, (r.generation, r.version)))
-            }
-            _ => None,
-        }
+        metadata_seen(context, address, host)
+            .await
+            .map(|stamp| (host, stamp))
     });
     let answers = futures::future::join_all(asks).await;
     let mut missing: Vec<HostId> = answers
@@ -151,6 +121,39 @@ pub async fn wait_until_caught_up(context: &NodeContext) {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_millis(200), views.changed()).await;
+    }
+}
+
+/// The live members other than this node, with their internode addresses.
+fn live_peers(context: &NodeContext, view: &ClusterView) -> Vec<(HostId, SocketAddr)> {
+    view.up_members()
+        .filter(|m| m.metadata.host_id != context.host_id)
+        .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
+        .collect()
+}
+
+/// The stamp (generation, version) of `host`'s metadata that the node at
+/// `address` holds, asked over the internode port; `None` if it holds none
+/// or did not answer within 2 s.
+async fn metadata_seen(
+    context: &NodeContext,
+    address: SocketAddr,
+    host: HostId,
+) -> Option<(u64, u64)> {
+    let request = pb::MetadataSeenRequest {
+        host_id: host.to_string(),
+    };
+    let answer = tokio::time::timeout(
+        Duration::from_secs(2),
+        context.peers.client(address).metadata_seen(request),
+    )
+    .await;
+    match answer {
+        Ok(Ok(response)) if response.get_ref().known => {
+            let r = response.into_inner();
+            Some((r.generation, r.version))
+        }
+        _ => None,
     }
 }
 
