@@ -6,8 +6,9 @@
 //! ring (the allocator is deterministic: they would pick the same tokens). A
 //! fresh node therefore gossips itself as `Joining` with no tokens, waits
 //! until it has reached the cluster through its seeds (unless it is the only
-//! seed), then until gossip has been quiet (no change to its view) for
-//! `ring_delay` (at least a second), so it has seen who else is joining. Then
+//! seed), then until membership has been quiet for `ring_delay` (at least a
+//! second: no member appeared, went, changed state or liveness; tokens others
+//! gossip meanwhile do not count), so it has seen who else is joining. Then
 //! [`join_turn`](crate::topology::join_turn) decides from its view:
 //! - the ring has owners: the joiners take turns in
 //!   [`join_order`](crate::topology::join_turn::join_order), each only while no other
@@ -47,7 +48,7 @@ use crate::error::{NodeError, Result};
 use crate::topology::bootstrap;
 use crate::topology::join_turn::{
     CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
-    gossiped_tokens, join_order, join_turn,
+    gossiped_tokens, join_order, join_turn, who_is_starting,
 };
 use crate::topology::persisted::{save_tokens, set_unfinished_bootstrap};
 use crate::topology::waits::{
@@ -219,17 +220,28 @@ fn allocation_strategy(context: &NodeContext) -> Result<ReplicationStrategy> {
     .map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
 
-/// Waits until the view has not changed for `quiet`: the nodes starting with
-/// this one have had time to show up (and those choosing tokens to publish
-/// them). In a big, busy cluster gossip may never be quiet that long, so the
-/// wait ends after ten times `quiet` regardless.
+/// Waits until who is starting ([`who_is_starting`]: the members, their
+/// places, states and liveness, the ring's owners) has not changed for
+/// `quiet`: the nodes starting with this one have had time to show up.
+/// Tokens gossiped meanwhile do not restart the wait. In a big, busy
+/// cluster membership may never be quiet that long, so the wait ends after
+/// ten times `quiet` regardless.
 async fn wait_until_quiet(context: &NodeContext, quiet: Duration) {
     let mut views = context.membership.watch_view();
-    views.mark_unchanged();
-    let give_up = tokio::time::Instant::now() + quiet * 10;
-    while tokio::time::Instant::now() < give_up {
-        match tokio::time::timeout(quiet, views.changed()).await {
-            Ok(Ok(())) => continue,
+    let mut seen = who_is_starting(&views.borrow_and_update());
+    let started = tokio::time::Instant::now();
+    let give_up = started + quiet * 10;
+    let mut quiet_until = started + quiet;
+    loop {
+        let wake = quiet_until.min(give_up);
+        match tokio::time::timeout_at(wake, views.changed()).await {
+            Ok(Ok(())) => {
+                let now = who_is_starting(&views.borrow_and_update());
+                if now != seen {
+                    seen = now;
+                    quiet_until = tokio::time::Instant::now() + quiet;
+                }
+            }
             Ok(Err(_)) | Err(_) => return,
         }
     }

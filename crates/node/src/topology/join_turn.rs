@@ -75,6 +75,40 @@ pub fn join_turn(view: &ClusterView, me: HostId) -> JoinTurn {
     JoinTurn::Cohort(cohort_before(view, me))
 }
 
+/// What of a view a fresh node's choice of tokens depends on, but for the
+/// tokens cohort members gossip as they choose: each member, where it is,
+/// its state and whether it is up, and who owns the ring. A fresh node
+/// waits for this, not the whole view, to stop changing: a member that
+/// gossips its tokens changes no one's choice (every member computes the
+/// same tokens for it, gossiped or not), and, were it counted, each
+/// announcement would restart the wait of every member still waiting, one
+/// after the other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WhoIsStarting {
+    members: Vec<(HostId, Location, NodeState, bool)>,
+    owners: Vec<HostId>,
+}
+
+/// The [`WhoIsStarting`] of `view`.
+pub fn who_is_starting(view: &ClusterView) -> WhoIsStarting {
+    WhoIsStarting {
+        members: view
+            .members
+            .values()
+            .map(|m| {
+                let md = &m.metadata;
+                (
+                    md.host_id,
+                    md.location(),
+                    md.state,
+                    m.liveness == Liveness::Up,
+                )
+            })
+            .collect(),
+        owners: view.ring.hosts().iter().map(|h| h.id).collect(),
+    }
+}
+
 /// The members of the cohort before `me` in [`cohort_order`].
 pub fn cohort_before(view: &ClusterView, me: HostId) -> Vec<CohortMember> {
     cohort_order(view)
@@ -539,5 +573,35 @@ mod tests {
             None,
             "once a member is Normal, one still choosing takes a turn after the cohort"
         );
+    }
+
+    #[test]
+    fn who_is_starting_ignores_the_tokens_a_cohort_gossips_and_nothing_else() {
+        let before = view(1, vec![joiner(1, "a"), joiner(2, "b")]);
+        let starting = who_is_starting(&before);
+        let chosen = view(
+            1,
+            vec![
+                joiner(1, "a"),
+                member(2, "b", vec![Token(5)], NodeState::Joining),
+            ],
+        );
+        assert_eq!(who_is_starting(&chosen), starting, "tokens gossiped");
+        let grown = view(1, vec![joiner(1, "a"), joiner(2, "b"), joiner(3, "c")]);
+        assert_ne!(who_is_starting(&grown), starting, "a member more");
+        let mut down = before.clone();
+        down.members
+            .get_mut(&HostId::from_u128(2))
+            .unwrap()
+            .liveness = Liveness::Down;
+        assert_ne!(who_is_starting(&down), starting, "a member down");
+        let normal = view(
+            1,
+            vec![
+                joiner(1, "a"),
+                member(2, "b", vec![Token(5)], NodeState::Normal),
+            ],
+        );
+        assert_ne!(who_is_starting(&normal), starting, "a ring owner");
     }
 }
