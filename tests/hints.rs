@@ -100,6 +100,12 @@ async fn a_replica_that_was_down_gets_every_missed_write_from_hints() {
         "{KEYS} hints replayed {:?} after the replica was up",
         replayed_in.elapsed()
     );
+    for i in 0..2 {
+        assert!(
+            cluster.internode_calls(i, 2, "hint_replay").await >= 1,
+            "node {i}'s replay shows in its internode latency"
+        );
+    }
 
     // Only the once-down replica is left to answer.
     cluster.stop(0).await;

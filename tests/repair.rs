@@ -258,6 +258,12 @@ async fn repair_leaves_every_replica_identical_after_missed_writes_lost_data_and
     // Node 1 lacked all 300 keys; node 2 held 150 stale ones.
     assert_eq!(repaired.mismatched_keys, 300, "{repaired:?}");
     assert_eq!(repaired.rows_sent, 450, "{repaired:?}");
+    for peer in 1..3 {
+        assert!(
+            cluster.internode_calls(0, peer, "repair").await > 0,
+            "the repair's calls to node {peer} show in the coordinator's internode latency"
+        );
+    }
 
     let after = differing_ranges(&cluster, "ks");
     assert!(after.is_empty(), "replicas still differ: {after:#?}");

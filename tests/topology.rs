@@ -333,6 +333,16 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
         )),
         "{metrics}"
     );
+    let mut streams_opened = 0;
+    for source in 0..3 {
+        streams_opened += cluster
+            .internode_calls(joiner, source, "stream_range")
+            .await;
+    }
+    assert!(
+        streams_opened > 0,
+        "the joiner's streams show in its internode latency"
+    );
     let estimate = plan.estimated_bytes as f64;
     eprintln!(
         "plan: {estimate} bytes, moved {moved}; one copy {single_copy}; replica fraction {:.3}, primary {:.3}",

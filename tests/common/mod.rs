@@ -232,6 +232,22 @@ impl TestCluster {
             .map_or(0, |t| t.hints)
     }
 
+    /// How many internode calls of kind `rpc` (the label: `hint_replay`,
+    /// `stream_range`, `repair`...) running node `i` made to node `peer`, as
+    /// its metrics page counts them.
+    pub async fn internode_calls(&self, i: usize, peer: usize, rpc: &str) -> u64 {
+        let page = ringstore_node::metrics::page(self.context(i))
+            .await
+            .expect("metrics page");
+        let address = self.configs[peer].advertised_internode_address();
+        let series = format!(
+            "ringstore_internode_request_duration_seconds_count{{peer=\"{address}\",rpc=\"{rpc}\"}} "
+        );
+        page.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .map_or(0, |v| v.trim().parse().expect("a count"))
+    }
+
     /// Stops every node.
     pub async fn shutdown(mut self) {
         for i in 0..self.nodes.len() {

@@ -83,7 +83,7 @@ impl LocalOp {
     }
 }
 
-/// An internode call a coordinator makes (the `rpc` label of the internode
+/// An internode call this node makes (the `rpc` label of the internode
 /// latency family).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InternodeRpc {
@@ -93,6 +93,15 @@ pub enum InternodeRpc {
     Read,
     /// `ReadRange`: replica pages of a scan.
     ReadRange,
+    /// `Apply` of a batch of hints, replayed to the node they were kept for.
+    HintReplay,
+    /// `TakeHints`: hints handed to another node by a node that leaves.
+    TakeHints,
+    /// `StreamRange`, until the source answers with the start of the stream.
+    StreamRange,
+    /// A repair call (`BuildTree`, `TreeNodes`, `ReadCells`, `Apply` of
+    /// repaired rows).
+    Repair,
 }
 
 impl InternodeRpc {
@@ -102,6 +111,10 @@ impl InternodeRpc {
             InternodeRpc::Apply => "apply",
             InternodeRpc::Read => "read",
             InternodeRpc::ReadRange => "read_range",
+            InternodeRpc::HintReplay => "hint_replay",
+            InternodeRpc::TakeHints => "take_hints",
+            InternodeRpc::StreamRange => "stream_range",
+            InternodeRpc::Repair => "repair",
         }
     }
 }

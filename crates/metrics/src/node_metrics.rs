@@ -189,7 +189,7 @@ impl NodeMetrics {
             )?,
             internode_latency: f.histograms(
                 "ringstore_internode_request_duration_seconds",
-                "Internode calls this node made as a coordinator, by peer internode address and RPC.",
+                "Internode calls this node made (coordinating, replaying and handing over hints, streaming, repairing), by peer internode address and RPC.",
                 &["peer", "rpc"],
             )?,
             storage_sync_latency: f

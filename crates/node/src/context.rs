@@ -171,4 +171,8 @@ impl HandoffHost for NodeContext {
     fn write_timeout_ms(&self) -> u64 {
         self.config.timeouts.write_ms
     }
+
+    fn metrics(&self) -> &NodeMetrics {
+        &self.metrics
+    }
 }

@@ -27,6 +27,7 @@ use ringstore_hints::{
     ReplayScheduler, TargetStats, Undeliverable,
 };
 use ringstore_membership::{ClusterView, Liveness, MembershipHandle, NodeState};
+use ringstore_metrics::{InternodeRpc, NodeMetrics};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId, Store};
@@ -58,6 +59,8 @@ pub trait HandoffHost: Send + Sync {
     fn peers(&self) -> &Peers;
     /// The write timeout, in milliseconds.
     fn write_timeout_ms(&self) -> u64;
+    /// Where internode latency is recorded.
+    fn metrics(&self) -> &NodeMetrics;
 }
 
 /// The node's hinted handoff.
@@ -307,12 +310,12 @@ impl Handoff {
                         })
                         .collect(),
                 };
+                let started = Instant::now();
+                let taken = context.peers().client(recipient).take_hints(request).await;
                 context
-                    .peers()
-                    .client(recipient)
-                    .take_hints(request)
-                    .await
-                    .map_err(NodeError::peer(recipient, "take hints"))?;
+                    .metrics()
+                    .internode(recipient, InternodeRpc::TakeHints, started.elapsed());
+                taken.map_err(NodeError::peer(recipient, "take hints"))?;
                 let ids: Vec<_> = batch.iter().map(|(id, _)| *id).collect();
                 self.hints
                     .delete(&ids)
@@ -566,8 +569,12 @@ impl Handoff {
                 .collect(),
         };
         let timeout = Duration::from_millis(context.write_timeout_ms().max(1000) * 5);
+        let started = Instant::now();
         let sent =
             tokio::time::timeout(timeout, context.peers().client(address).apply(request)).await;
+        context
+            .metrics()
+            .internode(address, InternodeRpc::HintReplay, started.elapsed());
         match sent {
             Ok(Ok(response)) => {
                 let ids: Vec<HintId> = batch.iter().map(|(id, _)| *id).collect();

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringstore_metrics::InternodeRpc;
 use ringstore_placement::{HostId, Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, KeyspaceId};
@@ -286,7 +287,12 @@ async fn open_stream(
         requester_host_id: context.host_id.to_string(),
         operation: operation.to_string(),
     };
-    match context.peers.client(address).stream_range(request).await {
+    let started = Instant::now();
+    let opened = context.peers.client(address).stream_range(request).await;
+    context
+        .metrics
+        .internode(address, InternodeRpc::StreamRange, started.elapsed());
+    match opened {
         Ok(response) => Ok(response.into_inner()),
         Err(status) => Err(status.message().into()),
     }
