@@ -85,15 +85,21 @@ async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes(
     servers.start(0, &slow);
     servers.wait_until_all_un(0, 3);
     let mut line = String::new();
-    eventually(
-        Duration::from_secs(120),
-        "the resumed repair finishes",
-        || {
-            line = status_line(&servers, 0);
-            line.contains(": finished")
-        },
-    );
+    eventually(Duration::from_secs(120), "the resumed repair ends", || {
+        line = status_line(&servers, 0);
+        line.contains(": finished") || line.contains(": failed")
+    });
     eprintln!("before the kill: {seen:?}; after: {line}");
+    if line.contains(": failed") {
+        let status = text(&servers.cli(0, &["repair", "status"]).stdout);
+        let log: String = servers
+            .log(0)
+            .lines()
+            .filter(|l| l.contains("repair"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        panic!("the resumed repair failed:\n{status}\nnode 0 logged:\n{log}");
+    }
     let total = seen.1;
     assert!(
         line.contains(&format!("{total}/{total} ranges done, 0 failed")),

@@ -36,6 +36,12 @@ pub enum NodeError {
     #[error("{0}")]
     FailedPrecondition(String),
 
+    /// A replica taking part in a repair went down or restarted while the
+    /// repair ran (a call to it may never answer; its trees are gone). The
+    /// range can be tried again once the replica is back.
+    #[error("replica {0} went down or restarted during the repair")]
+    ReplicaLost(ringstore_placement::HostId),
+
     /// A peer failed a call, or could not be reached: `peer` names it (an
     /// address or a host id), `doing` what was asked of it.
     #[error("{peer}: {doing}: {}", describe(status))]
@@ -252,9 +258,10 @@ impl NodeError {
             // UNAVAILABLE, not FAILED_PRECONDITION: nothing was applied, the
             // condition is this node's alone and clears by itself, so the
             // client should retry — on another coordinator.
-            NodeError::Unavailable(_) | NodeError::ShuttingDown | NodeError::ClockSkewed { .. } => {
-                Code::Unavailable
-            }
+            NodeError::Unavailable(_)
+            | NodeError::ReplicaLost(_)
+            | NodeError::ShuttingDown
+            | NodeError::ClockSkewed { .. } => Code::Unavailable,
             NodeError::Timeout(_) => Code::DeadlineExceeded,
             NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
                 Code::FailedPrecondition

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::repair::state::{JobProgress, JobState};
-use crate::repair::unit::repair_unit;
+use crate::repair::unit::{DownReplicas, repair_unit};
 use crate::schema::KeyspaceDef;
 
 /// The metadata record of the job checkpoint.
@@ -152,9 +152,18 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         ranges_total: job.units.len() as u32,
         bytes_total: 0,
     });
+    let mut down = DownReplicas::default();
     while let Some(index) = job.next_pending() {
         let unit = &job.units[index];
-        let state = repair_unit(&context, unit.keyspace, unit.range, job.options, job.began).await;
+        let state = repair_unit(
+            &context,
+            unit.keyspace,
+            unit.range,
+            job.options,
+            job.began,
+            &mut down,
+        )
+        .await;
         if let UnitState::Done(report) = &state {
             session.add_bytes(report.bytes);
         }

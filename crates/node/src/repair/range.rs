@@ -17,11 +17,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 use prost::Message;
 use ringstore_membership::{ClusterView, Generation, Liveness};
+use ringstore_metrics::{InternodeRpc, NodeMetrics};
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{
@@ -58,6 +59,9 @@ struct Replica {
     /// (its kept trees are gone).
     generation: Generation,
     client: PeerClient,
+    /// Its internode address, and where the calls' latency is recorded.
+    address: SocketAddr,
+    metrics: Arc<NodeMetrics>,
     /// Whether it is another node (its traffic counts in the report).
     remote: bool,
     /// The cluster view, to abandon a call when the replica goes down.
@@ -105,6 +109,8 @@ impl<'a> RangeRepair<'a> {
                 host,
                 generation: member.metadata.stamp.generation,
                 client: context.peers.client(member.metadata.internode_addr),
+                address: member.metadata.internode_addr,
+                metrics: Arc::clone(&context.metrics),
                 remote: host != context.host_id,
                 views: context.membership.watch_view(),
             });
@@ -385,11 +391,15 @@ where
     let sent = request.encoded_len();
     let mut request = tonic::Request::new(request);
     request.set_timeout(timeout);
+    let started = Instant::now();
     let answer = tokio::select! {
-        answer = call(replica.client.clone(), request) => answer
-            .map_err(|status| replica_failed(replica.host, "a repair call", status))?,
+        answer = call(replica.client.clone(), request) => answer,
         gone = until_gone(replica) => return Err(gone),
     };
+    replica
+        .metrics
+        .internode(replica.address, InternodeRpc::Repair, started.elapsed());
+    let answer = answer.map_err(|status| replica_failed(replica.host, "a repair call", status))?;
     Ok((sent, answer.into_inner()))
 }
 
@@ -405,10 +415,7 @@ async fn until_gone(replica: &Replica) -> NodeError {
                 m.liveness == Liveness::Up && m.metadata.stamp.generation == replica.generation
             });
             if !present {
-                return NodeError::Unavailable(format!(
-                    "replica {} went down or restarted during the repair",
-                    replica.host
-                ));
+                return NodeError::ReplicaLost(replica.host);
             }
         }
         if views.changed().await.is_err() {

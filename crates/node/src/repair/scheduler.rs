@@ -17,7 +17,7 @@ use ringstore_storage::{KeyspaceId, Timestamp};
 use crate::config::RepairSchedule;
 use crate::context::NodeContext;
 use crate::repair::job::wait_for_ring_members;
-use crate::repair::unit::repair_unit;
+use crate::repair::unit::{DownReplicas, repair_unit};
 
 /// The longest the scheduler sleeps before looking at the ring and the
 /// schema again (less when the interval is shorter).
@@ -73,6 +73,7 @@ pub async fn run(context: Arc<NodeContext>) {
     let since = context.clock.now();
     let mut failures: HashMap<(KeyspaceId, TokenRange), Timestamp> = HashMap::new();
     let mut warned_at: Option<tokio::time::Instant> = None;
+    let mut down = DownReplicas::default();
     loop {
         let now = context.clock.now();
         let mut ranges = scheduled_ranges(&context);
@@ -87,8 +88,8 @@ pub async fn run(context: Arc<NodeContext>) {
                 } = ranges[index];
                 let _running = context.repair.running.lock().await;
                 let began = context.clock.now();
-                let state =
-                    repair_unit(&context, keyspace, range, RepairOptions::default(), began).await;
+                let options = RepairOptions::default();
+                let state = repair_unit(&context, keyspace, range, options, began, &mut down).await;
                 if let UnitState::Failed(_) = state {
                     let wait = RETRY_AFTER.min(interval);
                     let retry = Timestamp(began.0 + wait.as_micros() as i64);

@@ -2,7 +2,22 @@
 //! the range is cut where the ring's replica sets change, each piece is
 //! repaired among its replicas, and, when every replica took part, each
 //! piece is recorded as repaired on all of them.
+//!
+//! A replica that is down does not fail a unit at once: under load a
+//! healthy node is now and then judged down for a moment, and a whole
+//! repair should not fail for that. Before each attempt the unit waits (at
+//! most [`REPLICA_PATIENCE`]) for its replicas to be up; a replica lost
+//! during an attempt (seen down, or restarted: its trees are gone) fails
+//! the attempt, and the unit is tried again from the start, at most
+//! [`RETRIES_AFTER_LOSS`] more times. A replica waited for in vain is not
+//! waited for again by the same job ([`DownReplicas`]), so a node that
+//! stays down fails its units at once, naming it, as Cassandra's repair
+//! does, instead of holding every unit up.
 
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ringstore_membership::Liveness;
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_repair::{RepairOptions, UnitReport, UnitState};
 use ringstore_storage::{KeyspaceId, Timestamp};
@@ -13,17 +28,83 @@ use crate::error::{NodeError, Result};
 use crate::repair::range::{RangeRepair, end_session};
 use crate::topology::movements_under_way;
 
+/// How many more times a unit is tried after a replica was lost during it.
+pub const RETRIES_AFTER_LOSS: u32 = 2;
+/// How long a unit waits for a replica that is down.
+pub const REPLICA_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The replicas a repair job waited for in vain: it does not wait for them
+/// again until they are seen up.
+#[derive(Debug, Default)]
+pub struct DownReplicas {
+    given_up: BTreeSet<HostId>,
+}
+
+impl DownReplicas {
+    /// Waits until every one of `hosts` is up, or [`REPLICA_PATIENCE`] has
+    /// passed; hosts given up on before are not waited for. Hosts still down
+    /// then are given up on.
+    async fn wait_for(&mut self, context: &NodeContext, hosts: &BTreeSet<HostId>) {
+        let mut views = context.membership.watch_view();
+        let deadline = tokio::time::Instant::now() + REPLICA_PATIENCE;
+        loop {
+            let down: Vec<HostId> = {
+                let view = views.borrow_and_update();
+                hosts
+                    .iter()
+                    .copied()
+                    .filter(|&h| !view.member(h).is_some_and(|m| m.liveness == Liveness::Up))
+                    .collect()
+            };
+            self.given_up
+                .retain(|h| down.contains(h) || !hosts.contains(h));
+            if down.iter().all(|h| self.given_up.contains(h)) {
+                return;
+            }
+            let changed = tokio::time::timeout_at(deadline, views.changed()).await;
+            if !matches!(changed, Ok(Ok(()))) {
+                tracing::info!(
+                    ?down,
+                    "replicas still down after waiting for them; their ranges fail"
+                );
+                self.given_up.extend(down);
+                return;
+            }
+        }
+    }
+}
+
 /// Repairs `range` of `keyspace` with `options`, recording it as repaired
 /// as of `began` (unless a dry run or DC-local, which do not reach every
-/// replica). What became of it.
+/// replica), waiting for its replicas that are down unless `down` gave up
+/// on them. What became of it.
 pub async fn repair_unit(
     context: &NodeContext,
     keyspace: KeyspaceId,
     range: TokenRange,
     options: RepairOptions,
     began: Timestamp,
+    down: &mut DownReplicas,
 ) -> UnitState {
-    let state = match try_repair_unit(context, keyspace, range, options, began).await {
+    let mut retries = RETRIES_AFTER_LOSS;
+    let outcome = loop {
+        let attempt = match unit_pieces(context, keyspace, range, options) {
+            Ok(pieces) => {
+                let hosts = pieces.iter().flat_map(|(_, h)| h.iter().copied()).collect();
+                down.wait_for(context, &hosts).await;
+                repair_pieces(context, keyspace, pieces, options, began).await
+            }
+            Err(error) => Err(error),
+        };
+        match attempt {
+            Err(NodeError::ReplicaLost(host)) if retries > 0 => {
+                retries -= 1;
+                tracing::info!(%range, %host, "a replica was lost while its range was repaired; repairing the range again");
+            }
+            outcome => break outcome,
+        }
+    };
+    let state = match outcome {
         Ok(report) => UnitState::Done(report),
         Err(error) => {
             tracing::warn!(%range, %error, "repair of a range failed");
@@ -34,13 +115,14 @@ pub async fn repair_unit(
     state
 }
 
-async fn try_repair_unit(
+/// The pieces of `range` of `keyspace` on the current ring (cut where the
+/// replica sets change), each with the replicas that take part.
+fn unit_pieces(
     context: &NodeContext,
     keyspace: KeyspaceId,
     range: TokenRange,
     options: RepairOptions,
-    began: Timestamp,
-) -> Result<UnitReport> {
+) -> Result<Vec<(TokenRange, Vec<HostId>)>> {
     if let Some(movements) = movements_under_way(&context.view()) {
         return Err(NodeError::FailedPrecondition(format!(
             "range movements are under way ({movements}); repair once they are over"
@@ -63,6 +145,17 @@ async fn try_repair_unit(
             pieces.push((piece, hosts));
         }
     }
+    Ok(pieces)
+}
+
+/// Repairs each of `pieces` among its replicas; the sum of their reports.
+async fn repair_pieces(
+    context: &NodeContext,
+    keyspace: KeyspaceId,
+    pieces: Vec<(TokenRange, Vec<HostId>)>,
+    options: RepairOptions,
+    began: Timestamp,
+) -> Result<UnitReport> {
     let record = !options.dry_run && !options.dc_local;
     let mut total = UnitReport::default();
     for (piece, hosts) in pieces {
