@@ -76,14 +76,7 @@ async fn all_rows(client: &mut ClientClient<Channel>, keyspace: &str) -> Vec<pb:
 async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_timestamp_and_ttl() {
     let source = TestCluster::start(164, 3, 1).await;
     let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(164, i + 10, 1, dirs.path());
-            config.cluster_name = "test-164-destination".into();
-            config.seeds = vec![SocketAddr::from(([127, 164, 0, 11], 7000))];
-            config
-        })
-        .collect();
+    let configs = TestCluster::configs_from(164, 10, 3, dirs.path());
     let destination = TestCluster::start_with(configs, dirs).await;
     source.create_keyspace(0, "ks", 3).await;
     destination.create_keyspace(0, "ks", 2).await;
@@ -91,29 +84,14 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
     // 1,500 keys: binary keys and values, client timestamps, TTLs, deletes.
     let mut client = source.client(0).await;
     let n = 1500u32;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let mutations = chunk
-            .iter()
-            .map(|&i| pb::Mutation {
-                key: [b"k\x00".as_slice(), &i.to_be_bytes()].concat(),
-                value: Some([b"v\n\xff ".as_slice(), &i.to_le_bytes()].concat()),
-                timestamp_micros: (i % 3 == 0).then_some(1_000_000 + i64::from(i)),
-                ttl_seconds: (i % 5 == 0).then_some(3600 + i),
-                expires_at_micros: None,
-            })
-            .collect();
-        let results = client
-            .batch(pb::BatchRequest {
-                keyspace: "ks".into(),
-                mutations,
-                consistency: Cl::All as i32,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .results;
-        assert!(results.iter().all(|r| r.code == 0), "{results:?}");
-    }
+    let mutations = (0..n).map(|i| pb::Mutation {
+        key: [b"k\x00".as_slice(), &i.to_be_bytes()].concat(),
+        value: Some([b"v\n\xff ".as_slice(), &i.to_le_bytes()].concat()),
+        timestamp_micros: (i % 3 == 0).then_some(1_000_000 + i64::from(i)),
+        ttl_seconds: (i % 5 == 0).then_some(3600 + i),
+        expires_at_micros: None,
+    });
+    common::write_batches(&mut client, "ks", mutations, Cl::All).await;
     for i in (1..n).step_by(7) {
         let key = [b"k\x00".as_slice(), &i.to_be_bytes()].concat();
         client
@@ -207,14 +185,7 @@ async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order(
     // The destination addresses of block 164 are free in this test's
     // lifetime only if it runs alone: use .21-.23 instead.
     let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..1)
-        .map(|i| {
-            let mut config = TestCluster::config(164, i + 20, 1, dirs.path());
-            config.cluster_name = "test-164-batch".into();
-            config.seeds = vec![SocketAddr::from(([127, 164, 0, 21], 7000))];
-            config
-        })
-        .collect();
+    let configs = TestCluster::configs_from(164, 20, 1, dirs.path());
     let cluster = TestCluster::start_with(configs, dirs).await;
     cluster.create_keyspace(0, "ks", 1).await;
     let host = cluster.address(0);
