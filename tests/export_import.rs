@@ -2,10 +2,12 @@
 //! real binary against in-process clusters. An export imported into a fresh
 //! cluster reproduces every key, value, timestamp and expiry; importing it
 //! again changes nothing; malformed lines and failed mutations are reported
-//! by line number.
+//! by line number. With `--token-aware` (ranges read from replicas, batches
+//! sent to a replica) they print what they print through `--host`.
 //!
 //! Address block 164: the source cluster on 127.164.0.1-3, the destination
-//! on 127.164.0.11-13.
+//! on 127.164.0.11-13, the batch test's node on .21, the token-aware test's
+//! on .31-.33.
 
 mod common;
 
@@ -40,6 +42,18 @@ async fn ringstore(host: SocketAddr, args: &[&str], stdin: &[u8]) -> Output {
     })
     .await
     .unwrap()
+}
+
+/// Runs the binary as [`ringstore`] does with no input, asserting that it
+/// succeeds; its standard output.
+async fn succeeds(host: SocketAddr, args: &[&str]) -> String {
+    let output = ringstore(host, args, b"").await;
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -233,5 +247,52 @@ async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order(
         "{}",
         text(&bad.stderr)
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn token_aware_batch_scan_export_and_import_match_what_the_host_coordinates() {
+    // Block 164's .31-.33: three nodes, RF 2, so no node holds every key.
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = TestCluster::configs_from(164, 30, 3, dirs.path());
+    let cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    let host = cluster.address(0);
+    let input: String = (0..300).map(|i| format!("put k{i} v{i}\n")).collect();
+    let batch = ringstore(host, &["batch", "ks", "--token-aware"], input.as_bytes()).await;
+    assert!(batch.status.success(), "{}", text(&batch.stderr));
+    assert!(text(&batch.stdout).contains("300 mutations applied"));
+
+    // The whole ring in pieces from replicas, as `--host` scans it in one.
+    let scanned = succeeds(host, &["scan", "ks", "--consistency", "ALL"]).await;
+    assert_eq!(scanned.lines().count(), 300);
+    let pieces = succeeds(host, &["scan", "ks", "--token-aware", "--page-size", "7"]).await;
+    assert_eq!(pieces, scanned);
+    let range = ["--start-token", "-3000000000000000000", "--end-token", "0"];
+    let coordinated = succeeds(host, &[&["scan", "ks"][..], &range].concat()).await;
+    let routed = succeeds(
+        host,
+        &[&["scan", "ks", "--token-aware"][..], &range].concat(),
+    )
+    .await;
+    assert_eq!(routed, coordinated);
+    let in_range = coordinated.lines().count();
+    assert!(
+        0 < in_range && in_range < 300,
+        "{in_range} rows in the range"
+    );
+
+    let export = succeeds(host, &["export", "ks"]).await;
+    assert_eq!(
+        succeeds(host, &["export", "ks", "--token-aware"]).await,
+        export
+    );
+    let file = cluster.dir().join("ks.jsonl");
+    std::fs::write(&file, &export).unwrap();
+    let path = file.to_str().unwrap();
+    let import = succeeds(host, &["import", "ks", path, "--token-aware"]).await;
+    assert!(import.contains("300 rows imported"), "{import}");
+    let again = succeeds(host, &["export", "ks"]).await;
+    assert_eq!(again, export, "a re-import changes nothing");
     cluster.shutdown().await;
 }
