@@ -198,9 +198,7 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
 async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order() {
     // The destination addresses of block 164 are free in this test's
     // lifetime only if it runs alone: use .21-.23 instead.
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = TestCluster::configs_from(164, 20, 1, dirs.path());
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_from(164, 20, 1).await;
     cluster.create_keyspace(0, "ks", 1).await;
     let host = cluster.address(0);
 
@@ -253,9 +251,7 @@ async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn token_aware_batch_scan_export_and_import_match_what_the_host_coordinates() {
     // Block 164's .31-.33: three nodes, RF 2, so no node holds every key.
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = TestCluster::configs_from(164, 30, 3, dirs.path());
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_from(164, 30, 3).await;
     cluster.create_keyspace(0, "ks", 2).await;
     let host = cluster.address(0);
     let input: String = (0..300).map(|i| format!("put k{i} v{i}\n")).collect();

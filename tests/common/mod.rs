@@ -84,6 +84,14 @@ impl TestCluster {
             .collect()
     }
 
+    /// Starts the `n` nodes of [`TestCluster::configs_from`] and waits
+    /// until they are settled.
+    pub async fn start_from(block: u8, first: usize, n: usize) -> TestCluster {
+        let dirs = tempfile::tempdir().unwrap();
+        let configs = Self::configs_from(block, first, n, dirs.path());
+        Self::start_with(configs, dirs).await
+    }
+
     /// Starts `n` fresh nodes on `racks` racks and waits until every node sees
     /// every node up and `Normal` with the same ring.
     pub async fn start(block: u8, n: usize, racks: usize) -> TestCluster {
