@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ringstore_proto::v1::admin_client::AdminClient;
-use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
@@ -134,13 +133,6 @@ impl Connection {
 
     fn transport(&self) -> Transport {
         InterceptedService::new(self.channel.clone(), self.credentials.clone())
-    }
-
-    /// The `Client` service.
-    pub fn client(&self) -> ClientClient<Transport> {
-        ClientClient::new(self.transport())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// The `Schema` service.

@@ -2,10 +2,12 @@
 //! real binary against in-process clusters. An export imported into a fresh
 //! cluster reproduces every key, value, timestamp and expiry; importing it
 //! again changes nothing; malformed lines and failed mutations are reported
-//! by line number.
+//! by line number. With `--token-aware` (ranges read from replicas, batches
+//! sent to a replica) they print what they print through `--host`.
 //!
 //! Address block 164: the source cluster on 127.164.0.1-3, the destination
-//! on 127.164.0.11-13.
+//! on 127.164.0.11-13, the batch test's node on .21, the token-aware test's
+//! on .31-.33.
 
 mod common;
 
@@ -42,6 +44,18 @@ async fn ringstore(host: SocketAddr, args: &[&str], stdin: &[u8]) -> Output {
     .unwrap()
 }
 
+/// Runs the binary as [`ringstore`] does with no input, asserting that it
+/// succeeds; its standard output.
+async fn succeeds(host: SocketAddr, args: &[&str]) -> String {
+    let output = ringstore(host, args, b"").await;
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -76,14 +90,7 @@ async fn all_rows(client: &mut ClientClient<Channel>, keyspace: &str) -> Vec<pb:
 async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_timestamp_and_ttl() {
     let source = TestCluster::start(164, 3, 1).await;
     let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(164, i + 10, 1, dirs.path());
-            config.cluster_name = "test-164-destination".into();
-            config.seeds = vec![SocketAddr::from(([127, 164, 0, 11], 7000))];
-            config
-        })
-        .collect();
+    let configs = TestCluster::configs_from(164, 10, 3, dirs.path());
     let destination = TestCluster::start_with(configs, dirs).await;
     source.create_keyspace(0, "ks", 3).await;
     destination.create_keyspace(0, "ks", 2).await;
@@ -91,29 +98,14 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
     // 1,500 keys: binary keys and values, client timestamps, TTLs, deletes.
     let mut client = source.client(0).await;
     let n = 1500u32;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let mutations = chunk
-            .iter()
-            .map(|&i| pb::Mutation {
-                key: [b"k\x00".as_slice(), &i.to_be_bytes()].concat(),
-                value: Some([b"v\n\xff ".as_slice(), &i.to_le_bytes()].concat()),
-                timestamp_micros: (i % 3 == 0).then_some(1_000_000 + i64::from(i)),
-                ttl_seconds: (i % 5 == 0).then_some(3600 + i),
-                expires_at_micros: None,
-            })
-            .collect();
-        let results = client
-            .batch(pb::BatchRequest {
-                keyspace: "ks".into(),
-                mutations,
-                consistency: Cl::All as i32,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .results;
-        assert!(results.iter().all(|r| r.code == 0), "{results:?}");
-    }
+    let mutations = (0..n).map(|i| pb::Mutation {
+        key: [b"k\x00".as_slice(), &i.to_be_bytes()].concat(),
+        value: Some([b"v\n\xff ".as_slice(), &i.to_le_bytes()].concat()),
+        timestamp_micros: (i % 3 == 0).then_some(1_000_000 + i64::from(i)),
+        ttl_seconds: (i % 5 == 0).then_some(3600 + i),
+        expires_at_micros: None,
+    });
+    common::write_batches(&mut client, "ks", mutations, Cl::All).await;
     for i in (1..n).step_by(7) {
         let key = [b"k\x00".as_slice(), &i.to_be_bytes()].concat();
         client
@@ -206,16 +198,7 @@ async fn an_export_imported_into_a_fresh_cluster_reproduces_every_key_value_time
 async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order() {
     // The destination addresses of block 164 are free in this test's
     // lifetime only if it runs alone: use .21-.23 instead.
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..1)
-        .map(|i| {
-            let mut config = TestCluster::config(164, i + 20, 1, dirs.path());
-            config.cluster_name = "test-164-batch".into();
-            config.seeds = vec![SocketAddr::from(([127, 164, 0, 21], 7000))];
-            config
-        })
-        .collect();
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_from(164, 20, 1).await;
     cluster.create_keyspace(0, "ks", 1).await;
     let host = cluster.address(0);
 
@@ -262,5 +245,50 @@ async fn batch_applies_mutations_from_stdin_and_scan_prints_them_in_token_order(
         "{}",
         text(&bad.stderr)
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn token_aware_batch_scan_export_and_import_match_what_the_host_coordinates() {
+    // Block 164's .31-.33: three nodes, RF 2, so no node holds every key.
+    let cluster = TestCluster::start_from(164, 30, 3).await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    let host = cluster.address(0);
+    let input: String = (0..300).map(|i| format!("put k{i} v{i}\n")).collect();
+    let batch = ringstore(host, &["batch", "ks", "--token-aware"], input.as_bytes()).await;
+    assert!(batch.status.success(), "{}", text(&batch.stderr));
+    assert!(text(&batch.stdout).contains("300 mutations applied"));
+
+    // The whole ring in pieces from replicas, as `--host` scans it in one.
+    let scanned = succeeds(host, &["scan", "ks", "--consistency", "ALL"]).await;
+    assert_eq!(scanned.lines().count(), 300);
+    let pieces = succeeds(host, &["scan", "ks", "--token-aware", "--page-size", "7"]).await;
+    assert_eq!(pieces, scanned);
+    let range = ["--start-token", "-3000000000000000000", "--end-token", "0"];
+    let coordinated = succeeds(host, &[&["scan", "ks"][..], &range].concat()).await;
+    let routed = succeeds(
+        host,
+        &[&["scan", "ks", "--token-aware"][..], &range].concat(),
+    )
+    .await;
+    assert_eq!(routed, coordinated);
+    let in_range = coordinated.lines().count();
+    assert!(
+        0 < in_range && in_range < 300,
+        "{in_range} rows in the range"
+    );
+
+    let export = succeeds(host, &["export", "ks"]).await;
+    assert_eq!(
+        succeeds(host, &["export", "ks", "--token-aware"]).await,
+        export
+    );
+    let file = cluster.dir().join("ks.jsonl");
+    std::fs::write(&file, &export).unwrap();
+    let path = file.to_str().unwrap();
+    let import = succeeds(host, &["import", "ks", path, "--token-aware"]).await;
+    assert!(import.contains("300 rows imported"), "{import}");
+    let again = succeeds(host, &["export", "ks"]).await;
+    assert_eq!(again, export, "a re-import changes nothing");
     cluster.shutdown().await;
 }

@@ -34,7 +34,7 @@ async fn write_keys(client: &mut ClientClient<Channel>, keyspace: &str, n: usize
     write_range(client, keyspace, 0..n, version, Cl::All).await;
 }
 
-/// Writes `keys` (version `version`) through `Batch` at `level`, 1,000 at a time.
+/// Writes `keys` (version `version`) through `Batch` at `level`.
 async fn write_range(
     client: &mut ClientClient<Channel>,
     keyspace: &str,
@@ -42,55 +42,25 @@ async fn write_range(
     version: u32,
     level: Cl,
 ) {
-    for chunk in keys.collect::<Vec<_>>().chunks(1000) {
-        let mutations = chunk
-            .iter()
-            .map(|&i| pb::Mutation {
-                key: key(i),
-                value: Some(value(i, version)),
-                ..pb::Mutation::default()
-            })
-            .collect();
-        let results = client
-            .batch(pb::BatchRequest {
-                keyspace: keyspace.into(),
-                mutations,
-                consistency: level as i32,
-            })
-            .await
-            .expect("batch")
-            .into_inner()
-            .results;
-        assert!(results.iter().all(|r| r.code == 0), "{results:?}");
-    }
+    let mutations = keys.map(|i| pb::Mutation {
+        key: key(i),
+        value: Some(value(i, version)),
+        ..pb::Mutation::default()
+    });
+    common::write_batches(client, keyspace, mutations, level).await;
 }
 
-/// Deletes `keys` through `Batch` at ALL, 1,000 at a time.
+/// Deletes `keys` through `Batch` at ALL.
 async fn delete_keys(
     client: &mut ClientClient<Channel>,
     keyspace: &str,
     keys: impl Iterator<Item = usize>,
 ) {
-    for chunk in keys.collect::<Vec<_>>().chunks(1000) {
-        let mutations = chunk
-            .iter()
-            .map(|&i| pb::Mutation {
-                key: key(i),
-                ..pb::Mutation::default()
-            })
-            .collect();
-        let results = client
-            .batch(pb::BatchRequest {
-                keyspace: keyspace.into(),
-                mutations,
-                consistency: Cl::All as i32,
-            })
-            .await
-            .expect("batch")
-            .into_inner()
-            .results;
-        assert!(results.iter().all(|r| r.code == 0), "{results:?}");
-    }
+    let tombstones = keys.map(|i| pb::Mutation {
+        key: key(i),
+        ..pb::Mutation::default()
+    });
+    common::write_batches(client, keyspace, tombstones, Cl::All).await;
 }
 
 fn scan_request(keyspace: &str, level: Cl, page_size: u32) -> pb::ScanRequest {
@@ -220,14 +190,7 @@ async fn a_quorum_scan_returns_every_key_once_in_token_order_with_one_of_five_no
 #[ignore = "100,000 keys: about a minute in release builds; run by hand"]
 async fn a_quorum_scan_of_100_000_keys_returns_every_key_once_with_one_of_five_nodes_down() {
     let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..5)
-        .map(|i| {
-            let mut config = TestCluster::config(160, i + 10, 1, dirs.path());
-            config.cluster_name = "test-160-large".into();
-            config.seeds = vec![std::net::SocketAddr::from(([127, 160, 0, 11], 7000))];
-            config
-        })
-        .collect();
+    let configs = TestCluster::configs_from(160, 10, 5, dirs.path());
     scan_with_a_node_down(configs, dirs, 100_000, 1000).await;
 }
 
@@ -305,17 +268,7 @@ async fn tombstones_and_expired_cells_hide_their_keys_but_win_over_older_values(
         expires_at_micros: Some(now - 1),
         ..pb::Mutation::default()
     }));
-    let results = client
-        .batch(pb::BatchRequest {
-            keyspace: "ks".into(),
-            mutations,
-            consistency: Cl::All as i32,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .results;
-    assert!(results.iter().all(|r| r.code == 0), "{results:?}");
+    common::write_batches(&mut client, "ks", mutations, Cl::All).await;
     // Node 1 holds an older live value of deleted key 0: the tombstone wins.
     let node1 = cluster.context(1);
     let id = node1.keyspace("ks").unwrap().id;

@@ -1,5 +1,7 @@
 //! `ringstore batch`: mutations from a file or standard input, one per line,
-//! sent through the `Batch` RPC; and [`BatchSender`], which `import` shares.
+//! sent as batches through the client library (its retry policy; routed by
+//! each batch's first key with `--token-aware`); and [`BatchSender`], which
+//! `import` shares.
 //!
 //! The line syntax (blank lines and lines starting with `#` are skipped):
 //!
@@ -23,7 +25,7 @@ use ringstore_throttle::Throttle;
 
 use crate::cli::parse_level;
 use crate::client::Connection;
-use crate::commands::data::level;
+use crate::commands::data::{cluster, level};
 use crate::failure::{Failure, Outcome};
 
 /// Arguments of `ringstore batch`.
@@ -43,13 +45,17 @@ pub struct BatchArgs {
     /// Mutations per `Batch` request (at most the node's max_batch_mutations).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub batch_size: usize,
+    /// Send each batch to a replica of its first key (the ring learned from
+    /// `--host`), rather than have `--host` coordinate it.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// Sends mutations in batches of at most `batch_size` mutations (and about
 /// [`BATCH_BYTES`]), at most `rate` mutations per second (0: unlimited),
 /// reporting each failed mutation by its input line on stderr.
 pub struct BatchSender {
-    client: ringstore_proto::v1::client_client::ClientClient<crate::client::Transport>,
+    client: ringstore_client::Client,
     keyspace: String,
     consistency: i32,
     batch_size: usize,
@@ -68,19 +74,22 @@ pub struct BatchSender {
 pub const BATCH_BYTES: usize = 4 << 20;
 
 impl BatchSender {
-    /// A sender to `keyspace` at `consistency`.
-    pub fn new(
+    /// A sender to `keyspace` at `consistency`, through `--host` or, with
+    /// `token_aware`, a replica of each batch's first key. Mutations keep
+    /// the timestamps they have; the coordinator stamps the others.
+    pub async fn new(
         connection: &Connection,
         keyspace: &str,
         consistency: ConsistencyLevel,
         batch_size: usize,
         rate: u64,
+        token_aware: bool,
     ) -> Result<BatchSender, Failure> {
         if batch_size == 0 {
             return Err(anyhow!("--batch-size must be at least 1").into());
         }
         Ok(BatchSender {
-            client: connection.client(),
+            client: cluster(connection, token_aware).await?,
             keyspace: keyspace.to_string(),
             consistency: level(consistency),
             batch_size,
@@ -104,7 +113,8 @@ impl BatchSender {
     }
 
     /// Sends what is queued. An error of the whole batch (an unknown
-    /// keyspace, an unreachable node) ends the run.
+    /// keyspace, an unreachable node, after the library's retries) ends the
+    /// run.
     pub async fn flush(&mut self) -> Outcome {
         if self.pending.is_empty() {
             return Ok(());
@@ -123,8 +133,7 @@ impl BatchSender {
                 mutations,
                 consistency: self.consistency,
             })
-            .await?
-            .into_inner();
+            .await?;
         for (line, result) in lines.iter().zip(&response.results) {
             if result.code == 0 {
                 self.applied += 1;
@@ -212,7 +221,9 @@ pub async fn run(connection: &Connection, args: &BatchArgs, out: &mut impl Write
         args.consistency,
         args.batch_size,
         0,
-    )?;
+        args.token_aware,
+    )
+    .await?;
     let mut malformed = 0u64;
     for (index, line) in open_lines(&args.file)?.lines().enumerate() {
         let number = index as u64 + 1;

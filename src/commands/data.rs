@@ -28,8 +28,9 @@ pub fn key_bytes(key: &str, hex: bool) -> Result<Vec<u8>, Failure> {
 }
 
 /// The client library on `connection`'s node: `--host` coordinates, or
-/// with `--token-aware` a replica of the key does.
-async fn cluster(connection: &Connection, token_aware: bool) -> Result<Client, Failure> {
+/// with `--token-aware` a replica does (of the key, or of the range read);
+/// shared by every command that reads or writes data.
+pub async fn cluster(connection: &Connection, token_aware: bool) -> Result<Client, Failure> {
     let routing = if token_aware {
         Routing::TokenAware
     } else {

@@ -1,17 +1,18 @@
 //! `ringstore export`: every live row of a keyspace (or of a token range),
-//! through `Scan`, as JSON lines on standard output (see
+//! through the client library's scans, as JSON lines on standard output (see
 //! [`jsonl`](crate::commands::jsonl) for the format).
 
 use std::io::Write;
 
 use anyhow::Context;
 use clap::Args;
+use futures::StreamExt;
 use ringstore_replication::ConsistencyLevel;
 
 use crate::cli::parse_level;
 use crate::client::Connection;
 use crate::commands::jsonl::{self, Encoding};
-use crate::commands::scan::Pager;
+use crate::commands::scan;
 use crate::failure::Outcome;
 
 /// Arguments of `ringstore export`.
@@ -34,6 +35,10 @@ pub struct ExportArgs {
     /// Only the range's rows: its inclusive end token.
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub end_token: Option<i64>,
+    /// Read each range from one of its replicas, a few ranges at once (the
+    /// ring learned from `--host`), rather than have `--host` coordinate.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// `export`: one JSON object per row on `out`.
@@ -44,18 +49,18 @@ pub async fn run(connection: &Connection, args: &ExportArgs, out: &mut impl Writ
         Encoding::Base64
     };
     let mut out = std::io::BufWriter::new(out);
-    let mut pager = Pager::new(
+    let mut rows = scan::rows(
         connection,
         &args.keyspace,
         (args.start_token, args.end_token),
         args.page_size,
         args.consistency,
-    );
-    while let Some(rows) = pager.next_page().await? {
-        for row in &rows {
-            writeln!(out, "{}", jsonl::encode(row, encoding))
-                .context("writing to standard output")?;
-        }
+        args.token_aware,
+    )
+    .await?;
+    while let Some(row) = rows.next().await {
+        writeln!(out, "{}", jsonl::encode(&row?, encoding))
+            .context("writing to standard output")?;
     }
     out.flush().context("writing to standard output")?;
     Ok(())

@@ -1,7 +1,8 @@
-//! `ringstore import`: the JSON lines of `export` written back through the
-//! `Batch` RPC, each row with its own timestamp and expiry (so a re-import is
-//! idempotent and a TTL ends at the same moment), at most `--rate` rows per
-//! second, with a progress bar on a terminal.
+//! `ringstore import`: the JSON lines of `export` written back in batches
+//! through the client library (see [`BatchSender`]), each row with its own
+//! timestamp and expiry (so a re-import is idempotent, and safe for the
+//! library to retry, and a TTL ends at the same moment), at most `--rate`
+//! rows per second, with a progress bar on a terminal.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -33,6 +34,10 @@ pub struct ImportArgs {
     /// Rows per `Batch` request (at most the node's max_batch_mutations).
     #[arg(long, value_name = "N", default_value_t = 500)]
     pub batch_size: usize,
+    /// Send each batch to a replica of its first key (the ring learned from
+    /// `--host`), rather than have `--host` coordinate it.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
 /// A progress bar over the file's bytes on stderr, hidden when stderr is
@@ -62,7 +67,9 @@ pub async fn run(connection: &Connection, args: &ImportArgs, out: &mut impl Writ
         args.consistency,
         args.batch_size,
         args.rate,
-    )?;
+        args.token_aware,
+    )
+    .await?;
     let bar = progress_bar(&args.file);
     let mut malformed = 0u64;
     let mut reader = open_lines(&args.file)?;

@@ -1,17 +1,20 @@
-//! `ringstore scan`: a keyspace's rows in token order, following the pages
-//! itself; and [`Pager`], which `export` shares.
+//! `ringstore scan`: a keyspace's rows in token order, through the client
+//! library's scans; and [`rows`], which `export` shares.
 
 use std::io::Write;
 
 use anyhow::Context;
 use clap::Args;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use ringstore_client::{ScanSpec, Token};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::ConsistencyLevel;
 
 use crate::cli::parse_level;
 use crate::client::Connection;
-use crate::commands::data::level;
-use crate::failure::Outcome;
+use crate::commands::data::cluster;
+use crate::failure::{Failure, Outcome};
 
 /// Arguments of `ringstore scan`.
 #[derive(Debug, Args)]
@@ -36,71 +39,58 @@ pub struct ScanArgs {
     /// Rows asked for per page (1 to 10,000).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub page_size: u32,
+    /// Read each range from one of its replicas, a few ranges at once (the
+    /// ring learned from `--host`), rather than have `--host` coordinate.
+    #[arg(long)]
+    pub token_aware: bool,
 }
 
-/// Follows a scan's pages: each call to [`Pager::next_page`] asks for the
-/// page after the last one, until the node says the range is done.
-pub struct Pager {
-    client: ringstore_proto::v1::client_client::ClientClient<crate::client::Transport>,
-    request: pb::ScanRequest,
-    done: bool,
-}
-
-impl Pager {
-    /// A scan of `keyspace` over `(start, end]` (the whole ring by default).
-    pub fn new(
-        connection: &Connection,
-        keyspace: &str,
-        range: (Option<i64>, Option<i64>),
-        page_size: u32,
-        consistency: ConsistencyLevel,
-    ) -> Pager {
-        Pager {
-            client: connection.client(),
-            request: pb::ScanRequest {
-                keyspace: keyspace.to_string(),
-                start_token: range.0,
-                end_token: range.1,
-                page_size: Some(page_size),
-                consistency: level(consistency),
-                resume_token: Vec::new(),
-            },
-            done: false,
-        }
+/// The rows of `keyspace` in (token, key) order, `page_size` a page at
+/// `consistency`: of `(start, end]` (either defaulting to the ring's end)
+/// in one paged range when a token is given, else the whole ring in
+/// pieces. With `token_aware` each piece is read from a replica of it, a
+/// few at once; otherwise `--host` coordinates, the ring in one piece.
+pub async fn rows(
+    connection: &Connection,
+    keyspace: &str,
+    (start, end): (Option<i64>, Option<i64>),
+    page_size: u32,
+    consistency: ConsistencyLevel,
+    token_aware: bool,
+) -> Result<BoxStream<'static, ringstore_client::Result<pb::ScanRow>>, Failure> {
+    let client = cluster(connection, token_aware).await?;
+    let spec = ScanSpec {
+        keyspace: keyspace.to_string(),
+        consistency: ringstore_node::convert::level_to_pb(consistency),
+        page_size: Some(page_size),
+    };
+    if start.is_none() && end.is_none() {
+        return Ok(client.scan(spec).boxed());
     }
-
-    /// The next page's rows (possibly none before the end: a page of
-    /// tombstones); `None` once the scan is over.
-    pub async fn next_page(&mut self) -> Result<Option<Vec<pb::ScanRow>>, tonic::Status> {
-        if self.done {
-            return Ok(None);
-        }
-        let response = self.client.scan(self.request.clone()).await?.into_inner();
-        self.done = response.resume_token.is_empty();
-        self.request.resume_token = response.resume_token;
-        Ok(Some(response.rows))
-    }
+    let range = (
+        Token(start.unwrap_or(Token::MIN.0)),
+        Token(end.unwrap_or(Token::MAX.0)),
+    );
+    Ok(client.scan_range(spec, range).boxed())
 }
 
 /// `scan`: one `KEY VALUE` line per row.
 pub async fn run(connection: &Connection, args: &ScanArgs, out: &mut impl Write) -> Outcome {
-    let mut pager = Pager::new(
+    let rows = rows(
         connection,
         &args.keyspace,
         (args.start_token, args.end_token),
         args.page_size,
         args.consistency,
-    );
-    let mut printed = 0u64;
-    let limit = args.limit.unwrap_or(u64::MAX);
-    while printed < limit {
-        let Some(rows) = pager.next_page().await? else {
-            break;
-        };
-        for row in rows.iter().take((limit - printed) as usize) {
-            write_row(out, row, args.hex).context("writing to standard output")?;
-            printed += 1;
-        }
+        args.token_aware,
+    )
+    .await?;
+    let limit = args
+        .limit
+        .map_or(usize::MAX, |n| n.try_into().unwrap_or(usize::MAX));
+    let mut rows = rows.take(limit);
+    while let Some(row) = rows.next().await {
+        write_row(out, &row?, args.hex).context("writing to standard output")?;
     }
     out.flush().context("writing to standard output")?;
     Ok(())

@@ -66,6 +66,32 @@ impl TestCluster {
         }
     }
 
+    /// The configs of `n` nodes of another cluster in block `block`, on
+    /// 127.block.0.first+1 onwards: named `test-BLOCK-FIRST`, seeded by
+    /// its first node.
+    pub fn configs_from(
+        block: u8,
+        first: usize,
+        n: usize,
+        dir: &std::path::Path,
+    ) -> Vec<NodeConfig> {
+        (first..first + n)
+            .map(|i| NodeConfig {
+                cluster_name: format!("test-{block}-{first}"),
+                seeds: vec![SocketAddr::from(([127, block, 0, first as u8 + 1], 7000))],
+                ..Self::config(block, i, 1, dir)
+            })
+            .collect()
+    }
+
+    /// Starts the `n` nodes of [`TestCluster::configs_from`] and waits
+    /// until they are settled.
+    pub async fn start_from(block: u8, first: usize, n: usize) -> TestCluster {
+        let dirs = tempfile::tempdir().unwrap();
+        let configs = Self::configs_from(block, first, n, dirs.path());
+        Self::start_with(configs, dirs).await
+    }
+
     /// Starts `n` fresh nodes on `racks` racks and waits until every node sees
     /// every node up and `Normal` with the same ring.
     pub async fn start(block: u8, n: usize, racks: usize) -> TestCluster {
@@ -338,5 +364,29 @@ pub fn get(keyspace: &str, key: &str, level: pb::ConsistencyLevel) -> pb::GetReq
         keyspace: keyspace.into(),
         key: key.as_bytes().to_vec(),
         consistency: level as i32,
+    }
+}
+
+/// Writes `mutations` to `keyspace` through `Batch` at `level`, 1,000 a
+/// request, asserting that every one was applied.
+pub async fn write_batches(
+    client: &mut ClientClient<Channel>,
+    keyspace: &str,
+    mutations: impl IntoIterator<Item = pb::Mutation>,
+    level: pb::ConsistencyLevel,
+) {
+    let mutations: Vec<pb::Mutation> = mutations.into_iter().collect();
+    for chunk in mutations.chunks(1000) {
+        let results = client
+            .batch(pb::BatchRequest {
+                keyspace: keyspace.into(),
+                mutations: chunk.to_vec(),
+                consistency: level as i32,
+            })
+            .await
+            .expect("batch")
+            .into_inner()
+            .results;
+        assert!(results.iter().all(|r| r.code == 0), "{results:?}");
     }
 }

@@ -42,7 +42,8 @@
 //!   HTTP/2 channels per node, with TLS and credentials in gRPC metadata
 //!   ([`Credentials`]) as the `ringstore` CLI sends them.
 //! - **Scans.** [`Client::scan`] reads a keyspace over the whole ring as a
-//!   stream, in token order, a few ranges at once, each from a replica.
+//!   stream, in token order, a few ranges at once, each from a replica;
+//!   [`Client::scan_range`] reads one token range, page after page.
 //!
 //! The decisions — [`RoutingTable`], [`RetryPolicy`], the timestamp
 //! generator, the scan's range cutting — are pure and tested without
@@ -117,6 +118,9 @@ pub use routing::{QueryPlan, RoutingTable};
 pub use scan::{MAX_SCAN_RANGES, ScanSpec};
 pub use timestamps::TimestampGenerator;
 pub use topology::{Keyspace, Node, NodeState, Topology};
+
+/// A position on the ring (Murmur3, as the nodes place keys).
+pub use ringstore_placement::Token;
 
 /// The wire types requests and answers are made of (`ringstore.v1`).
 pub use ringstore_proto::v1 as pb;

@@ -1,5 +1,6 @@
 //! [`Client::scan`]: a keyspace's rows over the whole ring as one stream,
-//! read range by range in parallel, each range from one of its replicas.
+//! read range by range in parallel, each range from one of its replicas;
+//! [`Client::scan_range`]: the rows of one token range, paged.
 //!
 //! The ring's ranges are cut into at most [`MAX_SCAN_RANGES`] pieces that
 //! do not wrap (the `Scan` RPC takes `(start, end]` with `start < end`).
@@ -61,31 +62,79 @@ impl Client {
     /// ```
     pub fn scan(&self, spec: ScanSpec) -> impl Stream<Item = Result<pb::ScanRow>> + Send + 'static {
         let pieces = scan_pieces(self.routing().tokens(), MAX_SCAN_RANGES);
+        self.read_pieces(spec, pieces)
+    }
+
+    /// The live rows of `(start, end]` only, in (token, key) order: one
+    /// piece, read page by page (each page resuming where the last ended)
+    /// from a replica of `end`. The range must not wrap (`start < end`;
+    /// the node refuses others); `(Token::MIN, Token::MAX]` is the whole
+    /// ring, read from one replica at a time. An error ends the stream.
+    ///
+    /// ```no_run
+    /// # async fn example(client: ringstore_client::Client) -> ringstore_client::Result<()> {
+    /// use futures::StreamExt;
+    /// use ringstore_client::{ScanSpec, Token, pb};
+    ///
+    /// let spec = ScanSpec {
+    ///     keyspace: "ks".into(),
+    ///     consistency: pb::ConsistencyLevel::Quorum,
+    ///     page_size: Some(500),
+    /// };
+    /// let rows = client.scan_range(spec, (Token(-1000), Token(1000)));
+    /// let count = rows.count().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn scan_range(
+        &self,
+        spec: ScanSpec,
+        range: (Token, Token),
+    ) -> impl Stream<Item = Result<pb::ScanRow>> + Send + 'static {
+        self.read_pieces(spec, vec![range])
+    }
+
+    /// The rows of `pieces` in their order, `scan_parallelism` pieces read
+    /// at once, each by its own task.
+    fn read_pieces(
+        &self,
+        spec: ScanSpec,
+        pieces: Vec<(Token, Token)>,
+    ) -> impl Stream<Item = Result<pb::ScanRow>> + Send + 'static {
         let parallelism = self.config().scan_parallelism.get();
         let client = self.clone();
-        stream::iter(pieces)
+        let pages = stream::iter(pieces)
             .map(move |piece| {
                 let (sender, receiver) = mpsc::channel(PAGES_AHEAD);
                 tokio::spawn(read_piece(client.clone(), spec.clone(), piece, sender));
                 futures::future::ready(ReceiverStream::new(receiver))
             })
             .buffered(parallelism)
-            .flatten()
-            .flat_map(|page: Result<Vec<pb::ScanRow>>| {
-                let rows: Vec<Result<pb::ScanRow>> = match page {
-                    Ok(rows) => rows.into_iter().map(Ok).collect(),
-                    Err(error) => vec![Err(error)],
-                };
-                stream::iter(rows)
-            })
-            .scan(false, |failed, row| {
-                let next = (!*failed).then(|| {
-                    *failed = row.is_err();
-                    row
-                });
-                futures::future::ready(next)
-            })
+            .flatten();
+        rows_of_pages(pages)
     }
+}
+
+/// The rows of `pages` in order, ending after the first page that failed
+/// (its error the last item).
+fn rows_of_pages(
+    pages: impl Stream<Item = Result<Vec<pb::ScanRow>>>,
+) -> impl Stream<Item = Result<pb::ScanRow>> {
+    pages
+        .flat_map(|page: Result<Vec<pb::ScanRow>>| {
+            let rows: Vec<Result<pb::ScanRow>> = match page {
+                Ok(rows) => rows.into_iter().map(Ok).collect(),
+                Err(error) => vec![Err(error)],
+            };
+            stream::iter(rows)
+        })
+        .scan(false, |failed, row| {
+            let next = (!*failed).then(|| {
+                *failed = row.is_err();
+                row
+            });
+            futures::future::ready(next)
+        })
 }
 
 /// Reads piece `(start, end]` page by page into `pages` until it is done,
@@ -151,6 +200,7 @@ pub(crate) fn scan_pieces(tokens: &[Token], max: usize) -> Vec<(Token, Token)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ClientError;
 
     fn covers_the_ring(pieces: &[(Token, Token)]) {
         assert_eq!(pieces.first().unwrap().0, Token::MIN);
@@ -179,6 +229,29 @@ mod tests {
         let edges = scan_pieces(&[Token::MIN, Token(5), Token::MAX], 256);
         covers_the_ring(&edges);
         assert_eq!(edges.len(), 2);
+    }
+
+    fn row(key: &str) -> pb::ScanRow {
+        pb::ScanRow {
+            key: key.into(),
+            ..pb::ScanRow::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_come_page_after_page_and_end_at_the_first_failed_page() {
+        let pages = vec![
+            Ok(vec![row("a"), row("b")]),
+            Ok(vec![]),
+            Ok(vec![row("c")]),
+            Err(ClientError::NoNode),
+            Ok(vec![row("d")]),
+        ];
+        let rows: Vec<Result<pb::ScanRow>> = rows_of_pages(stream::iter(pages)).collect().await;
+        let keys: Vec<&[u8]> = rows.iter().flatten().map(|r| &r.key[..]).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
+        assert_eq!(rows.len(), 4, "the error is the last row");
+        assert!(matches!(rows.last(), Some(Err(ClientError::NoNode))));
     }
 
     #[test]
