@@ -8,7 +8,7 @@
 //! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
-//! free, kept for security tests), 93 and 94 in `tests/repair_processes.rs`
+//! free, kept for security tests), 93, 94 and 97 in `tests/repair_processes.rs`
 //! (in-process repair tests use 90–92, 95, 96), 120 in `tests/restore.rs`,
 //! 150 and 151 in `tests/client_auth.rs` (152 to 154 kept for client-auth
 //! tests), 160 to 164 in process for scans, export and import

@@ -1,7 +1,9 @@
-//! `ringstore repair` with real processes (address blocks 93 and 94; see
-//! `tests/processes.rs`): a repair whose coordinator is killed with SIGKILL
-//! half-way continues after the restart from the last finished range and
-//! completes; a repair with a replica down fails naming the ranges.
+//! `ringstore repair` with real processes (address blocks 93, 94 and 97;
+//! see `tests/processes.rs`): a repair whose coordinator is killed with
+//! SIGKILL half-way continues after the restart from the last finished
+//! range and completes; a repair with a replica down fails naming the
+//! ranges; one with a replica paused for a while waits for it and
+//! completes.
 
 mod common;
 
@@ -151,4 +153,62 @@ async fn a_repair_with_a_replica_down_fails_naming_the_ranges() {
     // A dry run of an unknown keyspace is refused clearly.
     let unknown = servers.cli(0, &["repair", "nope", "--dry-run"]);
     assert!(text(&unknown.stderr).contains("keyspace \"nope\" does not exist"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_paused_mid_repair_holds_the_repair_up_but_does_not_fail_it() {
+    // Address block 97. Tree building reads at 1 MiB/s, so the repair takes
+    // seconds; node 2 is paused (SIGSTOP) a quarter of the way, until node
+    // 0, the coordinator, sees it down, then continued. The units under way
+    // and those that start while it is down wait for it and are repaired
+    // again: nothing fails.
+    let mut servers = Processes::new(97);
+    let slow = [("RINGSTORE_REPAIR__VALIDATION_MIB_PER_SEC", "1")];
+    for i in 0..3 {
+        servers.start(i, &slow);
+    }
+    servers.wait_until_all_un(0, 3);
+    servers.create_keyspace("ks", "SimpleStrategy:3");
+    load(&servers, 6000).await;
+
+    let repair = Command::new(env!("CARGO_BIN_EXE_ringstore"))
+        .args(["--host", &servers.address(0, 7100), "repair", "ks"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = (0, 0);
+    eventually(Duration::from_secs(60), "a quarter is repaired", || {
+        seen = ranges_done(&status_line(&servers, 0)).unwrap_or((0, 0));
+        seen.1 > 0 && seen.0 * 4 >= seen.1
+    });
+    servers.signal(2, "STOP");
+    eventually(Duration::from_secs(30), "node 0 sees node 2 down", || {
+        servers.status_rows(0).iter().any(|r| r.starts_with("DN"))
+    });
+    let during = ranges_done(&status_line(&servers, 0)).unwrap_or((0, 0));
+    servers.signal(2, "CONT");
+    let cli = repair.wait_with_output().unwrap();
+    let line = status_line(&servers, 0);
+    eprintln!("paused at {seen:?}, seen down at {during:?}; {line}");
+    assert!(
+        during.0 < during.1,
+        "the repair ended before node 2 was seen down: {line}"
+    );
+    assert!(
+        cli.status.success(),
+        "the repair failed:\n{}\nnode 0 logged:\n{}",
+        text(&cli.stderr),
+        servers
+            .log(0)
+            .lines()
+            .filter(|l| l.contains("repair"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let total = seen.1;
+    assert!(
+        line.contains(&format!("{total}/{total} ranges done, 0 failed")),
+        "{line}"
+    );
 }
