@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::processes::{Processes, eventually, text};
@@ -52,19 +52,22 @@ fn ranges_done(line: &str) -> Option<(u32, u32)> {
     Some((done.parse().ok()?, total.parse().ok()?))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes() {
-    let mut servers = Processes::new(93);
-    // Tree building reads at 1 MiB/s: the repair takes seconds, long
-    // enough to kill its coordinator in the middle.
-    let slow = [("RINGSTORE_REPAIR__VALIDATION_MIB_PER_SEC", "1")];
+/// Tree building reads at this rate (MiB/s) in the tests that interrupt a
+/// repair: it then takes seconds, long enough to act in the middle.
+const SLOW_VALIDATION: [(&str, &str); 1] = [("RINGSTORE_REPAIR__VALIDATION_MIB_PER_SEC", "1")];
+
+/// Three nodes on `block` validating slowly, keyspace `ks` at RF 3 loaded
+/// with 6,000 keys, and `ringstore repair ks` started through node 0 once
+/// `num/den` of its ranges are repaired: the servers, the running CLI and
+/// the `ranges done` seen then.
+async fn a_repair_under_way(block: u8, num: u32, den: u32) -> (Processes, Child, (u32, u32)) {
+    let mut servers = Processes::new(block);
     for i in 0..3 {
-        servers.start(i, &slow);
+        servers.start(i, &SLOW_VALIDATION);
     }
     servers.wait_until_all_un(0, 3);
     servers.create_keyspace("ks", "SimpleStrategy:3");
     load(&servers, 6000).await;
-
     let repair = Command::new(env!("CARGO_BIN_EXE_ringstore"))
         .args(["--host", &servers.address(0, 7100), "repair", "ks"])
         .stdout(Stdio::piped())
@@ -72,10 +75,26 @@ async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes(
         .spawn()
         .unwrap();
     let mut seen = (0, 0);
-    eventually(Duration::from_secs(60), "the repair is half done", || {
+    eventually(Duration::from_secs(60), "the repair is under way", || {
         seen = ranges_done(&status_line(&servers, 0)).unwrap_or((0, 0));
-        seen.1 > 0 && seen.0 * 2 >= seen.1
+        seen.1 > 0 && seen.0 * den >= seen.1 * num
     });
+    (servers, repair, seen)
+}
+
+/// Node 0's log lines about repair.
+fn repair_log(servers: &Processes) -> String {
+    servers
+        .log(0)
+        .lines()
+        .filter(|l| l.contains("repair"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes() {
+    let (mut servers, repair, seen) = a_repair_under_way(93, 1, 2).await;
     assert!(
         seen.0 < seen.1,
         "the repair ended before the kill: {seen:?}"
@@ -84,7 +103,7 @@ async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes(
     let cli = repair.wait_with_output().unwrap();
     assert!(!cli.status.success(), "the CLI saw its node die");
 
-    servers.start(0, &slow);
+    servers.start(0, &SLOW_VALIDATION);
     servers.wait_until_all_un(0, 3);
     let mut line = String::new();
     eventually(Duration::from_secs(120), "the resumed repair ends", || {
@@ -94,12 +113,7 @@ async fn a_repair_interrupted_by_sigkill_resumes_after_the_restart_and_finishes(
     eprintln!("before the kill: {seen:?}; after: {line}");
     if line.contains(": failed") {
         let status = text(&servers.cli(0, &["repair", "status"]).stdout);
-        let log: String = servers
-            .log(0)
-            .lines()
-            .filter(|l| l.contains("repair"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let log = repair_log(&servers);
         panic!("the resumed repair failed:\n{status}\nnode 0 logged:\n{log}");
     }
     let total = seen.1;
@@ -157,31 +171,11 @@ async fn a_repair_with_a_replica_down_fails_naming_the_ranges() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_paused_mid_repair_holds_the_repair_up_but_does_not_fail_it() {
-    // Address block 97. Tree building reads at 1 MiB/s, so the repair takes
-    // seconds; node 2 is paused (SIGSTOP) a quarter of the way, until node
+    // Address block 97. Node 2 is paused (SIGSTOP) a quarter of the way, until node
     // 0, the coordinator, sees it down, then continued. The units under way
     // and those that start while it is down wait for it and are repaired
     // again: nothing fails.
-    let mut servers = Processes::new(97);
-    let slow = [("RINGSTORE_REPAIR__VALIDATION_MIB_PER_SEC", "1")];
-    for i in 0..3 {
-        servers.start(i, &slow);
-    }
-    servers.wait_until_all_un(0, 3);
-    servers.create_keyspace("ks", "SimpleStrategy:3");
-    load(&servers, 6000).await;
-
-    let repair = Command::new(env!("CARGO_BIN_EXE_ringstore"))
-        .args(["--host", &servers.address(0, 7100), "repair", "ks"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut seen = (0, 0);
-    eventually(Duration::from_secs(60), "a quarter is repaired", || {
-        seen = ranges_done(&status_line(&servers, 0)).unwrap_or((0, 0));
-        seen.1 > 0 && seen.0 * 4 >= seen.1
-    });
+    let (servers, repair, seen) = a_repair_under_way(97, 1, 4).await;
     servers.signal(2, "STOP");
     eventually(Duration::from_secs(30), "node 0 sees node 2 down", || {
         servers.status_rows(0).iter().any(|r| r.starts_with("DN"))
@@ -199,12 +193,7 @@ async fn a_replica_paused_mid_repair_holds_the_repair_up_but_does_not_fail_it() 
         cli.status.success(),
         "the repair failed:\n{}\nnode 0 logged:\n{}",
         text(&cli.stderr),
-        servers
-            .log(0)
-            .lines()
-            .filter(|l| l.contains("repair"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        repair_log(&servers)
     );
     let total = seen.1;
     assert!(
