@@ -13,3 +13,19 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
+
+# start_server BLOCK I NAME [VAR=VALUE...]: node I of a bench cluster on
+# 127.BLOCK.0.I (cluster "bench", seed 127.BLOCK.0.1, rack rackI, ring_delay
+# 300 ms, RUST_LOG=warn) with the settings given, in the background; its
+# data in $work/NAME, its log in $work/NAME.log, its pid appended to $pids.
+start_server() {
+  local block=$1 i=$2 name=$3
+  shift 3
+  local ip="127.$block.0.$i"
+  env "$@" RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
+    "$bin" server --cluster-name bench --data-dir "$work/$name" \
+    --listen-address "$ip:7100" --internode-address "$ip:7101" \
+    --gossip-address "$ip:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
+    2>"$work/$name.log" &
+  pids+=($!)
+}

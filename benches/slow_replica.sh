@@ -29,13 +29,7 @@ resume() { # stop the slowing loop, let node 3 run again, then clean up
 trap resume EXIT
 
 for i in 1 2 3; do
-  ip="127.$block.0.$i"
-  env RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
-    "$bin" server --cluster-name bench --data-dir "$work/$i" \
-    --listen-address "$ip:7100" --internode-address "$ip:7101" \
-    --gossip-address "$ip:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
-    2>"$work/$i.log" &
-  pids+=($!)
+  start_server "$block" "$i" "$i"
 done
 host="127.$block.0.1:7100"
 for _ in $(seq 1 300); do

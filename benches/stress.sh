@@ -18,12 +18,7 @@ start_cluster() { # nodes durability block
   local nodes=$1 durability=$2 block=$3
   pids=()
   for i in $(seq 1 "$nodes"); do
-    RINGSTORE_STORAGE__DURABILITY=$durability RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
-      "$bin" server --cluster-name bench --data-dir "$work/$block-$durability-$i" \
-      --listen-address "127.$block.0.$i:7100" --internode-address "127.$block.0.$i:7101" \
-      --gossip-address "127.$block.0.$i:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
-      2>"$work/$block-$durability-$i.log" &
-    pids+=($!)
+    start_server "$block" "$i" "$block-$durability-$i" RINGSTORE_STORAGE__DURABILITY="$durability"
   done
   for _ in $(seq 1 300); do
     up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)

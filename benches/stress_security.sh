@@ -25,7 +25,7 @@ start_cluster() { # label secure(0: none, 1: secret+TLS, 2: secret+TLS+auth)
   for i in 1 2 3; do
     local ip="127.$block.0.$i" tls=()
     if [ "$secure" != 0 ]; then
-      tls=(env RINGSTORE_CLUSTER_SECRET="$secret"
+      tls=(RINGSTORE_CLUSTER_SECRET="$secret"
         RINGSTORE_CLIENT_ENCRYPTION__ENABLED=true
         RINGSTORE_CLIENT_ENCRYPTION__CERTIFICATE="$work/certs/node-$ip.crt"
         RINGSTORE_CLIENT_ENCRYPTION__PRIVATE_KEY="$work/certs/node-$ip.key"
@@ -37,12 +37,7 @@ start_cluster() { # label secure(0: none, 1: secret+TLS, 2: secret+TLS+auth)
     if [ "$secure" = 2 ]; then
       tls+=(RINGSTORE_AUTH__AUTHENTICATOR=password)
     fi
-    "${tls[@]}" env RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
-      "$bin" server --cluster-name bench --data-dir "$work/$label-$i" \
-      --listen-address "$ip:7100" --internode-address "$ip:7101" \
-      --gossip-address "$ip:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
-      2>"$work/$label-$i.log" &
-    pids+=($!)
+    start_server "$block" "$i" "$label-$i" "${tls[@]}"
   done
   for _ in $(seq 1 300); do
     up=$(env "${creds[@]}" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" status 2>/dev/null | grep -c '^UN ' || true)

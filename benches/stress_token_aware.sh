@@ -20,13 +20,7 @@ start_cluster() { # nodes block
   local nodes=$1 block=$2
   pids=()
   for i in $(seq 1 "$nodes"); do
-    local ip="127.$block.0.$i"
-    env RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
-      "$bin" server --cluster-name bench --data-dir "$work/$block-$i" \
-      --listen-address "$ip:7100" --internode-address "$ip:7101" \
-      --gossip-address "$ip:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
-      2>"$work/$block-$i.log" &
-    pids+=($!)
+    start_server "$block" "$i" "$block-$i"
   done
   for _ in $(seq 1 300); do
     up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)
