@@ -646,6 +646,15 @@ pub enum PlanCommand {
     Decommission(HostIdArg),
     /// A dead node removed: the surviving replicas stream its ranges.
     Removenode(HostIdArg),
+    /// A keyspace's replication changed (`keyspace alter`).
+    Alter {
+        /// The keyspace.
+        keyspace: String,
+        /// The new replication: `SimpleStrategy:3` or
+        /// `NetworkTopologyStrategy:dc1=3,dc2=2`.
+        #[arg(long)]
+        replication: String,
+    },
 }
 
 /// Arguments of `ringstore status`.
@@ -800,6 +809,22 @@ pub enum KeyspaceCommand {
         /// as `p99` (the default).
         #[arg(long, value_name = "none|N ms|pNN")]
         speculative_retry: Option<ringstore_replication::SpeculativeRetry>,
+    },
+    /// Change a keyspace's replication and move its data: writes go to both
+    /// placements and reads stay on the old one until every new replica has
+    /// streamed what it gains; then the nodes that lost ranges delete them.
+    /// Every node must be up. Asking again for an alter under way resumes it.
+    Alter {
+        /// Its name.
+        name: String,
+        /// The new replication: `SimpleStrategy:3` or
+        /// `NetworkTopologyStrategy:dc1=3,dc2=2`.
+        #[arg(long)]
+        replication: String,
+        /// Return once the new placement is announced; the data moves in the
+        /// background (`netstats` shows it).
+        #[arg(long = "async")]
+        at_once: bool,
     },
     /// List the keyspaces.
     List,

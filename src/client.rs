@@ -112,6 +112,13 @@ impl Connection {
         })
     }
 
+    /// A connection to another node (`HOST:PORT`) with this one's TLS and
+    /// credentials.
+    pub async fn to_node(&self, host: &str) -> Result<Connection, Failure> {
+        let tls = self.tls.clone().map(ClientTls);
+        Connection::open(host, tls.as_ref(), self.credentials.clone()).await
+    }
+
     /// A client library handle seeded with this connection's node, TLS
     /// and credentials: with [`Routing::SeedsOnly`] the node coordinates
     /// everything (as `--host` promises); token-aware, it is only where

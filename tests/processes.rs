@@ -1,11 +1,12 @@
 //! Real `ringstore server` processes on loopback (each test its own
 //! 127.X.0.0/24 block), driven through the CLI as an operator would: status,
 //! keyspaces, put/get/delete with exit statuses, a join planned and a node
-//! added and decommissioned, a node stopped with SIGTERM, a joining node
+//! added and decommissioned, a keyspace altered (in the background, then
+//! waited for), a node stopped with SIGTERM, a joining node
 //! killed with SIGKILL that resumes, and the CLI's errors.
 //!
 //! Address blocks of the tests on real processes (`common::processes`):
-//! 30 and 51 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
+//! 30, 51 and 53 here, 60 and 61 in `tests/crash.rs`, 80 to 84 in
 //! `tests/operations.rs`, 86 and 87 in `tests/tls.rs`, 88 in
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93, 94 and 97 in `tests/repair_processes.rs`
@@ -324,4 +325,146 @@ fn a_joining_process_killed_with_sigkill_resumes_its_bootstrap() {
         let read = servers.cli(3, &["get", "ks", key, "--consistency", "ONE"]);
         assert_eq!(&read.stdout, value, "{key}: {}", text(&read.stderr));
     }
+}
+
+#[test]
+fn an_operator_alters_a_keyspace_from_the_cli_and_the_data_follows() {
+    const KEYS: usize = 3000;
+    let mut servers = Processes::new(53);
+    for i in 0..3 {
+        servers.start(i, &[]);
+    }
+    servers.wait_until_all_un(0, 3);
+    servers.create_keyspace("ks", "SimpleStrategy:1");
+    let mutations: String = (0..KEYS)
+        .map(|k| format!("put key{k} value{k}-{}\n", "x".repeat(1000)))
+        .collect();
+    let batch = servers.cli_stdin(0, &mutations, &["batch", "ks"]);
+    assert!(batch.status.success(), "{}", text(&batch.stderr));
+
+    // Refused, naming the problem.
+    let unknown = alter_keyspace(&servers, 0, "nope", "SimpleStrategy:2", false);
+    assert_refused(&unknown, "nope");
+    let too_many = alter_keyspace(&servers, 0, "ks", "SimpleStrategy:4", false);
+    assert_refused(&too_many, "needs more nodes");
+
+    let plan = servers.cli(
+        0,
+        &["plan", "alter", "ks", "--replication", "SimpleStrategy:3"],
+    );
+    let plan_text = text(&plan.stdout);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    assert!(
+        plan_text.contains("alter of keyspace ks from SimpleStrategy:1 to SimpleStrategy:3")
+            && plan_text.contains("Estimated data to stream: 5."),
+        "two new copies of ~3 MiB: {plan_text}"
+    );
+
+    // In the background, slowly (1 MiB/s per sending node): the pending
+    // replication shows in `keyspace list` and the streams in `netstats`.
+    for i in 0..3 {
+        assert!(
+            servers
+                .cli(i, &["setstreamthroughput", "1"])
+                .status
+                .success()
+        );
+    }
+    let started = alter_keyspace(&servers, 1, "ks", "SimpleStrategy:3", true);
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    assert!(
+        text(&started.stdout).contains("moving to SimpleStrategy:3 in the background"),
+        "{}",
+        text(&started.stdout)
+    );
+    let list = text(&servers.cli(2, &["keyspace", "list"]).stdout);
+    assert!(list.contains("(altering to SimpleStrategy:3)"), "{list}");
+    eventually(
+        Duration::from_secs(20),
+        "netstats shows the alter's streams",
+        || (0..3).any(|i| text(&servers.cli(i, &["netstats"]).stdout).contains("Alter receiving")),
+    );
+    eventually(Duration::from_secs(60), "the alter to RF 3 is done", || {
+        let list = text(&servers.cli(0, &["keyspace", "list"]).stdout);
+        list.contains("ks  SimpleStrategy:3") && !list.contains("altering")
+    });
+    // Every key is on all three nodes: a scan at ALL reads every replica.
+    let scan = servers.cli(0, &["scan", "ks", "--consistency", "ALL"]);
+    assert!(scan.status.success(), "{}", text(&scan.stderr));
+    assert_eq!(text(&scan.stdout).lines().count(), KEYS);
+
+    // Waited for: the command returns once the dropped replica cleaned up.
+    for i in 0..3 {
+        assert!(
+            servers
+                .cli(i, &["setstreamthroughput", "0"])
+                .status
+                .success()
+        );
+    }
+    let lowered = alter_keyspace(&servers, 2, "ks", "SimpleStrategy:2", false);
+    assert!(lowered.status.success(), "{}", text(&lowered.stderr));
+    let summary = text(&lowered.stdout);
+    assert!(
+        summary.contains("keyspace ks now has SimpleStrategy:2: 0 ranges streamed")
+            && summary.contains(&format!("{KEYS} keys removed")),
+        "one of the three copies is deleted: {summary}"
+    );
+    let scan = servers.cli(1, &["scan", "ks", "--consistency", "ALL"]);
+    assert!(scan.status.success(), "{}", text(&scan.stderr));
+    let rows = text(&scan.stdout);
+    assert_eq!(rows.lines().count(), KEYS);
+    assert!(rows.lines().all(|row| {
+        let (key, value) = row.split_once(' ').unwrap();
+        value.starts_with(&format!("value{}-", &key["key".len()..]))
+    }));
+
+    // The node driving an alter is killed once it has announced it: the
+    // keyspace stays pending (writes to both placements), another
+    // replication is refused meanwhile, and asking again anywhere resumes it.
+    let started = alter_keyspace(&servers, 1, "ks", "SimpleStrategy:3", true);
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    servers.kill(1);
+    servers.start(1, &[]);
+    servers.wait_until_all_un(0, 3);
+    let list = text(&servers.cli(0, &["keyspace", "list"]).stdout);
+    assert!(list.contains("(altering to SimpleStrategy:3)"), "{list}");
+    let other = alter_keyspace(&servers, 0, "ks", "SimpleStrategy:1", false);
+    assert_refused(&other, "is being altered to SimpleStrategy:3");
+    let resumed = alter_keyspace(&servers, 0, "ks", "SimpleStrategy:3", false);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(
+        text(&resumed.stdout).contains("keyspace ks now has SimpleStrategy:3"),
+        "{}",
+        text(&resumed.stdout)
+    );
+    let scan = servers.cli(2, &["scan", "ks", "--consistency", "ALL"]);
+    assert!(scan.status.success(), "{}", text(&scan.stderr));
+    assert_eq!(text(&scan.stdout).lines().count(), KEYS);
+    servers.kill_all();
+}
+
+/// `keyspace alter NAME --replication REPLICATION [--async]` on node `host`.
+fn alter_keyspace(
+    servers: &Processes,
+    host: usize,
+    name: &str,
+    replication: &str,
+    at_once: bool,
+) -> std::process::Output {
+    let mut args = vec!["keyspace", "alter", name, "--replication", replication];
+    if at_once {
+        args.push("--async");
+    }
+    servers.cli(host, &args)
+}
+
+/// Checks that a CLI call failed, saying `reason`.
+fn assert_refused(output: &std::process::Output, reason: &str) {
+    assert!(!output.status.success(), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stderr).contains(reason),
+        "{}",
+        text(&output.stderr)
+    );
 }

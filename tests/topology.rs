@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::load::{Coordinators, Load, LoadSettings, check_read, version_of};
+use common::load::{Coordinators, Load, LoadReport, LoadSettings, check_read, version_of};
 use common::{TestCluster, eventually, get, put};
 use ringstore_node::NodeConfig;
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token, TokenRange};
@@ -210,16 +210,7 @@ async fn growing_and_shrinking_under_load_loses_no_acknowledged_write() {
         "operations during the decommission: {during_decommission:?}"
     );
     // ...and with RF 3 and one node moving, QUORUM kept succeeding.
-    assert!(
-        report.failures.is_empty(),
-        "{} operations failed",
-        report.failures.len()
-    );
-    assert!(
-        report.stale_reads.is_empty(),
-        "stale reads: {:#?}",
-        report.stale_reads
-    );
+    assert_no_failure_or_stale_read(&report);
 
     // Every replica of the new ring holds every acknowledged version: writes
     // went to pending replicas too and the rest was streamed (checked before
@@ -870,5 +861,195 @@ async fn a_slow_decommission_shows_as_leaving_and_blocks_other_movements() {
     for i in 0..3 {
         assert_has_its_bulk_keys(&cluster, i, BULK_KEYS / 2);
     }
+    cluster.shutdown().await;
+}
+
+/// Alters keyspace `ks` to SimpleStrategy `rf` through node `via`; returns
+/// the response and when the call began and ended.
+async fn alter_to(
+    cluster: &TestCluster,
+    via: usize,
+    rf: u32,
+) -> (pb::AlterKeyspaceResponse, Instant, Instant) {
+    let began = Instant::now();
+    let response = cluster
+        .schema(via)
+        .await
+        .alter_keyspace(pb::AlterKeyspaceRequest {
+            name: "ks".into(),
+            replication: Some(pb::Replication {
+                strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                    replication_factor: rf,
+                })),
+            }),
+            return_at_once: false,
+        })
+        .await
+        .expect("the alter succeeds")
+        .into_inner();
+    (response, began, Instant::now())
+}
+
+/// The estimated bytes of `plan alter ks` to SimpleStrategy `rf`.
+async fn planned_alter_bytes(cluster: &TestCluster, rf: u32) -> u64 {
+    let plan = cluster
+        .topology(0)
+        .await
+        .plan(pb::PlanRequest {
+            change: Some(pb::plan_request::Change::Alter(pb::PlanAlter {
+                keyspace: "ks".into(),
+                replication: Some(pb::Replication {
+                    strategy: Some(pb::replication::Strategy::Simple(pb::SimpleStrategy {
+                        replication_factor: rf,
+                    })),
+                }),
+            })),
+        })
+        .await
+        .expect("plan alter")
+        .into_inner();
+    eprintln!("{}: {} bytes", plan.description, plan.estimated_bytes);
+    plan.estimated_bytes
+}
+
+/// Checks that no operation of a load failed and no read missed a write
+/// acknowledged before it began.
+fn assert_no_failure_or_stale_read(report: &LoadReport) {
+    assert!(
+        report.failures.is_empty(),
+        "{} operations failed",
+        report.failures.len()
+    );
+    assert!(
+        report.stale_reads.is_empty(),
+        "a read missed an acknowledged write: {:#?}",
+        report.stale_reads
+    );
+}
+
+/// Runs `alter_to(via, rf)` under a QUORUM load through every node, which
+/// stops as soon as the alter returns; checks that the load overlapped the
+/// alter and that no operation failed or read stale data.
+async fn alter_under_load(
+    cluster: &TestCluster,
+    via: usize,
+    rf: u32,
+    min_ops: usize,
+) -> (pb::AlterKeyspaceResponse, LoadReport) {
+    let coordinators = Coordinators::default();
+    for i in 0..cluster.nodes.len() {
+        coordinators.add(&format!("node{i}"), cluster.client(i).await);
+    }
+    let settings = LoadSettings {
+        keyspace: "ks".into(),
+        clients: 4,
+        keys_per_client: 500,
+        max_ops: 50_000,
+        deadline: Instant::now() + Duration::from_secs(90),
+    };
+    let load = Load::start(settings, coordinators);
+    eventually(Duration::from_secs(10), "the load is running", || async {
+        load.writes_ok() >= 20
+    })
+    .await;
+    let (response, began, ended) = alter_to(cluster, via, rf).await;
+    let report = load.stop().await;
+    let during = report.completed_between(began, ended);
+    eprintln!(
+        "alter to RF {rf} took {:?}: {response:?}; load: {}; (writes, reads) during it: {during:?}",
+        ended - began,
+        report.summary(),
+    );
+    for failure in &report.failures {
+        eprintln!("failed: {failure:?}");
+    }
+    assert!(
+        during.0 >= min_ops && during.1 >= min_ops,
+        "operations during the alter to RF {rf}: {during:?}"
+    );
+    assert_no_failure_or_stale_read(&report);
+    (response, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn altering_rf_1_to_3_and_back_to_2_under_load_moves_the_data_and_loses_no_write() {
+    let cluster = TestCluster::start(42, 3, 1).await;
+    cluster.create_keyspace(0, "ks", 1).await;
+    const BULK: usize = 4000;
+    fill_directly(&cluster, BULK).await;
+    // Slow streams (1 MiB/s per sending node) so the load overlaps the move.
+    for i in 0..3 {
+        cluster
+            .topology(i)
+            .await
+            .set_stream_throughput(pb::SetStreamThroughputRequest { mib_per_sec: 1 })
+            .await
+            .unwrap();
+    }
+    let planned = planned_alter_bytes(&cluster, 3).await;
+    assert!(
+        planned > BULK as u64 * 1024,
+        "two new copies of ~4 MiB planned, got {planned}"
+    );
+
+    let (up, up_load) = alter_under_load(&cluster, 1, 3, 20).await;
+    for i in 0..3 {
+        let local = local_keys(&cluster, i);
+        let missing = (0..BULK).filter(|k| !local.contains_key(&format!("bulk-{k}")));
+        assert_eq!(
+            missing.count(),
+            0,
+            "node {i} holds every preloaded key at RF 3"
+        );
+    }
+    assert!(up.bytes_streamed > 0 && up.ranges_streamed > 0, "{up:?}");
+    assert_eq!(
+        up.keys_removed, 0,
+        "raising the replication deletes nothing"
+    );
+    let keyspace = cluster.context(2).keyspace("ks").unwrap();
+    assert_eq!(keyspace.strategy.to_string(), "SimpleStrategy:3");
+    assert_eq!(keyspace.pending_strategy, None);
+    // All 3 replicas hold every version acknowledged during the move: the
+    // ones written before a range was streamed came with it, the later ones
+    // were written to the pending replicas too. Checked at once, before any
+    // other read could repair a replica (no hint is due: nothing failed).
+    let behind = replicas_behind(&cluster, &up_load.acked);
+    assert!(
+        behind.is_empty(),
+        "{} acknowledged versions missing on their new replicas, e.g. {:?}",
+        behind.len(),
+        &behind[..behind.len().min(5)]
+    );
+
+    let (down, down_load) = alter_under_load(&cluster, 2, 2, 5).await;
+    assert_eq!(
+        down.bytes_streamed, 0,
+        "lowering the replication moves nothing"
+    );
+    assert!(
+        down.keys_removed > 0,
+        "the dropped replicas clean up: {down:?}"
+    );
+
+    // Each of the 2 replicas the placement names holds the newest
+    // acknowledged version of every key and every preloaded key, and no
+    // other node holds any of them.
+    let mut acked = up_load.acked.clone();
+    for (key, &version) in &down_load.acked {
+        let newest = acked.entry(key.clone()).or_insert(version);
+        *newest = (*newest).max(version);
+    }
+    eventually(
+        Duration::from_secs(30),
+        "every replica holds every acknowledged version",
+        || async { replicas_behind(&cluster, &acked).is_empty() },
+    )
+    .await;
+    let mut keys: Vec<String> = acked.keys().cloned().collect();
+    keys.extend((0..BULK).map(|k| format!("bulk-{k}")));
+    assert_placement_exact(&cluster, &keys);
+    let copies: usize = (0..3).map(|i| local_keys(&cluster, i).len()).sum();
+    assert_eq!(copies, 2 * keys.len(), "two copies of every key in all");
     cluster.shutdown().await;
 }

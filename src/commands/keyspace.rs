@@ -1,4 +1,4 @@
-//! `ringstore keyspace create|list|drop`.
+//! `ringstore keyspace create|alter|list|drop` (alter in `alter.rs`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -36,6 +36,13 @@ pub async fn run(
                 })
                 .await?;
         }
+        KeyspaceCommand::Alter {
+            name,
+            replication,
+            at_once,
+        } => {
+            return crate::commands::alter::run(connection, name, replication, *at_once, out).await;
+        }
         KeyspaceCommand::List => {
             let list = schema
                 .list_keyspaces(pb::ListKeyspacesRequest {})
@@ -45,8 +52,12 @@ pub async fn run(
                 .keyspaces
                 .iter()
                 .map(|k| {
+                    let altering = match &k.pending_replication {
+                        Some(pending) => format!("  (altering to {})", describe(Some(pending))),
+                        None => String::new(),
+                    };
                     format!(
-                        "{}  {}  gc_grace_seconds={}  speculative_retry={}  {}\n",
+                        "{}  {}  gc_grace_seconds={}  speculative_retry={}  {}{altering}\n",
                         k.name,
                         describe(k.replication.as_ref()),
                         k.gc_grace_seconds.unwrap_or(864_000),

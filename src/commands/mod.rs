@@ -1,5 +1,6 @@
 //! One module per subcommand (or group of subcommands), each with a `run`.
 
+pub mod alter;
 pub mod batch;
 pub mod certs;
 pub mod data;

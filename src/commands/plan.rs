@@ -1,4 +1,4 @@
-//! `ringstore plan join|decommission|removenode`: what a topology change would
+//! `ringstore plan join|decommission|removenode|alter`: what a topology change would
 //! stream and how ownership would shift, computed by the node from its ring
 //! and its data sizes. Nothing changes.
 
@@ -34,6 +34,13 @@ pub async fn run(connection: &Connection, command: &PlanCommand, out: &mut impl 
         }),
         PlanCommand::Decommission(node) => Change::Decommission(node.host_id.to_string()),
         PlanCommand::Removenode(node) => Change::Removenode(node.host_id.to_string()),
+        PlanCommand::Alter {
+            keyspace,
+            replication,
+        } => Change::Alter(pb::PlanAlter {
+            keyspace: keyspace.clone(),
+            replication: Some(crate::commands::keyspace::parse_replication(replication)?),
+        }),
     };
     let response = connection
         .topology()

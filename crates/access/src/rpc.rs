@@ -44,6 +44,7 @@ const TABLE: &[(&str, Rule)] = {
         // Schema.
         ("/ringstore.v1.Schema/CreateKeyspace", On(Schema, Field(1))),
         ("/ringstore.v1.Schema/DropKeyspace", On(Schema, Field(1))),
+        ("/ringstore.v1.Schema/AlterKeyspace", On(Schema, Field(1))),
         ("/ringstore.v1.Schema/ListKeyspaces", Login),
         // Admin: views.
         ("/ringstore.v1.Admin/Status", Login),

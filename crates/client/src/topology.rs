@@ -171,6 +171,7 @@ mod tests {
                 }),
                 gc_grace_seconds: None,
                 speculative_retry: None,
+                pending_replication: None,
             }],
         };
         let topology = Topology::from_pb(ring, schema).unwrap();

@@ -78,6 +78,7 @@ pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
         replication: Some(strategy_to_pb(&keyspace.strategy)),
         gc_grace_seconds: Some(keyspace.gc_grace_seconds),
         speculative_retry: Some(keyspace.speculative_retry.to_string()),
+        pending_replication: keyspace.pending_strategy.as_ref().map(strategy_to_pb),
     }
 }
 
@@ -92,6 +93,10 @@ pub fn keyspace_from_pb(keyspace: pb::Keyspace) -> Result<KeyspaceDef, NodeError
             .gc_grace_seconds
             .unwrap_or(DEFAULT_GC_GRACE_SECONDS),
         speculative_retry: speculative_retry_from_pb(keyspace.speculative_retry.as_deref())?,
+        pending_strategy: keyspace
+            .pending_replication
+            .map(|pending| strategy_from_pb(Some(pending)))
+            .transpose()?,
     })
 }
 

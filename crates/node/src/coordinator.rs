@@ -465,8 +465,9 @@ fn candidates(
 }
 
 /// What a write goes to: the key's natural replicas and, during a range
-/// movement, its pending replicas (those the pending ring adds), both from
-/// the one `view`, so a ring switch cannot fall between them.
+/// movement or a keyspace alter, its pending replicas (those the pending
+/// ring or the pending replication adds, on either ring), all from the one
+/// `view`, so a ring switch cannot fall between them.
 fn write_candidates(
     context: &NodeContext,
     view: &ClusterView,
@@ -475,15 +476,22 @@ fn write_candidates(
 ) -> Result<(Vec<ReplicaCandidate>, Vec<ReplicaCandidate>)> {
     let token = token_of(key)?;
     let natural = candidates(context, view, keyspace, token);
-    let Some(ring) = &view.pending_ring else {
-        return Ok((natural, Vec::new()));
-    };
-    let map = context
-        .replica_maps
-        .replica_map(ring, keyspace.id, &keyspace.strategy);
-    let pending = replica_candidates(view, &map, token, |host| {
-        !natural.iter().any(|n| n.host == host)
-    });
+    let mut pending: Vec<ReplicaCandidate> = Vec::new();
+    let rings = std::iter::once(&view.ring).chain(&view.pending_ring);
+    for (ring_index, ring) in rings.enumerate() {
+        for (strategy_index, strategy) in keyspace.write_strategies().enumerate() {
+            if ring_index == 0 && strategy_index == 0 {
+                continue; // the natural replicas
+            }
+            let map = context
+                .replica_maps
+                .replica_map(ring, keyspace.id, strategy);
+            let extra = replica_candidates(view, &map, token, |host| {
+                !natural.iter().chain(&pending).any(|n| n.host == host)
+            });
+            pending.extend(extra);
+        }
+    }
     Ok((natural, pending))
 }
 

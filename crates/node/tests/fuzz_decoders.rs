@@ -110,14 +110,18 @@ fn pb_keyspace() -> impl Strategy<Value = pb::Keyspace> {
             Just("p99".to_string()),
             Just("20ms".to_string())
         ]),
+        pb_replication(),
     )
         .prop_map(
-            |(name, id, replication, gc_grace_seconds, speculative_retry)| pb::Keyspace {
-                name,
-                id,
-                replication,
-                gc_grace_seconds,
-                speculative_retry,
+            |(name, id, replication, gc_grace_seconds, speculative_retry, pending_replication)| {
+                pb::Keyspace {
+                    name,
+                    id,
+                    replication,
+                    gc_grace_seconds,
+                    speculative_retry,
+                    pending_replication,
+                }
             },
         )
 }

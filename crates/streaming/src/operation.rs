@@ -6,13 +6,14 @@
 //! `StreamRange` requests so the source can show what it is sending for.
 //! The text form is therefore part of the storage and wire formats and must
 //! not change: `bootstrap`, `replace:<host id>`, `decommission:<host id>`,
-//! `removenode:<host id>`. Everything inside the node handles the enum;
+//! `removenode:<host id>`, `alter:<keyspace id>`. Everything inside the node handles the enum;
 //! text is parsed once, at the edge, and anything else is refused.
 
 use std::fmt;
 use std::str::FromStr;
 
 use ringstore_placement::HostId;
+use ringstore_storage::KeyspaceId;
 
 /// A topology operation that streams ranges to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,36 +36,47 @@ pub enum StreamOperation {
         /// The removed node.
         removed: HostId,
     },
+    /// A keyspace's replication changes; every node streams the ranges the
+    /// new placement gives it. A later alter of the same keyspace reuses
+    /// the name, which is safe because a finished fetch clears its
+    /// checkpoints.
+    Alter {
+        /// The altered keyspace.
+        keyspace: KeyspaceId,
+    },
 }
 
 impl StreamOperation {
     /// The operation's kind without its host, as `netstats` shows it
-    /// (`bootstrap`, `replace`, `decommission`, `removenode`).
+    /// (`bootstrap`, `replace`, `decommission`, `removenode`, `alter`).
     pub fn kind(self) -> &'static str {
         match self {
             StreamOperation::Bootstrap => "bootstrap",
             StreamOperation::Replace { .. } => "replace",
             StreamOperation::Decommission { .. } => "decommission",
             StreamOperation::RemoveNode { .. } => "removenode",
+            StreamOperation::Alter { .. } => "alter",
         }
     }
 
-    /// The node the operation is about, if not the streaming node itself.
-    fn host(self) -> Option<HostId> {
+    /// What the operation is about, after the kind in its name: the node
+    /// it concerns, or the altered keyspace; `None` for a bootstrap.
+    fn subject(self) -> Option<String> {
         match self {
             StreamOperation::Bootstrap => None,
             StreamOperation::Replace { replaced: host }
             | StreamOperation::Decommission { leaving: host }
-            | StreamOperation::RemoveNode { removed: host } => Some(host),
+            | StreamOperation::RemoveNode { removed: host } => Some(host.to_string()),
+            StreamOperation::Alter { keyspace } => Some(keyspace.to_string()),
         }
     }
 }
 
 impl fmt::Display for StreamOperation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.host() {
+        match self.subject() {
             None => f.write_str(self.kind()),
-            Some(host) => write!(f, "{}:{host}", self.kind()),
+            Some(subject) => write!(f, "{}:{subject}", self.kind()),
         }
     }
 }
@@ -72,8 +84,8 @@ impl fmt::Display for StreamOperation {
 /// A text that names no stream operation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{0:?} is not a stream operation (bootstrap, replace:<host id>, decommission:<host id> \
-     or removenode:<host id>)"
+    "{0:?} is not a stream operation (bootstrap, replace:<host id>, decommission:<host id>, \
+     removenode:<host id> or alter:<keyspace id>)"
 )]
 pub struct UnknownOperation(pub String);
 
@@ -85,8 +97,14 @@ impl FromStr for StreamOperation {
         if text == "bootstrap" {
             return Ok(StreamOperation::Bootstrap);
         }
-        let (kind, host) = text.split_once(':').ok_or_else(unknown)?;
-        let host: HostId = host.parse().map_err(|_| unknown())?;
+        let (kind, subject) = text.split_once(':').ok_or_else(unknown)?;
+        if kind == "alter" {
+            let keyspace = subject.parse::<uuid::Uuid>().map_err(|_| unknown())?;
+            return Ok(StreamOperation::Alter {
+                keyspace: KeyspaceId(keyspace),
+            });
+        }
+        let host: HostId = subject.parse().map_err(|_| unknown())?;
         match kind {
             "replace" => Ok(StreamOperation::Replace { replaced: host }),
             "decommission" => Ok(StreamOperation::Decommission { leaving: host }),
@@ -108,6 +126,9 @@ mod tests {
             StreamOperation::Replace { replaced: host },
             StreamOperation::Decommission { leaving: host },
             StreamOperation::RemoveNode { removed: host },
+            StreamOperation::Alter {
+                keyspace: KeyspaceId(uuid::Uuid::from_u128(9)),
+            },
         ] {
             let name = operation.to_string();
             assert_eq!(name.parse::<StreamOperation>(), Ok(operation), "{name}");
@@ -137,6 +158,8 @@ mod tests {
             "replace",
             "replace:not-a-uuid",
             "leave:00000000-0000-0000-0000-000000000007",
+            "alter:",
+            "alter:users",
         ] {
             assert!(text.parse::<StreamOperation>().is_err(), "{text:?}");
         }

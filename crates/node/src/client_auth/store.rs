@@ -36,6 +36,7 @@ pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> 
         strategy,
         gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
         speculative_retry: ringstore_replication::SpeculativeRetry::default(),
+        pending_strategy: None,
     };
     let entry = SchemaEntry {
         keyspace: keyspace.clone(),

@@ -53,6 +53,18 @@ pub struct KeyspaceDef {
     pub gc_grace_seconds: u32,
     /// When its reads ask one more replica (Cassandra's table option).
     pub speculative_retry: SpeculativeRetry,
+    /// The replication a `keyspace alter` is moving it to, while the data
+    /// moves: writes go to the replicas of both, reads stay on `strategy`
+    /// (see [`crate::topology::alter`]).
+    pub pending_strategy: Option<ReplicationStrategy>,
+}
+
+impl KeyspaceDef {
+    /// Every replication its writes go to: `strategy`, and the pending one
+    /// during an alter.
+    pub fn write_strategies(&self) -> impl Iterator<Item = &ReplicationStrategy> {
+        std::iter::once(&self.strategy).chain(&self.pending_strategy)
+    }
 }
 
 /// The `gc_grace_seconds` of a keyspace created without one: 10 days, as
@@ -145,6 +157,10 @@ impl Schema {
             bytes.extend_from_slice(&entry.keyspace.gc_grace_seconds.to_le_bytes());
             bytes.extend_from_slice(entry.keyspace.speculative_retry.to_string().as_bytes());
             bytes.push(0);
+            if let Some(pending) = &entry.keyspace.pending_strategy {
+                bytes.extend_from_slice(pending.to_string().as_bytes());
+            }
+            bytes.push(0);
             bytes.extend_from_slice(&entry.timestamp.0.to_le_bytes());
             bytes.push(entry.dropped as u8);
         }
@@ -207,6 +223,7 @@ mod tests {
                 strategy: ReplicationStrategy::simple(3).unwrap(),
                 gc_grace_seconds: DEFAULT_GC_GRACE_SECONDS,
                 speculative_retry: SpeculativeRetry::default(),
+                pending_strategy: None,
             },
             timestamp: Timestamp(ts),
             dropped,

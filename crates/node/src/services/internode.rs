@@ -24,6 +24,7 @@ use crate::schema::sync::merge_and_publish;
 use crate::services::client::check_key;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};
 use crate::streaming::source::send_range;
+use crate::topology::cleanup::clean_keyspace;
 use ringstore_repair::MAX_DEPTH;
 use ringstore_streaming::{StreamOperation, estimate_ranges};
 
@@ -306,6 +307,31 @@ impl Internode for InternodeService {
             })
             .collect();
         Ok(Response::new(pb::RangeStatsResponse { ranges }))
+    }
+
+    async fn cleanup_keyspace(
+        &self,
+        request: Request<pb::CleanupKeyspaceRequest>,
+    ) -> Result<Response<pb::CleanupKeyspaceResponse>, Status> {
+        let id = keyspace_id_from_pb(&request.into_inner().keyspace_id)?;
+        let keyspace = self
+            .context
+            .schema
+            .current()
+            .keyspace_by_id(id)
+            .cloned()
+            .ok_or_else(|| NodeError::KeyspaceNotFound(id.to_string()))?;
+        let _operation = self.context.operation.try_lock().map_err(|_| {
+            NodeError::FailedPrecondition(
+                "another topology operation is running on this node".into(),
+            )
+        })?;
+        let cleaned = clean_keyspace(&self.context, &keyspace).await?;
+        Ok(Response::new(pb::CleanupKeyspaceResponse {
+            keys_removed: cleaned.keys_removed,
+            bytes_removed: cleaned.bytes_removed,
+            keys_kept: cleaned.keys_kept,
+        }))
     }
 
     async fn metadata_seen(

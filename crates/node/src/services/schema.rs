@@ -1,9 +1,10 @@
-//! The `Schema` service: create, drop and list keyspaces.
+//! The `Schema` service: create, drop, alter and list keyspaces.
 
 use std::sync::Arc;
 
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::schema_server::Schema as SchemaApi;
+use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
@@ -11,6 +12,7 @@ use crate::convert::{keyspace_to_pb, speculative_retry_from_pb, strategy_from_pb
 use crate::error::NodeError;
 use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
+use crate::topology::alter::alter;
 
 /// Serves `Schema` from a node's context.
 pub struct SchemaService {
@@ -54,6 +56,7 @@ impl SchemaApi for SchemaService {
             strategy,
             gc_grace_seconds: request.gc_grace_seconds.unwrap_or(DEFAULT_GC_GRACE_SECONDS),
             speculative_retry,
+            pending_strategy: None,
         };
         self.context.check_clock()?;
         let entry = SchemaEntry {
@@ -85,6 +88,39 @@ impl SchemaApi for SchemaService {
         push_to_live_nodes(&self.context).await?;
         tracing::info!(name = %keyspace.name, id = %keyspace.id, "keyspace dropped");
         Ok(Response::new(pb::DropKeyspaceResponse {}))
+    }
+
+    async fn alter_keyspace(
+        &self,
+        request: Request<pb::AlterKeyspaceRequest>,
+    ) -> Result<Response<pb::AlterKeyspaceResponse>, Status> {
+        let request = request.into_inner();
+        let target = strategy_from_pb(request.replication)?;
+        // The alter runs in a task of its own, so that a client that gives
+        // up waiting does not cut it short between two of its steps.
+        let (announced, announcement) = oneshot::channel();
+        let context = self.context.clone();
+        let name = request.name.clone();
+        let task =
+            tokio::spawn(async move { alter(&context, &name, target, Some(announced)).await });
+        if request.return_at_once {
+            let keyspace = announcement
+                .await
+                .map_err(|_| NodeError::Internal("the alter stopped before announcing".into()))??;
+            return Ok(Response::new(pb::AlterKeyspaceResponse {
+                keyspace: Some(keyspace_to_pb(&keyspace)),
+                ..Default::default()
+            }));
+        }
+        let altered = task
+            .await
+            .map_err(NodeError::task("the keyspace alter"))??;
+        Ok(Response::new(pb::AlterKeyspaceResponse {
+            keyspace: Some(keyspace_to_pb(&altered.keyspace)),
+            ranges_streamed: altered.streamed.ranges,
+            bytes_streamed: altered.streamed.bytes,
+            keys_removed: altered.keys_removed,
+        }))
     }
 
     async fn list_keyspaces(

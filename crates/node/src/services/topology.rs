@@ -9,6 +9,7 @@ use ringstore_proto::v1::topology_server::Topology;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
+use crate::convert::strategy_from_pb;
 use crate::error::NodeError;
 use crate::topology::preview::{Change, preview};
 use crate::topology::{cleanup, decommission, removenode};
@@ -172,9 +173,13 @@ impl Topology for TopologyService {
                 Change::Decommission(host_id(&host)?)
             }
             Some(pb::plan_request::Change::Removenode(host)) => Change::Removenode(host_id(&host)?),
+            Some(pb::plan_request::Change::Alter(alter)) => Change::Alter {
+                keyspace: alter.keyspace,
+                strategy: strategy_from_pb(alter.replication)?,
+            },
             None => {
                 return Err(NodeError::InvalidArgument(
-                    "say which change to plan: join, decommission or removenode".into(),
+                    "say which change to plan: join, decommission, removenode or alter".into(),
                 )
                 .into());
             }

@@ -60,7 +60,7 @@ pub async fn cleanup(context: &Arc<NodeContext>, keyspace: Option<&str>) -> Resu
     };
     let mut cleaned = Vec::new();
     for keyspace in keyspaces {
-        cleaned.push(clean(context, &keyspace).await?);
+        cleaned.push(clean_keyspace(context, &keyspace).await?);
     }
     Ok(cleaned)
 }
@@ -102,9 +102,21 @@ fn ensure_unchanged(decided: &ClusterView, now: &ClusterView, so_far: &Cleaned) 
     )))
 }
 
-async fn clean(context: &Arc<NodeContext>, keyspace: &KeyspaceDef) -> Result<Cleaned> {
+/// Cleans one keyspace. The caller holds the node's topology operation lock
+/// (`cleanup`, or the alter that is finishing).
+pub(crate) async fn clean_keyspace(
+    context: &Arc<NodeContext>,
+    keyspace: &KeyspaceDef,
+) -> Result<Cleaned> {
     let view = context.view();
     ensure_settled(&view)?;
+    if let Some(pending) = &keyspace.pending_strategy {
+        return Err(NodeError::FailedPrecondition(format!(
+            "cleanup of keyspace {} is refused while it is being altered to {pending}: \
+             run it once the alter is done",
+            keyspace.name
+        )));
+    }
     let map = ReplicaMap::new(view.ring.clone(), &keyspace.strategy);
     let mut outcome = Cleaned {
         keyspace: keyspace.name.clone(),

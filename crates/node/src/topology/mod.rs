@@ -1,5 +1,5 @@
 //! Topology changes: bootstrap, replace, decommission, removenode, cleanup,
-//! and the movement plans that preview them.
+//! keyspace alters, and the movement plans that preview them.
 //!
 //! # Design
 //! A change is announced in gossip before any data moves: the joining node
@@ -36,11 +36,14 @@
 //!   a new cluster's cohort takes), then `bootstrap.rs` (streaming what it
 //!   gains; also replacement and resuming).
 //! - `decommission.rs`, `removenode.rs`, `cleanup.rs`: the other changes.
+//! - `alter.rs`: a keyspace's replication changed on an unchanged ring,
+//!   moved the same way (announce, stream, commit, clean up).
 //! - `transfers.rs`: who fetches which range from whom, and having them do
 //!   it; `preview.rs`: the movement plans of `plan`.
 //! - `waits.rs`: the waits between steps; `persisted.rs`: what a node keeps
 //!   across restarts (tokens, an unfinished bootstrap, takeovers).
 
+pub mod alter;
 pub mod bootstrap;
 pub mod cleanup;
 pub mod decommission;
@@ -64,9 +67,11 @@ use ringstore_placement::{ReplicationStrategy, Ring};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 
-/// Refuses to start a movement while another is under way.
+/// Refuses to start a movement while another is under way (a join,
+/// leave, removal or replacement in gossip, or a keyspace alter).
 pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
-    match movements_under_way(&context.view()) {
+    let under_way = movements_under_way(&context.view()).or_else(|| alters_under_way(context));
+    match under_way {
         None => Ok(()),
         Some(movements) => Err(NodeError::FailedPrecondition(format!(
             "another range movement is under way ({movements}); only one at a time: \
@@ -91,6 +96,20 @@ pub fn movements_under_way(view: &ClusterView) -> Option<String> {
     )
 }
 
+/// The keyspace alters the schema shows under way, described for an error
+/// or a log line; `None` if none.
+pub fn alters_under_way(context: &NodeContext) -> Option<String> {
+    let alters: Vec<String> = context
+        .keyspaces()
+        .into_iter()
+        .filter_map(|k| {
+            let pending = k.pending_strategy.as_ref()?;
+            Some(format!("alter of keyspace {} to {pending}", k.name))
+        })
+        .collect();
+    (!alters.is_empty()).then(|| alters.join(", "))
+}
+
 /// Once the movement this node announced is known everywhere (`ring_delay`,
 /// then [`wait_until_announced`]): the view to move data by, and its
 /// pending ring. `doing` names the movement for the error when there is none.
@@ -109,21 +128,14 @@ pub async fn announced_movement(
 }
 
 /// Refuses a change that would leave fewer nodes than a keyspace's
-/// replication factor (in any data center).
+/// replication factor (in any data center), the pending one of an alter
+/// included.
 pub fn ensure_enough_replicas(context: &NodeContext, after: &Ring) -> Result<()> {
     for keyspace in context.keyspaces() {
-        let strategy = &keyspace.strategy;
-        let mut per_dc: BTreeMap<String, u32> = BTreeMap::new();
-        for host in after.hosts() {
-            *per_dc.entry(host.location.dc.to_string()).or_default() += 1;
-        }
-        let short = match strategy {
-            ReplicationStrategy::Simple { rf } => (after.hosts().len() as u32) < rf.get(),
-            ReplicationStrategy::NetworkTopology { rf_per_dc } => rf_per_dc
-                .iter()
-                .any(|(dc, rf)| per_dc.get(dc.as_str()).copied().unwrap_or(0) < *rf),
-        };
-        if short {
+        if keyspace
+            .write_strategies()
+            .any(|s| !strategy_fits(after, s))
+        {
             return Err(NodeError::FailedPrecondition(format!(
                 "keyspace {} replicates to more nodes than would remain ({}): lower its replication first",
                 keyspace.name,
@@ -132,4 +144,19 @@ pub fn ensure_enough_replicas(context: &NodeContext, after: &Ring) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Whether `ring` has enough nodes for `strategy`: its replication factor in
+/// all (SimpleStrategy), or in each data center it names (NTS).
+pub fn strategy_fits(ring: &Ring, strategy: &ReplicationStrategy) -> bool {
+    let mut per_dc: BTreeMap<String, u32> = BTreeMap::new();
+    for host in ring.hosts() {
+        *per_dc.entry(host.location.dc.to_string()).or_default() += 1;
+    }
+    match strategy {
+        ReplicationStrategy::Simple { rf } => (ring.hosts().len() as u32) >= rf.get(),
+        ReplicationStrategy::NetworkTopology { rf_per_dc } => rf_per_dc
+            .iter()
+            .all(|(dc, rf)| per_dc.get(dc.as_str()).copied().unwrap_or(0) >= *rf),
+    }
 }

@@ -1,5 +1,5 @@
-//! Movement plans: what a join, decommission or removenode would move,
-//! computed without changing anything (`ringstore plan`).
+//! Movement plans: what a join, decommission, removenode or keyspace alter
+//! would move, computed without changing anything (`ringstore plan`).
 //!
 //! The hypothetical ring is built as the change would build it (a join
 //! allocates balanced tokens exactly as the joining node would), diffed
@@ -21,6 +21,8 @@ use ringstore_storage::KeyspaceId;
 use crate::context::NodeContext;
 use crate::convert::range_to_pb;
 use crate::error::{NodeError, Result};
+use crate::schema::KeyspaceDef;
+use ringstore_membership::ClusterView;
 use ringstore_streaming::estimate_ranges;
 
 /// The change to plan.
@@ -37,6 +39,13 @@ pub enum Change {
     Decommission(HostId),
     /// A dead node removed (its ranges come from the survivors).
     Removenode(HostId),
+    /// A keyspace's replication changed ([`super::alter`]).
+    Alter {
+        /// The keyspace's name.
+        keyspace: String,
+        /// Its new replication.
+        strategy: ReplicationStrategy,
+    },
 }
 
 /// One range that would move.
@@ -156,53 +165,37 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
                 unavailable,
             )
         }
+        Change::Alter { keyspace, strategy } => {
+            let current = context.keyspace(keyspace)?;
+            if !super::strategy_fits(&before, strategy) {
+                return Err(NodeError::FailedPrecondition(format!(
+                    "replication {strategy} needs more nodes (in some data center) than the ring has"
+                )));
+            }
+            let description = format!(
+                "alter of keyspace {keyspace} from {} to {strategy}: each new replica streams \
+                 from a quorum of the old ones",
+                current.strategy
+            );
+            ((*before).clone(), description, Vec::new())
+        }
     };
     super::ensure_enough_replicas(context, &after)?;
     let after = Arc::new(after);
     let mut ranges = Vec::new();
     let mut ownership = Vec::new();
     let mut replica_fractions = Vec::new();
-    for keyspace in context.keyspaces() {
+    for (keyspace, target) in planned_keyspaces(context, change)? {
         let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
-        let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
+        let new = ReplicaMap::new(after.clone(), &target);
         let plan = MovementPlan::between(&old, &new);
-        let rf = f64::from(keyspace.strategy.total_rf().max(1));
+        let rf = f64::from(target.total_rf().max(1));
         replica_fractions.push(plan.gained_fraction() / rf);
-        let mut by_source: BTreeMap<HostId, Vec<(TokenRange, HostId)>> = BTreeMap::new();
-        let targets: std::collections::BTreeSet<HostId> = plan
-            .movements
-            .iter()
-            .flat_map(|m| m.gaining.iter().copied())
-            .collect();
-        for target in targets {
-            for (range, sources) in plan.fetches_for(target) {
-                // The source the fetch would use: the first live, available one.
-                let source = sources
-                    .into_iter()
-                    .find(|s| !unavailable.contains(s) && view.is_up(*s));
-                if let Some(source) = source {
-                    by_source.entry(source).or_default().push((range, target));
-                }
-            }
-        }
-        for (source, moves) in by_source {
-            let sizes = estimate_on(
-                context,
-                source,
-                keyspace.id,
-                moves.iter().map(|(r, _)| *r).collect(),
-            )
-            .await?;
-            for ((range, target), estimated_bytes) in moves.into_iter().zip(sizes) {
-                ranges.push(PlannedRange {
-                    keyspace: keyspace.name.clone(),
-                    range,
-                    source,
-                    target,
-                    estimated_bytes,
-                });
-            }
-        }
+        let moves = match change {
+            Change::Alter { .. } => alter_moves(&keyspace, &before, &target, &view),
+            _ => ring_moves(&plan, &unavailable, &view),
+        };
+        ranges.extend(sized(context, &keyspace, moves).await?);
         let (old_own, new_own) = (old.effective_ownership(), new.effective_ownership());
         let hosts: std::collections::BTreeSet<HostId> =
             old_own.keys().chain(new_own.keys()).copied().collect();
@@ -235,6 +228,105 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
         replica_fraction_moved,
         primary_fraction_moved,
     })
+}
+
+/// The keyspaces a plan covers, each with the replication it would have
+/// after the change: every keyspace unchanged for a ring change, the one
+/// altered keyspace for an alter.
+fn planned_keyspaces(
+    context: &NodeContext,
+    change: &Change,
+) -> Result<Vec<(KeyspaceDef, ReplicationStrategy)>> {
+    Ok(match change {
+        Change::Alter { keyspace, strategy } => {
+            vec![(context.keyspace(keyspace)?, strategy.clone())]
+        }
+        _ => context
+            .keyspaces()
+            .into_iter()
+            .map(|k| {
+                let strategy = k.strategy.clone();
+                (k, strategy)
+            })
+            .collect(),
+    })
+}
+
+/// One range the plan would stream: (range, source, target).
+type Move = (TokenRange, HostId, HostId);
+
+/// What a ring change streams: each gained range from the first live,
+/// available source the fetch would use.
+fn ring_moves(plan: &MovementPlan, unavailable: &[HostId], view: &ClusterView) -> Vec<Move> {
+    let targets: std::collections::BTreeSet<HostId> = plan
+        .movements
+        .iter()
+        .flat_map(|m| m.gaining.iter().copied())
+        .collect();
+    let mut moves = Vec::new();
+    for target in targets {
+        for (range, sources) in plan.fetches_for(target) {
+            let source = sources
+                .into_iter()
+                .find(|s| !unavailable.contains(s) && view.is_up(*s));
+            if let Some(source) = source {
+                moves.push((range, source, target));
+            }
+        }
+    }
+    moves
+}
+
+/// What an alter streams: every round of [`super::alter::transfers`], each
+/// range from the source its round starts with.
+fn alter_moves(
+    keyspace: &KeyspaceDef,
+    ring: &Arc<Ring>,
+    target: &ReplicationStrategy,
+    view: &ClusterView,
+) -> Vec<Move> {
+    super::alter::transfers(keyspace, ring, target)
+        .into_iter()
+        .flat_map(|round| round.into_iter())
+        .flat_map(|(receiver, fetches)| {
+            fetches.into_iter().filter_map(move |fetch| {
+                let source = fetch.sources.into_iter().find(|s| view.is_up(*s))?;
+                Some((fetch.range, source, receiver))
+            })
+        })
+        .collect()
+}
+
+/// `moves` of `keyspace` with their sizes, as each source estimates them.
+async fn sized(
+    context: &NodeContext,
+    keyspace: &KeyspaceDef,
+    moves: Vec<Move>,
+) -> Result<Vec<PlannedRange>> {
+    let mut by_source: BTreeMap<HostId, Vec<(TokenRange, HostId)>> = BTreeMap::new();
+    for (range, source, target) in moves {
+        by_source.entry(source).or_default().push((range, target));
+    }
+    let mut ranges = Vec::new();
+    for (source, moves) in by_source {
+        let sizes = estimate_on(
+            context,
+            source,
+            keyspace.id,
+            moves.iter().map(|(r, _)| *r).collect(),
+        )
+        .await?;
+        for ((range, target), estimated_bytes) in moves.into_iter().zip(sizes) {
+            ranges.push(PlannedRange {
+                keyspace: keyspace.name.clone(),
+                range,
+                source,
+                target,
+                estimated_bytes,
+            });
+        }
+    }
+    Ok(ranges)
 }
 
 /// Estimated sizes of `ranges` on `source` (this node directly).

@@ -157,15 +157,17 @@ async fn metadata_seen(
     }
 }
 
-/// Waits until no other node's range movement is under way (one at a time).
+/// Waits until no other node's range movement and no keyspace alter is
+/// under way (one at a time).
 pub async fn wait_for_no_movement(context: &NodeContext) {
     let mut views = context.membership.watch_view();
     loop {
-        let movements = context.view().movements();
-        if movements.is_empty() {
+        let movements = super::movements_under_way(&context.view())
+            .or_else(|| super::alters_under_way(context));
+        let Some(movements) = movements else {
             return;
-        }
-        tracing::info!(?movements, "waiting for another range movement to finish");
+        };
+        tracing::info!(%movements, "waiting for another range movement to finish");
         let _ = tokio::time::timeout(Duration::from_secs(1), views.changed()).await;
     }
 }
