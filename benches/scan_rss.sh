@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Memory of a full-ring scan (not run in CI): a 3-node RF 3 cluster of real
-# processes on loopback is loaded with KEYS writes of 1 KiB at ONE (random
+# processes on loopback is loaded with KEYS writes of VALUE_SIZE bytes
+# (default 1024) at ONE (random
 # keys out of KEYS, so about 63 % of them distinct), then `ringstore scan`
 # reads the whole ring at QUORUM in pages of 1,000 through node 1, while the
 # RSS of node 1 (the coordinator, also a replica) and node 2 (a replica) is
 # sampled every 0.5 s. Prints the data per node, RSS before, at most during
 # and after the scan, and the scan's rows, time and rate. Flat means the
 # RSS during the scan stays near its level before it, whatever the data.
-# Usage: benches/scan_rss.sh [KEYS]   (default 1048576: about 1 GiB per node)
+# Usage: benches/scan_rss.sh [KEYS [VALUE_SIZE]]   (default 1048576 1024:
+# about 0.65 GiB per node; 450000 4096 gives about 1.1 GiB, twice as many
+# keys twice that: flat means the same RSS during the scan at both sizes)
 # STRESS_BIN=path runs another build instead of building this tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keys=${1:-1048576}
+value_size=${2:-1024}
 . benches/common.sh
 block=66
 host="127.$block.0.1:7100"
@@ -42,10 +46,10 @@ rss_mib() { # pid
 for i in 1 2 3; do start_node "$i"; done
 wait_up 3
 "$bin" --host "$host" keyspace create ks --replication SimpleStrategy:3 >/dev/null
-echo "loading $keys writes of 1 KiB at ONE..."
+echo "loading $keys writes of $value_size bytes at ONE..."
 start=$(date +%s)
 "$bin" --host "$host" stress write -n "$keys" --concurrency 64 --key-count "$keys" \
-  --value-size 1024 --consistency ONE --keyspace ks --json >/dev/null
+  --value-size "$value_size" --consistency ONE --keyspace ks --json >/dev/null
 "$bin" --host "$host" flush
 # Let hints and writes in flight settle, and the sled caches warm.
 sleep 5
@@ -66,6 +70,6 @@ done
 wait "$scan"
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 rows=$(cat "$work/rows")
-echo "scan at QUORUM: $rows rows in ${elapsed} s ($(echo "$rows / $elapsed" | bc) rows/s, about $(echo "$rows / $elapsed / 1024" | bc) MiB/s of 1 KiB values)"
+echo "scan at QUORUM: $rows rows in ${elapsed} s ($(echo "$rows / $elapsed" | bc) rows/s, about $(echo "$rows * $value_size / $elapsed / 1048576" | bc) MiB/s of values)"
 echo "node 1 (coordinator) RSS: before ${before1} MiB, max during ${max1} MiB, after $(rss_mib "${pids[1]}") MiB"
 echo "node 2 (replica)     RSS: before ${before2} MiB, max during ${max2} MiB, after $(rss_mib "${pids[2]}") MiB"

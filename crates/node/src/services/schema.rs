@@ -99,10 +99,10 @@ impl SchemaApi for SchemaService {
         // The alter runs in a task of its own, so that a client that gives
         // up waiting does not cut it short between two of its steps.
         let (announced, announcement) = oneshot::channel();
+        let announced = request.return_at_once.then_some(announced);
         let context = self.context.clone();
         let name = request.name.clone();
-        let task =
-            tokio::spawn(async move { alter(&context, &name, target, Some(announced)).await });
+        let task = tokio::spawn(async move { alter(&context, &name, target, announced).await });
         if request.return_at_once {
             let keyspace = announcement
                 .await

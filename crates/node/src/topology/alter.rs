@@ -76,38 +76,46 @@ pub struct Altered {
 }
 
 /// Alters keyspace `name` to `target` and moves its data (see the module
-/// docs). `announced`, if given, receives the keyspace as announced (or the
-/// error that stopped it before), for a caller that returns at once.
+/// docs). `announced`, if given, receives the keyspace as announced, or the
+/// error that stopped the alter before, for a caller that returns at once
+/// (the alter then returns only a short error of its own).
 pub async fn alter(
     context: &Arc<NodeContext>,
     name: &str,
     target: ReplicationStrategy,
     announced: Option<oneshot::Sender<Result<KeyspaceDef>>>,
 ) -> Result<Altered> {
-    let _operation = context.operation.try_lock().map_err(|_| {
+    let operation = context.operation.try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
-    })?;
-    let pending = announce(context, name, &target).await;
-    let report = |result: &Result<KeyspaceDef>| {
-        if let Some(announced) = announced {
-            let copy = match result {
-                Ok(keyspace) => Ok(keyspace.clone()),
-                Err(error) => Err(NodeError::FailedPrecondition(error.to_string())),
-            };
-            let _ = announced.send(copy);
+    });
+    let pending = match operation {
+        Ok(guard) => announce(context, name, &target).await.map(|k| (guard, k)),
+        Err(error) => Err(error),
+    };
+    let (_operation, pending) = match (pending, announced) {
+        (Ok((guard, pending)), announced) => {
+            if let Some(announced) = announced {
+                let _ = announced.send(Ok(pending.clone()));
+            }
+            (guard, pending)
+        }
+        (Err(error), None) => return Err(error),
+        (Err(error), Some(announced)) => {
+            let _ = announced.send(Err(error));
+            return Err(NodeError::FailedPrecondition(format!(
+                "the alter of keyspace {name} was refused"
+            )));
         }
     };
-    report(&pending);
-    let pending = pending?;
-    if pending.pending_strategy.is_none() {
+    let Some(target) = pending.pending_strategy.clone() else {
         // Already at the target: nothing to move.
         return Ok(Altered {
             keyspace: pending,
             streamed: FetchTotals::default(),
             keys_removed: 0,
         });
-    }
-    move_data(context, pending).await
+    };
+    move_data(context, pending, target).await
 }
 
 /// Checks that the alter can run and announces the new placement to every
@@ -151,12 +159,12 @@ async fn announce(
     Ok(pending)
 }
 
-/// Streams, commits and cleans up an announced alter.
-async fn move_data(context: &Arc<NodeContext>, pending: KeyspaceDef) -> Result<Altered> {
-    let target = pending
-        .pending_strategy
-        .clone()
-        .expect("an announced alter has a pending strategy");
+/// Streams, commits and cleans up an alter of `pending` to `target`.
+async fn move_data(
+    context: &Arc<NodeContext>,
+    pending: KeyspaceDef,
+    target: ReplicationStrategy,
+) -> Result<Altered> {
     wait_ring_delay(context).await;
     let ring = context.view().ring.clone();
     let rounds = transfers(&pending, &ring, &target);
@@ -169,13 +177,13 @@ async fn move_data(context: &Arc<NodeContext>, pending: KeyspaceDef) -> Result<A
         streamed += fetch_everywhere(context, operation, fetches).await?;
     }
     let committed = KeyspaceDef {
-        strategy: target,
+        strategy: target.clone(),
         pending_strategy: None,
         ..pending.clone()
     };
     publish(context, &committed).await?;
     push_committed(context).await?;
-    let keys_removed = clean_up_everywhere(context, &pending, &ring).await?;
+    let keys_removed = clean_up_everywhere(context, &pending, &ring, &target).await?;
     tracing::info!(
         keyspace = %committed.name,
         strategy = %committed.strategy,
@@ -292,17 +300,14 @@ pub fn transfers(
     rounds
 }
 
-/// Has every node that lost ranges of `keyspace` delete them; the keys
-/// deleted in all.
+/// Has every node that lost ranges of `keyspace` (from its `strategy` to
+/// `target`) delete them; the keys deleted in all.
 async fn clean_up_everywhere(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
     ring: &Arc<Ring>,
+    target: &ReplicationStrategy,
 ) -> Result<u64> {
-    let target = keyspace
-        .pending_strategy
-        .as_ref()
-        .expect("an announced alter has a pending strategy");
     let old = ReplicaMap::new(ring.clone(), &keyspace.strategy);
     let new = ReplicaMap::new(ring.clone(), target);
     let plan = MovementPlan::between(&old, &new);
