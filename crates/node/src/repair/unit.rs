@@ -63,9 +63,9 @@ impl DownReplicas {
             }
             let changed = tokio::time::timeout_at(deadline, views.changed()).await;
             if !matches!(changed, Ok(Ok(()))) {
-                tracing::info!(
+                tracing::warn!(
                     ?down,
-                    "replicas still down after waiting for them; their ranges fail"
+                    "repair: replicas still down after waiting for them; their ranges fail"
                 );
                 self.given_up.extend(down);
                 return;
