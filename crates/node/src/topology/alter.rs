@@ -47,6 +47,7 @@ use std::sync::Arc;
 
 use ringstore_placement::{HostId, MovementPlan, ReplicaMap, ReplicationStrategy, Ring};
 use ringstore_proto::v1 as pb;
+use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 use tokio::sync::oneshot;
 
@@ -167,7 +168,8 @@ async fn move_data(
 ) -> Result<Altered> {
     wait_ring_delay(context).await;
     let ring = context.view().ring.clone();
-    let rounds = transfers(&pending, &ring, &target);
+    let plan = movement(&pending, &ring, &target);
+    let rounds = rounds_of(pending.id, &plan);
     let mut streamed = FetchTotals::default();
     for (round, fetches) in rounds.into_iter().enumerate() {
         let operation = StreamOperation::Alter {
@@ -183,7 +185,7 @@ async fn move_data(
     };
     publish(context, &committed).await?;
     push_committed(context).await?;
-    let keys_removed = clean_up_everywhere(context, &pending, &ring, &target).await?;
+    let keys_removed = clean_up_everywhere(context, &pending, &plan).await?;
     tracing::info!(
         keyspace = %committed.name,
         strategy = %committed.strategy,
@@ -270,9 +272,22 @@ pub fn transfers(
     ring: &Arc<Ring>,
     target: &ReplicationStrategy,
 ) -> Vec<BTreeMap<HostId, Vec<RangeFetch>>> {
+    rounds_of(keyspace.id, &movement(keyspace, ring, target))
+}
+
+/// What moves when `keyspace` goes from its `strategy` to `target` on `ring`.
+fn movement(
+    keyspace: &KeyspaceDef,
+    ring: &Arc<Ring>,
+    target: &ReplicationStrategy,
+) -> MovementPlan {
     let old = ReplicaMap::new(ring.clone(), &keyspace.strategy);
     let new = ReplicaMap::new(ring.clone(), target);
-    let plan = MovementPlan::between(&old, &new);
+    MovementPlan::between(&old, &new)
+}
+
+/// The fetch rounds of `plan` for keyspace `id` (see [`transfers`]).
+fn rounds_of(id: KeyspaceId, plan: &MovementPlan) -> Vec<BTreeMap<HostId, Vec<RangeFetch>>> {
     let mut rounds: Vec<BTreeMap<HostId, Vec<RangeFetch>>> = Vec::new();
     for movement in &plan.movements {
         for &receiver in &movement.gaining {
@@ -290,7 +305,7 @@ pub fn transfers(
                 let mut ordered = sources.clone();
                 ordered.rotate_left(round);
                 rounds[round].entry(receiver).or_default().push(RangeFetch {
-                    keyspace: keyspace.id,
+                    keyspace: id,
                     range: movement.range,
                     sources: ordered,
                 });
@@ -300,17 +315,13 @@ pub fn transfers(
     rounds
 }
 
-/// Has every node that lost ranges of `keyspace` (from its `strategy` to
-/// `target`) delete them; the keys deleted in all.
+/// Has every node that loses ranges of `keyspace` in `plan` delete them;
+/// the keys deleted in all.
 async fn clean_up_everywhere(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
-    ring: &Arc<Ring>,
-    target: &ReplicationStrategy,
+    plan: &MovementPlan,
 ) -> Result<u64> {
-    let old = ReplicaMap::new(ring.clone(), &keyspace.strategy);
-    let new = ReplicaMap::new(ring.clone(), target);
-    let plan = MovementPlan::between(&old, &new);
     let mut losers: Vec<HostId> = plan
         .movements
         .iter()
@@ -355,7 +366,6 @@ mod tests {
     use super::*;
     use ringstore_placement::{Location, RingMember, Token};
     use ringstore_replication::SpeculativeRetry;
-    use ringstore_storage::KeyspaceId;
 
     fn ring(nodes: u128) -> Arc<Ring> {
         let members = (1..=nodes).map(|n| {
