@@ -22,7 +22,8 @@
 //! 194: `benches/stress_token_aware.sh`), 197 in `tests/speculative_retry.rs`
 //! (198: `tests/hot_keys.rs`, in-process). Other benches: 65, 66, 89, 98 to
 //! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
-//! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`).
+//! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`), 109
+//! (`benches/full_read_rss.sh`).
 
 mod common;
 
