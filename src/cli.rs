@@ -387,9 +387,17 @@ pub struct StressArgs {
     #[arg(long)]
     pub json: bool,
     /// Send each request to a replica of its key (the ring learned from
-    /// `--host`), not to `--host`.
+    /// `--host`, or from `--hosts`), not to `--host`.
     #[arg(long)]
     pub token_aware: bool,
+    /// Spread the load over these coordinators (`HOST:PORT,HOST:PORT,…`):
+    /// worker i sends to the (i mod N)-th. Default: `--host` alone. With
+    /// `--token-aware`, the seeds the ring is learned from.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
+    pub hosts: Vec<String>,
+    /// HTTP/2 connections to each node; requests take them in turn.
+    #[arg(long, default_value_t = std::num::NonZeroUsize::MIN, value_name = "N")]
+    pub connections: std::num::NonZeroUsize,
 }
 
 /// Arguments of `ringstore demo`.

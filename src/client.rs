@@ -2,6 +2,7 @@
 //! apart from one that answers with an error.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use ringstore_proto::v1::admin_client::AdminClient;
@@ -119,6 +120,11 @@ impl Connection {
         Connection::open(host, tls.as_ref(), self.credentials.clone()).await
     }
 
+    /// The node's address, resolved.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
     /// A client library handle seeded with this connection's node, TLS
     /// and credentials: with [`Routing::SeedsOnly`] the node coordinates
     /// everything (as `--host` promises); token-aware, it is only where
@@ -129,7 +135,23 @@ impl Connection {
         routing: Routing,
         client_timestamps: bool,
     ) -> Result<ringstore_client::Client, Failure> {
-        let mut config = ClientConfig::new([self.address.to_string()]);
+        let seeds = [self.address.to_string()];
+        self.cluster_through(&seeds, routing, client_timestamps, NonZeroUsize::MIN)
+            .await
+    }
+
+    /// As [`Connection::cluster`], seeded by `seeds` instead of this
+    /// connection's node (same TLS and credentials), with `connections`
+    /// HTTP/2 connections to each node.
+    pub async fn cluster_through(
+        &self,
+        seeds: &[String],
+        routing: Routing,
+        client_timestamps: bool,
+        connections: NonZeroUsize,
+    ) -> Result<ringstore_client::Client, Failure> {
+        let mut config = ClientConfig::new(seeds);
+        config.connections_per_node = connections;
         config.routing = routing;
         config.tls = self.tls.clone();
         config.credentials = self.credentials.clone();

@@ -32,12 +32,21 @@ async fn connect(servers: &Processes, seeds: &[usize], routing: Routing) -> Clie
 
 /// `ringstore_coordinator_requests_total` of node `i` for `replica_local`,
 /// reads and writes together; 0 for a node that does not answer.
+/// A failed metrics call is asked again (for at most 10 s), never read as 0:
+/// a baseline of 0 would count the node's own earlier requests as the test's.
 async fn coordinated(servers: &Processes, i: usize, replica_local: bool) -> u64 {
     let mut admin = AdminClient::new(servers.channel(i, 7100));
-    let Ok(page) = admin.metrics(pb::MetricsRequest {}).await else {
-        return 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let page = loop {
+        match admin.metrics(pb::MetricsRequest {}).await {
+            Ok(page) => break page.into_inner().text,
+            Err(status) if Instant::now() < deadline => {
+                eprintln!("metrics of node {i}: {status}; asking again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("no metrics from node {i}: {status}"),
+        }
     };
-    let page = page.into_inner().text;
     ["read", "write"]
         .iter()
         .map(|op| {

@@ -133,3 +133,75 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
 
     node.shutdown().await.expect("node stops");
 }
+
+/// Requests coordinated by node `i` of `cluster` so far (writes, replica
+/// or not), from its metrics.
+async fn writes_coordinated(cluster: &common::TestCluster, i: usize) -> f64 {
+    let page = cluster
+        .admin(i)
+        .await
+        .metrics(pb::MetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .text;
+    ["true", "false"]
+        .iter()
+        .filter_map(|local| {
+            let series = format!(
+                "ringstore_coordinator_requests_total{{operation=\"write\",replica_local=\"{local}\"}}"
+            );
+            common::processes::sample(&page, &series)
+        })
+        .sum()
+}
+
+/// `--hosts` spreads the workers over the coordinators given, and
+/// `--connections` is reported; the JSON names both. Address block 46.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_spreads_its_workers_over_the_hosts_given() {
+    let cluster = common::TestCluster::start(46, 3, 1).await;
+    let hosts: Vec<String> = (0..3).map(|i| cluster.address(i).to_string()).collect();
+    let before: Vec<f64> =
+        futures::future::join_all((0..3).map(|i| writes_coordinated(&cluster, i))).await;
+    let (first, all) = (hosts[0].clone(), hosts.join(","));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_ringstore"))
+            .args(["--host", &first, "stress", "write", "-n", "600", "--json"])
+            .args(["--concurrency", "6", "--hosts", &all, "--connections", "2"])
+            .args([
+                "--replication",
+                "SimpleStrategy:2",
+                "--consistency",
+                "QUORUM",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["operations"], 600, "{report}");
+    assert_eq!(report["errors"], serde_json::json!({}), "{report}");
+    assert_eq!(report["connections"], 2, "{report}");
+    assert_eq!(
+        report["hosts"].as_array().map(Vec::len),
+        Some(3),
+        "{report}"
+    );
+    for i in 0..3 {
+        let coordinated = writes_coordinated(&cluster, i).await - before[i];
+        // Six workers, two per host, each taking operations as answered:
+        // every host coordinates a good share (a third would be exact).
+        assert!(
+            coordinated >= 100.0,
+            "node {i} coordinated {coordinated} of 600"
+        );
+    }
+    cluster.shutdown().await;
+}

@@ -1053,3 +1053,63 @@ async fn altering_rf_1_to_3_and_back_to_2_under_load_moves_the_data_and_loses_no
     assert_eq!(copies, 2 * keys.len(), "two copies of every key in all");
     cluster.shutdown().await;
 }
+
+/// A node that has only just started to join does not know the cluster's
+/// keyspaces yet. A client that reaches it (a driver's retry, a load
+/// balancer) must never hear "no such keyspace" for one that exists: the
+/// node pulls the schema from peers gossiping another version, and while it
+/// is `Joining` without schema agreement it answers `UNAVAILABLE`, which a
+/// client retries elsewhere. Address block 45.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_node_never_says_an_existing_keyspace_does_not_exist() {
+    let mut cluster = TestCluster::start(45, 3, 1).await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    cluster
+        .client(0)
+        .await
+        .put(put("ks", "k", "v1", pb::ConsistencyLevel::Quorum))
+        .await
+        .unwrap();
+    // A long ring delay keeps the joiner `Joining` for the whole test.
+    let config = NodeConfig {
+        ring_delay_ms: 60_000,
+        ..TestCluster::config(45, 3, 1, cluster.dir())
+    };
+    let joiner = cluster.add(config).await;
+    let mut client = cluster.client(joiner).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut unavailable, mut answered) = (0, 0);
+    while answered < 20 {
+        assert!(Instant::now() < deadline, "the joiner never answered");
+        match client
+            .get(get("ks", "k", pb::ConsistencyLevel::Quorum))
+            .await
+        {
+            Ok(found) => {
+                let found = found.into_inner();
+                assert!(found.found && found.value == b"v1", "{found:?}");
+                answered += 1;
+            }
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                assert!(status.message().contains("joining"), "{status:?}");
+                unavailable += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    let state = cluster
+        .context(joiner)
+        .view()
+        .member(cluster.context(joiner).host_id)
+        .map(|m| m.metadata.state);
+    assert_eq!(state, Some(ringstore_membership::NodeState::Joining));
+    eprintln!("the joiner answered UNAVAILABLE {unavailable} times before it knew the keyspace");
+    // A keyspace that does not exist is still NOT_FOUND once the schema agrees.
+    let missing = client
+        .get(get("nope", "k", pb::ConsistencyLevel::Quorum))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+    cluster.shutdown().await;
+}

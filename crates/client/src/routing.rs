@@ -48,16 +48,20 @@ impl QueryPlan {
 /// Order of a key's plan: its replicas that are up in the local data center
 /// (rotated by the turn, so load spreads over them), then its replicas up in
 /// other data centers (rotated too), then every other up node (local data
-/// center first) as a coordinator of last resort, then the nodes thought
-/// down (a failure detector can be wrong; they are tried last, not never).
+/// center first) as a coordinator of last resort, then the nodes still
+/// joining (a joiner may not know the schema yet, and a client must not
+/// hear "no such keyspace" from a node that merely lags), then the nodes
+/// thought down (a failure detector can be wrong; they are tried last, not
+/// never).
 #[derive(Debug)]
 pub struct RoutingTable {
     nodes: BTreeMap<HostId, Node>,
-    /// The round robin's three groups, each in host id order, computed
-    /// once: up nodes of the local data center, up nodes of others, down
-    /// nodes.
+    /// The round robin's four groups, each in host id order, computed
+    /// once: up nodes of the local data center, up nodes of others (both
+    /// owning tokens: `Normal` or `Leaving`), up joining nodes, down nodes.
     up_local: Vec<SocketAddr>,
     up_remote: Vec<SocketAddr>,
+    up_joining: Vec<SocketAddr>,
     down: Vec<SocketAddr>,
     maps: HashMap<String, ReplicaMap>,
     ring: Arc<Ring>,
@@ -93,8 +97,9 @@ impl RoutingTable {
                 .collect()
         };
         RoutingTable {
-            up_local: group(&|n| n.up && is_local(n)),
-            up_remote: group(&|n| n.up && !is_local(n)),
+            up_local: group(&|n| n.up && n.state.owns_tokens() && is_local(n)),
+            up_remote: group(&|n| n.up && n.state.owns_tokens() && !is_local(n)),
+            up_joining: group(&|n| n.up && !n.state.owns_tokens()),
             down: group(&|n| !n.up),
             nodes,
             maps,
@@ -168,16 +173,19 @@ impl RoutingTable {
         let replicas = nodes.len();
         let others_up = rotated(&self.up_local, turn).chain(rotated(&self.up_remote, turn));
         nodes.extend(others_up.filter(|a| !is_replica(a)));
+        nodes.extend(rotated(&self.up_joining, turn));
         nodes.extend(&down);
         nodes.extend(rotated(&self.down, turn).filter(|a| !is_replica(a)));
         QueryPlan { nodes, replicas }
     }
 
     /// The plain round robin on `turn`: the up nodes of the local data
-    /// center, then the other up nodes, then the down ones.
+    /// center, then the other up nodes, then the joining ones, then the
+    /// down ones.
     pub fn plan_any(&self, turn: usize) -> QueryPlan {
         let nodes = rotated(&self.up_local, turn)
             .chain(rotated(&self.up_remote, turn))
+            .chain(rotated(&self.up_joining, turn))
             .chain(rotated(&self.down, turn))
             .copied()
             .collect();

@@ -147,17 +147,28 @@ fn an_unknown_keyspace_or_routing_turned_off_gives_the_plain_round_robin() {
 }
 
 #[test]
-fn joining_members_coordinate_but_own_nothing_and_a_foreign_checksum_is_noticed() {
+fn joining_members_coordinate_last_among_the_up_and_a_foreign_checksum_is_noticed() {
     let mut nodes = four_nodes();
     nodes[3].state = NodeState::Joining;
+    nodes[2].up = false;
     let mut topology = topology(nodes, ReplicationStrategy::simple(1).unwrap());
     let table = RoutingTable::new(&topology, None, true);
     assert!(table.ring_matches());
     for k in 0..100 {
-        let plan = table.plan_for_key("ks", format!("key{k}").as_bytes(), 0);
-        assert_ne!(plan.nodes[0], address(4), "a joining node is no replica");
-        assert!(plan.nodes.contains(&address(4)));
+        for turn in 0..3 {
+            let plan = table.plan_for_key("ks", format!("key{k}").as_bytes(), turn);
+            // Nodes 1 and 2 own tokens and are up; 4 joins; 3 is down.
+            assert_eq!(plan.nodes.len(), 4);
+            assert_eq!(
+                plan.nodes[2],
+                address(4),
+                "{plan:?}: a joiner after the owners"
+            );
+            assert_eq!(plan.nodes[3], address(3), "{plan:?}: the down node last");
+        }
     }
+    let any = table.plan_any(1);
+    assert_eq!(any.nodes, [address(2), address(1), address(4), address(3)]);
     topology.ring_checksum ^= 1;
     assert!(!RoutingTable::new(&topology, None, true).ring_matches());
 }

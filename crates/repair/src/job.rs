@@ -124,6 +124,19 @@ impl RepairJob {
         }
     }
 
+    /// Makes every failed unit pending again (a second pass, once the
+    /// replicas that failed them are back). How many.
+    pub fn retry_failed(&mut self) -> usize {
+        let mut count = 0;
+        for unit in &mut self.units {
+            if matches!(unit.state, UnitState::Failed(_)) {
+                unit.state = UnitState::Pending;
+                count += 1;
+            }
+        }
+        count
+    }
+
     /// Totals over the units.
     pub fn totals(&self) -> JobTotals {
         let mut totals = JobTotals {
@@ -294,6 +307,11 @@ mod tests {
         assert_eq!((totals.units, totals.done, totals.failed), (4, 3, 1));
         assert_eq!(totals.report.bytes, 1000);
         assert_eq!(job.failures().count(), 1);
+        // A second pass makes the failed unit, and only it, pending again.
+        assert_eq!(job.retry_failed(), 1);
+        assert_eq!(job.next_pending(), Some(1));
+        assert_eq!(job.totals().done, 3);
+        assert_eq!(job.retry_failed(), 0);
     }
 
     #[test]

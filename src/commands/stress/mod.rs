@@ -32,8 +32,9 @@
 //! - With `--rate`, the offered load is capped by `--concurrency` requests in
 //!   flight; latencies stay honest (the wait counts), but the rate reached
 //!   falls short of the target when every worker is busy.
-//! - Every worker shares one HTTP/2 connection per node (to one node
-//!   without `--token-aware`).
+//! - Workers share one HTTP/2 connection per node by default
+//!   (`--connections N` for more). `--hosts A,B,C` spreads them over several
+//!   coordinators, worker i on the (i mod 3)-th, without learning the ring.
 //! - No sequential key population. Each worker's generator is seeded by its
 //!   index, so runs are repeatable.
 //! - A `read` of a key never written succeeds (it finds nothing).
@@ -114,12 +115,10 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     } else {
         Routing::SeedsOnly
     };
-    // Token-aware writes carry client timestamps, so a write that met a
-    // dead node is retried on the next one.
-    let client = connection.cluster(routing, plan.token_aware).await?;
+    let clients = clients(connection, args, routing).await?;
     let workers: Vec<_> = (0..plan.concurrency)
         .map(|index| {
-            let client = client.clone();
+            let client = clients[index % clients.len()].clone();
             tokio::spawn(worker(index, client, plan.clone(), shared.clone()))
         })
         .collect();
@@ -158,6 +157,32 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     Ok(())
 }
 
+/// The client handles the workers take in turn: one seeded by every
+/// `--hosts` entry when token-aware (the ring decides), else one per
+/// coordinator (`--hosts`, or `--host` alone). Token-aware writes carry
+/// client timestamps, so a write that met a dead node is retried on the
+/// next one.
+async fn clients(
+    connection: &Connection,
+    args: &StressArgs,
+    routing: Routing,
+) -> Result<Vec<Client>, Failure> {
+    let token_aware = args.token_aware;
+    let groups: Vec<Vec<String>> = match (args.hosts.is_empty(), token_aware) {
+        (true, _) => vec![vec![connection.address().to_string()]],
+        (false, true) => vec![args.hosts.clone()],
+        (false, false) => args.hosts.iter().map(|h| vec![h.clone()]).collect(),
+    };
+    let mut clients = Vec::with_capacity(groups.len());
+    for seeds in &groups {
+        let client = connection
+            .cluster_through(seeds, routing, token_aware, args.connections)
+            .await?;
+        clients.push(client);
+    }
+    Ok(clients)
+}
+
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Limit {
@@ -182,6 +207,10 @@ struct Plan {
     consistency: ringstore_replication::ConsistencyLevel,
     /// Requests go to a replica of their key, not to `--host`.
     token_aware: bool,
+    /// The coordinators of `--hosts` (empty: `--host`).
+    hosts: Vec<String>,
+    /// HTTP/2 connections to each node.
+    connections: usize,
     /// Open loop at this rate; `None`: closed loop.
     rate: Option<Rate>,
     /// How keys `key0` to `key{--key-count - 1}` are drawn.
@@ -224,11 +253,22 @@ impl Plan {
             keyspace: args.keyspace.clone(),
             consistency: args.consistency,
             token_aware: args.token_aware,
+            hosts: args.hosts.clone(),
+            connections: args.connections.get(),
             rate: args.rate,
             keys: KeyChooser::new(args.distribution, args.key_count)
                 .map_err(|e| anyhow!("--distribution {e}"))?,
             distribution: args.distribution,
         })
+    }
+
+    /// Where requests go, for the report.
+    fn routing(&self) -> String {
+        match (self.token_aware, self.hosts.is_empty()) {
+            (true, _) => "token-aware".into(),
+            (false, true) => "--host".into(),
+            (false, false) => format!("--hosts in turn: {}", self.hosts.join(", ")),
+        }
     }
 }
 
@@ -524,15 +564,8 @@ impl Report<'_> {
             ("workload", workload_name(plan.workload).to_string()),
             ("concurrency", plan.concurrency.to_string()),
             ("consistency", plan.consistency.to_string()),
-            (
-                "routing",
-                if plan.token_aware {
-                    "token-aware"
-                } else {
-                    "--host"
-                }
-                .to_string(),
-            ),
+            ("routing", plan.routing()),
+            ("connections", format!("{} per node", plan.connections)),
             ("keys", plan.distribution.to_string()),
             (
                 "rate",
@@ -588,6 +621,8 @@ impl Report<'_> {
             "consistency": self.plan.consistency.to_string(),
             "value_size": self.plan.value_size,
             "token_aware": self.plan.token_aware,
+            "hosts": self.plan.hosts,
+            "connections": self.plan.connections,
             "rate": self.plan.rate.map(Rate::per_second),
             "distribution": self.plan.distribution.to_string(),
         })
@@ -623,6 +658,8 @@ mod tests {
             read_ratio: 0.5,
             json: false,
             token_aware: false,
+            hosts: Vec::new(),
+            connections: std::num::NonZeroUsize::MIN,
             rate: None,
             distribution: KeyDistribution::Uniform,
             speculative_retry: None,

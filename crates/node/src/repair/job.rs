@@ -153,26 +153,43 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         bytes_total: 0,
     });
     let mut down = DownReplicas::default();
-    while let Some(index) = job.next_pending() {
-        let unit = &job.units[index];
-        let state = repair_unit(
-            &context,
-            unit.keyspace,
-            unit.range,
-            job.options,
-            job.began,
-            &mut down,
-        )
-        .await;
-        if let UnitState::Done(report) = &state {
-            session.add_bytes(report.bytes);
+    let mut second_pass = false;
+    loop {
+        while let Some(index) = job.next_pending() {
+            let unit = &job.units[index];
+            let state = repair_unit(
+                &context,
+                unit.keyspace,
+                unit.range,
+                job.options,
+                job.began,
+                &mut down,
+            )
+            .await;
+            if let UnitState::Done(report) = &state {
+                session.add_bytes(report.bytes);
+            }
+            if !second_pass {
+                session.range_done();
+            }
+            job.finish_unit(index, state);
+            if let Err(error) = save(&context, &job).await {
+                tracing::warn!(%error, "could not checkpoint the repair");
+            }
+            publish(&context, &job, JobState::Running, started, done_at_start);
         }
-        session.range_done();
-        job.finish_unit(index, state);
-        if let Err(error) = save(&context, &job).await {
-            tracing::warn!(%error, "could not checkpoint the repair");
+        // One second pass over the failed units when every replica given
+        // up on is back: a node judged down for a while under load (or
+        // restarting) would otherwise fail every unit that came up meanwhile.
+        if second_pass || job.totals().failed == 0 || !down.all_back(&context) {
+            break;
         }
-        publish(&context, &job, JobState::Running, started, done_at_start);
+        second_pass = true;
+        let again = job.retry_failed();
+        tracing::info!(
+            units = again,
+            "repair: the replicas given up on are back; repairing the failed ranges again"
+        );
     }
     let state = final_state(&job);
     let failures = job.totals().failed;

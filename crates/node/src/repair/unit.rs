@@ -41,6 +41,13 @@ pub struct DownReplicas {
 }
 
 impl DownReplicas {
+    /// Whether some replica was given up on and every one given up on is
+    /// now seen up.
+    pub fn all_back(&self, context: &NodeContext) -> bool {
+        let view = context.view();
+        !self.given_up.is_empty() && self.given_up.iter().all(|&h| view.is_up(h))
+    }
+
     /// Waits until every one of `hosts` is up, or [`REPLICA_PATIENCE`] has
     /// passed; hosts given up on before are not waited for. Hosts still down
     /// then are given up on.

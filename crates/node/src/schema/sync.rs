@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use ringstore_membership::Liveness;
+use ringstore_membership::{Liveness, NodeState};
 use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
 use crate::convert::schema_entry_from_pb;
 use crate::error::{NodeError, Result};
-use crate::schema::SchemaEntry;
 use crate::schema::store::snapshot_of;
+use crate::schema::{KeyspaceDef, SchemaEntry};
 
 /// Merges `entries` into the local schema and, when that changed it, gossips
 /// the new schema version.
@@ -151,6 +151,74 @@ pub async fn pull_from_live_peers(context: &NodeContext) -> usize {
         .into_iter()
         .filter(|&pulled| pulled)
         .count()
+}
+
+/// The keyspace named `name`, for a client request. A node may not know a
+/// keyspace because it lags: it has just started or is joining, or a
+/// `keyspace create` has not reached it yet. A client must not hear "no
+/// such keyspace" for that, so:
+///
+/// - when a live peer gossips another schema version, the schemas of those
+///   peers are pulled (each within the schema timeout) and the name looked
+///   up again;
+/// - a node still `Joining` whose schema is not yet known to match its live
+///   peers' answers `UNAVAILABLE` (ask another node), not `NOT_FOUND`.
+///
+/// With equal versions everywhere (the steady state) an unknown name costs
+/// no network round.
+pub async fn keyspace_catching_up(context: &NodeContext, name: &str) -> Result<KeyspaceDef> {
+    if let Ok(keyspace) = context.keyspace(name) {
+        return Ok(keyspace);
+    }
+    let differing = peers_with_other_schema(context);
+    if !differing.is_empty() {
+        let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+        let pulls = differing.into_iter().map(|address| async move {
+            if let Ok(Err(error)) =
+                tokio::time::timeout(timeout, exchange_with(context, address)).await
+            {
+                tracing::debug!(%address, %error, "could not pull the schema");
+            }
+        });
+        join_all(pulls).await;
+    }
+    match context.keyspace(name) {
+        Err(NodeError::KeyspaceNotFound(_)) if joining_without_agreement(context) => {
+            Err(NodeError::Unavailable(format!(
+                "this node is joining and has not learned keyspace {name:?} from the cluster yet; \
+                 ask another node"
+            )))
+        }
+        found => found,
+    }
+}
+
+/// The internode addresses of the live peers whose gossiped schema version
+/// is not this node's.
+fn peers_with_other_schema(context: &NodeContext) -> Vec<SocketAddr> {
+    let ours = context.schema.current().version();
+    context
+        .view()
+        .up_members()
+        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.schema_version != ours)
+        .map(|m| m.metadata.internode_addr)
+        .collect()
+}
+
+/// Whether this node is `Joining` and does not yet see a live peer with
+/// its schema version and none with another.
+fn joining_without_agreement(context: &NodeContext) -> bool {
+    let view = context.view();
+    let joining = view
+        .member(context.host_id)
+        .is_some_and(|m| m.metadata.state == NodeState::Joining);
+    let ours = context.schema.current().version();
+    let mut peers = view
+        .up_members()
+        .filter(|m| m.metadata.host_id != context.host_id)
+        .peekable();
+    let agreed = peers.peek().is_some() && peers.all(|m| m.metadata.schema_version == ours);
+    joining && !agreed
 }
 
 /// Pulls the schema of the node at `address`, merges it, and pushes the

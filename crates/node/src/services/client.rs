@@ -23,6 +23,7 @@ use crate::convert::level_from_pb;
 use crate::coordinator;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
+use crate::schema::sync::keyspace_catching_up;
 
 /// The largest key accepted, in bytes (Cassandra's partition key limit).
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
@@ -40,13 +41,13 @@ impl ClientService {
         ClientService { context }
     }
 
-    fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
+    async fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
         if name.is_empty() {
             return Err(NodeError::InvalidArgument(
                 "keyspace must not be empty".into(),
             ));
         }
-        self.context.keyspace(name)
+        keyspace_catching_up(&self.context, name).await
     }
 
     /// A checked write: key and value limits, TTL or absolute expiry, and
@@ -200,7 +201,7 @@ impl ClientService {
     async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
-        let keyspace = self.keyspace(&r.keyspace)?;
+        let keyspace = self.keyspace(&r.keyspace).await?;
         let cell = self.prepare_write(
             &r.key,
             Some(r.value),
@@ -216,7 +217,7 @@ impl ClientService {
     }
 
     async fn run_get(&self, r: pb::GetRequest, level: ConsistencyLevel) -> Result<pb::GetResponse> {
-        let keyspace = self.keyspace(&r.keyspace)?;
+        let keyspace = self.keyspace(&r.keyspace).await?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
         let now = self.context.clock.now();
@@ -242,7 +243,7 @@ impl ClientService {
     ) -> Result<pb::DeleteResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
-        let keyspace = self.keyspace(&r.keyspace)?;
+        let keyspace = self.keyspace(&r.keyspace).await?;
         let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None, None)?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
@@ -258,7 +259,7 @@ impl ClientService {
     ) -> Result<pb::BatchResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
-        let keyspace = self.keyspace(&r.keyspace)?;
+        let keyspace = self.keyspace(&r.keyspace).await?;
         check_batch_size(&self.context.config, &r.mutations)?;
         let writes = r.mutations.into_iter().map(|m| {
             let prepared = self.prepare_write(

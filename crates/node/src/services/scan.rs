@@ -11,6 +11,7 @@ use ringstore_replication::{ConsistencyLevel, ScanPoint};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::scan::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, resume, scan_page};
+use crate::schema::sync::keyspace_catching_up;
 
 /// The scan's range `(start, end]` from the request: the whole ring
 /// (`(Token::MIN, Token::MAX]`, every key's token) by default.
@@ -50,7 +51,7 @@ pub async fn run(
             "keyspace must not be empty".into(),
         ));
     }
-    let keyspace = context.keyspace(&r.keyspace)?;
+    let keyspace = keyspace_catching_up(context, &r.keyspace).await?;
     level.check_valid_for_reads()?;
     let (start, end) = range_of(&r)?;
     let page_size = page_size_of(&r)?;
