@@ -16,6 +16,8 @@
 # apt-get when missing, and builds benches/etcd-load (the etcd load tool).
 # STRESS_BIN=path runs another ringstore build. Address blocks 102 to 104.
 set -euo pipefail
+# `stress … | record NAME` must set `result` in this shell, not in a subshell.
+shopt -s lastpipe
 cd "$(dirname "$0")/.."
 ops=${1:-100000}
 . benches/common.sh

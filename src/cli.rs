@@ -386,6 +386,11 @@ pub struct StressArgs {
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write an HTML report to FILE: the summary, and throughput and
+    /// p50/p99/p99.9 latency for each second of the run (one self-contained
+    /// page, as cassandra-stress's graph).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Send each request to a replica of its key (the ring learned from
     /// `--host`, or from `--hosts`), not to `--host`.
     #[arg(long)]

@@ -157,7 +157,8 @@ async fn writes_coordinated(cluster: &common::TestCluster, i: usize) -> f64 {
 }
 
 /// `--hosts` spreads the workers over the coordinators given, and
-/// `--connections` is reported; the JSON names both. Address block 46.
+/// `--connections` is reported; the JSON names both; `--html` writes the
+/// page of charts. Address block 46.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stress_spreads_its_workers_over_the_hosts_given() {
     let cluster = common::TestCluster::start(46, 3, 1).await;
@@ -165,10 +166,13 @@ async fn stress_spreads_its_workers_over_the_hosts_given() {
     let before: Vec<f64> =
         futures::future::join_all((0..3).map(|i| writes_coordinated(&cluster, i))).await;
     let (first, all) = (hosts[0].clone(), hosts.join(","));
+    let html = cluster.dir().join("report.html");
+    let html_arg = html.to_str().unwrap().to_string();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_ringstore"))
             .args(["--host", &first, "stress", "write", "-n", "600", "--json"])
             .args(["--concurrency", "6", "--hosts", &all, "--connections", "2"])
+            .args(["--html", &html_arg])
             .args([
                 "--replication",
                 "SimpleStrategy:2",
@@ -194,8 +198,8 @@ async fn stress_spreads_its_workers_over_the_hosts_given() {
         Some(3),
         "{report}"
     );
-    for i in 0..3 {
-        let coordinated = writes_coordinated(&cluster, i).await - before[i];
+    for (i, before) in before.iter().enumerate() {
+        let coordinated = writes_coordinated(&cluster, i).await - before;
         // Six workers, two per host, each taking operations as answered:
         // every host coordinates a good share (a third would be exact).
         assert!(
@@ -203,5 +207,13 @@ async fn stress_spreads_its_workers_over_the_hosts_given() {
             "node {i} coordinated {coordinated} of 600"
         );
     }
+    // The HTML report: the summary, and the throughput and latency charts.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<title>ringstore stress write</title>"),
+        "{page}"
+    );
+    assert!(page.contains("<td>operations</td><td>600</td>"), "{page}");
+    assert_eq!(page.matches("<polyline").count(), 4, "{page}");
     cluster.shutdown().await;
 }

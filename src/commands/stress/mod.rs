@@ -16,7 +16,9 @@
 //! `0..--key-count` drawn by `--distribution` (`keys.rs`: uniform, zipf:S,
 //! hotspot:P). Every completed operation counts, failed or not; latency is
 //! that of the successful ones, in microseconds, in an HDR histogram per
-//! worker (3 significant digits) merged at the end.
+//! worker (3 significant digits) merged at the end. `--html FILE` also
+//! keeps each second's throughput and latencies (`timeline.rs`) and writes
+//! them as one self-contained page of charts.
 //!
 //! A run reports errors, counted by gRPC code, rather than stopping at the
 //! first. But when every one of the first 100 operations fails (the node cannot
@@ -55,11 +57,13 @@ use ringstore_proto::v1 as pb;
 
 mod keys;
 mod pace;
+mod timeline;
 
 pub use keys::KeyDistribution;
 pub use pace::Rate;
 
 use keys::KeyChooser;
+use timeline::Timeline;
 
 use crate::cli::{StressArgs, Workload};
 use crate::client::Connection;
@@ -106,7 +110,11 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     }
 
     let plan = Arc::new(plan);
-    let shared = Arc::new(Shared::new(plan.limit, plan.rate));
+    let mut shared = Shared::new(plan.limit, plan.rate);
+    if args.html.is_some() {
+        shared.timeline = Some(Timeline::default());
+    }
+    let shared = Arc::new(shared);
     let bar = progress_bar(plan.limit);
     let ticker = (!bar.is_hidden())
         .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
@@ -147,6 +155,11 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
         tally,
         elapsed,
     };
+    if let (Some(path), Some(timeline)) = (&args.html, &shared.timeline) {
+        let title = format!("ringstore stress {}", workload_name(plan.workload));
+        std::fs::write(path, timeline.html(&title, &report.lines()))
+            .with_context(|| format!("writing the HTML report to {}", path.display()))?;
+    }
     let text = if args.json {
         format!("{}\n", report.json())
     } else {
@@ -289,6 +302,8 @@ struct Shared {
     stop: AtomicBool,
     /// The first error any worker saw.
     first_error: OnceLock<tonic::Status>,
+    /// Each second of the run, for `--html`.
+    timeline: Option<Timeline>,
 }
 
 impl Shared {
@@ -302,6 +317,7 @@ impl Shared {
             probe_failures: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             first_error: OnceLock::new(),
+            timeline: None,
         }
     }
 
@@ -444,6 +460,7 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
     mut send: impl FnMut(Op, Vec<u8>) -> F,
 ) -> Tally {
     let mut tally = Tally::new();
+    let mut recorder = shared.timeline.as_ref().map(Timeline::recorder);
     while let Some(operation) = shared.claim() {
         let op = match plan.workload {
             Workload::Write => Op::Put,
@@ -459,6 +476,9 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
         }
         let result = send(op, key).await;
         let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if let Some(recorder) = &mut recorder {
+            recorder.record(shared.started.elapsed(), result.is_ok().then_some(micros));
+        }
         match result {
             Ok(()) => tally.latency.saturating_record(micros),
             Err(status) => {
@@ -547,7 +567,8 @@ impl Report<'_> {
         Self::millis(self.tally.latency.value_at_quantile(quantile))
     }
 
-    fn text(&self) -> String {
+    /// The summary, as (label, value) lines.
+    fn lines(&self) -> Vec<(&'static str, String)> {
         let plan = self.plan;
         let errors: u64 = self.tally.errors.values().sum();
         let mut errors = errors.to_string();
@@ -592,6 +613,10 @@ impl Report<'_> {
         let max = format!("{:.3} ms", Self::millis(self.tally.latency.max()));
         lines.push(("max", max));
         lines
+    }
+
+    fn text(&self) -> String {
+        self.lines()
             .iter()
             .map(|(name, value)| {
                 let name = if name.starts_with('p') || *name == "max" {
@@ -657,6 +682,7 @@ mod tests {
             replication: "SimpleStrategy:1".into(),
             read_ratio: 0.5,
             json: false,
+            html: None,
             token_aware: false,
             hosts: Vec::new(),
             connections: std::num::NonZeroUsize::MIN,

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Latency under a steady load below the maximum (issue #13: "3 nodes,
+# QUORUM put with --rate at half the measured maximum: p99 < 5 ms"). Not run
+# in CI. Three nodes on loopback (block 110), RF 3, batch durability:
+#   1. the maximum: closed-loop QUORUM puts at concurrency 64;
+#   2. open loop (`--rate`, latencies from the due time, so coordinated
+#      omission is corrected) at FRACTIONS of that maximum, each for SECONDS;
+# printing ops/s, p50/p99/p99.9 for each, and writing one HTML report per
+# run (stress --html) to OUT_DIR.
+# Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
+#        (defaults: 20, ./rate-latency, "0.25 0.5")
+# STRESS_BIN=path runs another build instead of this tree's release binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-20}
+out=${2:-rate-latency}
+fractions=${3:-0.25 0.5}
+. benches/common.sh
+mkdir -p "$out"
+
+block=110
+for i in 1 2 3; do
+  start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY=batch
+done
+for _ in $(seq 1 300); do
+  up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)
+  [ "$up" = 3 ] && break
+  sleep 0.2
+done
+[ "$up" = 3 ] || { echo "the cluster did not come up" >&2; exit 1; }
+
+hosts="127.$block.0.1:7100,127.$block.0.2:7100,127.$block.0.3:7100"
+stress() { # NAME ARGS...: a QUORUM put run, its JSON report summarised
+  local name=$1
+  shift
+  "$bin" --host "127.$block.0.1:7100" stress write --consistency QUORUM \
+    --replication SimpleStrategy:3 --key-count 100000 --value-size 100 \
+    --hosts "$hosts" --json --html "$out/$name.html" "$@" |
+    python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"{r['ops_per_second']:.0f} {l['p50']:.2f} {l['p99']:.2f} {l['p999']:.2f} {sum(r['errors'].values())}\")"
+}
+
+read -r max p50 p99 p999 errors < <(stress closed-loop --concurrency 64 --duration "${seconds}s")
+printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s\n' \
+  "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors"
+for fraction in $fractions; do
+  rate=$(python3 -c "print(int($max * $fraction))")
+  read -r got p50 p99 p999 errors < <(stress "rate-$fraction" --concurrency 256 --rate "$rate" --duration "${seconds}s")
+  printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s\n' \
+    "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors"
+done
+echo "HTML reports in $out/"
