@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Latency under a steady load below the maximum (issue #13: "3 nodes,
 # QUORUM put with --rate at half the measured maximum: p99 < 5 ms"). Not run
-# in CI. Three nodes on loopback (block 110), RF 3, batch durability:
+# in CI. Three nodes on loopback (block 110), RF 3, batch durability (or
+# $DURABILITY):
 #   1. the maximum: closed-loop QUORUM puts at concurrency 64;
 #   2. open loop (`--rate`, latencies from the due time, so coordinated
 #      omission is corrected) at FRACTIONS of that maximum, each for SECONDS;
@@ -9,6 +10,7 @@
 # run (stress --html) to OUT_DIR.
 # Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
 #        (defaults: 20, ./rate-latency, "0.25 0.5")
+# DURABILITY=periodic runs the nodes with periodic sync instead of batch.
 # STRESS_BIN=path runs another build instead of this tree's release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ mkdir -p "$out"
 
 block=110
 for i in 1 2 3; do
-  start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY=batch
+  start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY="${DURABILITY:-batch}"
 done
 for _ in $(seq 1 300); do
   up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)

@@ -158,10 +158,10 @@ async fn writes_coordinated(cluster: &common::TestCluster, i: usize) -> f64 {
 
 /// `--hosts` spreads the workers over the coordinators given, and
 /// `--connections` is reported; the JSON names both; `--html` writes the
-/// page of charts. Address block 46.
+/// page of charts. Address block 55.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stress_spreads_its_workers_over_the_hosts_given() {
-    let cluster = common::TestCluster::start(46, 3, 1).await;
+    let cluster = common::TestCluster::start(55, 3, 1).await;
     let hosts: Vec<String> = (0..3).map(|i| cluster.address(i).to_string()).collect();
     let before: Vec<f64> =
         futures::future::join_all((0..3).map(|i| writes_coordinated(&cluster, i))).await;

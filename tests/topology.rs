@@ -1059,10 +1059,10 @@ async fn altering_rf_1_to_3_and_back_to_2_under_load_moves_the_data_and_loses_no
 /// balancer) must never hear "no such keyspace" for one that exists: the
 /// node pulls the schema from peers gossiping another version, and while it
 /// is `Joining` without schema agreement it answers `UNAVAILABLE`, which a
-/// client retries elsewhere. Address block 45.
+/// client retries elsewhere. Address block 54.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_never_says_an_existing_keyspace_does_not_exist() {
-    let mut cluster = TestCluster::start(45, 3, 1).await;
+    let mut cluster = TestCluster::start(54, 3, 1).await;
     cluster.create_keyspace(0, "ks", 2).await;
     cluster
         .client(0)
@@ -1073,7 +1073,7 @@ async fn a_joining_node_never_says_an_existing_keyspace_does_not_exist() {
     // A long ring delay keeps the joiner `Joining` for the whole test.
     let config = NodeConfig {
         ring_delay_ms: 60_000,
-        ..TestCluster::config(45, 3, 1, cluster.dir())
+        ..TestCluster::config(54, 3, 1, cluster.dir())
     };
     let joiner = cluster.add(config).await;
     let mut client = cluster.client(joiner).await;
