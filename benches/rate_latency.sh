@@ -6,8 +6,9 @@
 #   1. the maximum: closed-loop QUORUM puts at concurrency 64;
 #   2. open loop (`--rate`, latencies from the due time, so coordinated
 #      omission is corrected) at FRACTIONS of that maximum, each for SECONDS;
-# printing ops/s, p50/p99/p99.9 for each, and writing one HTML report per
-# run (stress --html) to OUT_DIR.
+# printing ops/s, p50/p99/p99.9 and node 1's storage syncs (count, mean
+# duration) for each, and writing one HTML report per run (stress --html)
+# to OUT_DIR.
 # Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
 #        (defaults: 20, ./rate-latency, "0.25 0.5")
 # DURABILITY=periodic runs the nodes with periodic sync instead of batch.
@@ -41,13 +42,28 @@ stress() { # NAME ARGS...: a QUORUM put run, its JSON report summarised
     python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"{r['ops_per_second']:.0f} {l['p50']:.2f} {l['p99']:.2f} {l['p999']:.2f} {sum(r['errors'].values())}\")"
 }
 
+# Node 1's storage syncs so far: "COUNT SUM_SECONDS" (batch durability syncs
+# before acking; a sync that grows slower shows here).
+syncs() {
+  "$bin" --host "127.$block.0.1:7100" metrics |
+    python3 -c "import sys; m=dict(l.rsplit(' ',1) for l in sys.stdin if l.startswith('ringstore_storage_sync_duration_seconds_')); print(m.get('ringstore_storage_sync_duration_seconds_count','0').strip(), m.get('ringstore_storage_sync_duration_seconds_sum','0').strip())"
+}
+# Prints a run's line, with node 1's syncs during it (count, mean).
+report() { # LABEL OPS P50 P99 P999 ERRORS SYNCS_BEFORE(2 words)
+  local count sum
+  read -r count sum < <(syncs)
+  printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s  node 1 syncs %s' \
+    "$1" "$2" "$3" "$4" "$5" "$6" "$((count - $7))"
+  python3 -c "n=$count-$7; print(f' (mean {($sum-$8)/n*1000:.2f} ms)' if n else '')"
+}
+
+read -r c0 s0 < <(syncs)
 read -r max p50 p99 p999 errors < <(stress closed-loop --concurrency 64 --duration "${seconds}s")
-printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s\n' \
-  "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors"
+report "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0"
 for fraction in $fractions; do
   rate=$(python3 -c "print(int($max * $fraction))")
+  read -r c0 s0 < <(syncs)
   read -r got p50 p99 p999 errors < <(stress "rate-$fraction" --concurrency 256 --rate "$rate" --duration "${seconds}s")
-  printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s\n' \
-    "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors"
+  report "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0"
 done
 echo "HTML reports in $out/"

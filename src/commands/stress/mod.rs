@@ -109,6 +109,18 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
             .await?;
     }
 
+    let routing = if args.token_aware {
+        Routing::TokenAware
+    } else {
+        Routing::SeedsOnly
+    };
+    // Connected (and each connection opened by a first request) before
+    // the run's clock starts: an open-loop run would count the set-up as
+    // its first operations' wait.
+    let clients = clients(connection, args, routing).await?;
+    for client in &clients {
+        let _ = client.noop().await;
+    }
     let plan = Arc::new(plan);
     let mut shared = Shared::new(plan.limit, plan.rate);
     if args.html.is_some() {
@@ -118,12 +130,6 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     let bar = progress_bar(plan.limit);
     let ticker = (!bar.is_hidden())
         .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
-    let routing = if args.token_aware {
-        Routing::TokenAware
-    } else {
-        Routing::SeedsOnly
-    };
-    let clients = clients(connection, args, routing).await?;
     let workers: Vec<_> = (0..plan.concurrency)
         .map(|index| {
             let client = clients[index % clients.len()].clone();
