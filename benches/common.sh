@@ -29,3 +29,16 @@ start_server() {
     2>"$work/$name.log" &
   pids+=($!)
 }
+
+# wait_until_up HOST COUNT: waits (at most 60 s) until `status` asked of
+# HOST shows COUNT nodes up and normal; fails the script otherwise.
+wait_until_up() {
+  local host=$1 count=$2 up=0
+  for _ in $(seq 1 300); do
+    up=$("$bin" --host "$host" status 2>/dev/null | grep -c '^UN ' || true)
+    [ "$up" = "$count" ] && return 0
+    sleep 0.2
+  done
+  echo "only $up of $count nodes came up (asked $host)" >&2
+  exit 1
+}

@@ -25,12 +25,7 @@ block=110
 for i in 1 2 3; do
   start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY="${DURABILITY:-batch}"
 done
-for _ in $(seq 1 300); do
-  up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)
-  [ "$up" = 3 ] && break
-  sleep 0.2
-done
-[ "$up" = 3 ] || { echo "the cluster did not come up" >&2; exit 1; }
+wait_until_up "127.$block.0.1:7100" 3
 
 hosts="127.$block.0.1:7100,127.$block.0.2:7100,127.$block.0.3:7100"
 stress() { # NAME ARGS...: a QUORUM put run, its JSON report summarised

@@ -32,12 +32,7 @@ for i in 1 2 3; do
   start_server "$block" "$i" "$i"
 done
 host="127.$block.0.1:7100"
-for _ in $(seq 1 300); do
-  up=$("$bin" --host "$host" status 2>/dev/null | grep -c '^UN ' || true)
-  [ "$up" = 3 ] && break
-  sleep 0.2
-done
-[ "$up" = 3 ] || { echo "cluster did not come up" >&2; exit 1; }
+wait_until_up "$host" 3
 
 for setting in none p99 10ms; do
   ks="spec_${setting}"

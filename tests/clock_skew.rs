@@ -137,14 +137,7 @@ async fn a_skewed_node_refuses_to_coordinate_writes_until_its_clock_is_back() {
         .unwrap_err();
     assert_eq!(drop.code(), Code::Unavailable, "{drop:?}");
     // It is counted and exposed.
-    let page = cluster
-        .admin(2)
-        .await
-        .metrics(pb::MetricsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .text;
+    let page = cluster.metrics(2).await;
     assert!(page.contains("\nringstore_clock_skewed 1\n"), "{page}");
     assert!(cluster.context(2).clock_guard.refused() >= 2);
 

@@ -432,12 +432,12 @@ async fn tombstones_are_purged_only_after_a_repair_and_deleted_data_never_return
     )
     .await;
     // The metrics count the repair (by its coordinator) and the purges.
-    let page = metrics_page(&cluster, 1).await;
+    let page = cluster.metrics(1).await;
     let repaired = sample(&page, "ringstore_repair_ranges_total{outcome=\"repaired\"}");
     assert!(repaired >= 48.0, "{page}");
     assert_eq!(sample(&page, "ringstore_repair_mismatched_keys_total"), 1.0);
     for i in 0..3 {
-        let page = metrics_page(&cluster, i).await;
+        let page = cluster.metrics(i).await;
         assert_eq!(
             sample(&page, "ringstore_gc_purged_total"),
             200.0,
@@ -623,12 +623,6 @@ async fn removenode_syncs_the_dead_nodes_ranges_from_every_survivor() {
         "stale copies after removenode: {stale:#?}"
     );
     cluster.shutdown().await;
-}
-
-/// Node `i`'s metrics page.
-async fn metrics_page(cluster: &TestCluster, i: usize) -> String {
-    let response = cluster.admin(i).await.metrics(pb::MetricsRequest {}).await;
-    response.unwrap().into_inner().text
 }
 
 /// The value of the sample `name` (with its labels) on a metrics page.

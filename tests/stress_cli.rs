@@ -137,14 +137,7 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
 /// Requests coordinated by node `i` of `cluster` so far (writes, replica
 /// or not), from its metrics.
 async fn writes_coordinated(cluster: &common::TestCluster, i: usize) -> f64 {
-    let page = cluster
-        .admin(i)
-        .await
-        .metrics(pb::MetricsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .text;
+    let page = cluster.metrics(i).await;
     ["true", "false"]
         .iter()
         .filter_map(|local| {

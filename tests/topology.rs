@@ -310,14 +310,7 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
     let joiner = cluster.add(config(3, cluster.dir())).await;
     cluster.wait_until_settled().await;
     let (moved, _) = bootstrap_bytes(&cluster, joiner).await;
-    let metrics = cluster
-        .admin(joiner)
-        .await
-        .metrics(pb::MetricsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .text;
+    let metrics = cluster.metrics(joiner).await;
     assert!(
         metrics.contains(&format!(
             "ringstore_stream_bytes_total{{direction=\"received\"}} {moved}\n"

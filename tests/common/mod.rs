@@ -182,6 +182,12 @@ impl TestCluster {
         AdminClient::new(Self::channel(self.address(i)).await)
     }
 
+    /// Node `i`'s metrics page (the Prometheus text).
+    pub async fn metrics(&self, i: usize) -> String {
+        let response = self.admin(i).await.metrics(pb::MetricsRequest {}).await;
+        response.expect("the metrics page").into_inner().text
+    }
+
     /// An `Internode` client of node `i` (to look at one replica directly).
     pub async fn internode(&self, i: usize) -> InternodeClient<Channel> {
         InternodeClient::new(Self::channel(self.configs[i].internode_address).await)

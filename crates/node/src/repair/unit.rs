@@ -12,7 +12,9 @@
 //! [`RETRIES_AFTER_LOSS`] more times. A replica waited for in vain is not
 //! waited for again by the same job ([`DownReplicas`]), so a node that
 //! stays down fails its units at once, naming it, as Cassandra's repair
-//! does, instead of holding every unit up.
+//! does, instead of holding every unit up. If every replica given up on is
+//! seen up again by the end, the job makes one second pass over the units
+//! that failed ([`DownReplicas::all_back`], `job.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
