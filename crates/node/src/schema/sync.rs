@@ -76,6 +76,29 @@ pub async fn push_to_live_nodes(context: &NodeContext) -> Result<()> {
     }
 }
 
+/// The pause between two attempts of [`push_with_retries`].
+const PUSH_RETRY_DELAY: Duration = Duration::from_millis(500);
+
+/// Pushes the local schema until every live node has merged it (schema
+/// agreement), trying `attempts` times (at least once) with a pause
+/// between: a node just restarted may refuse the first connection, and one
+/// just stopped is seen down by a later attempt. The last attempt's error
+/// if none succeeded.
+pub async fn push_with_retries(context: &NodeContext, attempts: u32) -> Result<()> {
+    let mut attempt = 1;
+    loop {
+        match push_to_live_nodes(context).await {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt >= attempts => return Err(error),
+            Err(error) => {
+                tracing::warn!(%error, attempt, "the schema change is not on every node yet");
+                tokio::time::sleep(PUSH_RETRY_DELAY).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
 /// Runs until the node stops: every `interval`, pulls the schema of each live
 /// node that gossips another schema version, merges it, and pushes back if
 /// that node lacks something.

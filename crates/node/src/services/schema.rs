@@ -10,8 +10,13 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::convert::{keyspace_to_pb, speculative_retry_from_pb, strategy_from_pb};
 use crate::error::NodeError;
-use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
+use crate::schema::sync::{merge_and_publish, push_with_retries};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
+
+/// Attempts at pushing a created or dropped keyspace to every live node
+/// before the caller hears that not every node has it yet (it spreads by
+/// the background exchange anyway).
+const CREATE_DROP_PUSH_ATTEMPTS: u32 = 3;
 use crate::topology::alter::alter;
 
 /// Serves `Schema` from a node's context.
@@ -65,7 +70,7 @@ impl SchemaApi for SchemaService {
             dropped: false,
         };
         merge_and_publish(&self.context, vec![entry]).await?;
-        push_to_live_nodes(&self.context).await?;
+        push_with_retries(&self.context, CREATE_DROP_PUSH_ATTEMPTS).await?;
         tracing::info!(name = %keyspace.name, id = %keyspace.id, strategy = %keyspace.strategy, "keyspace created");
         Ok(Response::new(pb::CreateKeyspaceResponse {
             keyspace: Some(keyspace_to_pb(&keyspace)),
@@ -85,7 +90,7 @@ impl SchemaApi for SchemaService {
             dropped: true,
         };
         merge_and_publish(&self.context, vec![entry]).await?;
-        push_to_live_nodes(&self.context).await?;
+        push_with_retries(&self.context, CREATE_DROP_PUSH_ATTEMPTS).await?;
         tracing::info!(name = %keyspace.name, id = %keyspace.id, "keyspace dropped");
         Ok(Response::new(pb::DropKeyspaceResponse {}))
     }

@@ -53,7 +53,7 @@ use tokio::sync::oneshot;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
+use crate::schema::sync::{merge_and_publish, push_with_retries};
 use crate::schema::{KeyspaceDef, SchemaEntry};
 use crate::streaming::fetch::RangeFetch;
 use crate::topology::cleanup::clean_keyspace;
@@ -61,9 +61,6 @@ use crate::topology::{ensure_no_movement, fetch_everywhere, strategy_fits, wait_
 
 /// Attempts at pushing an alter's schema change to every node.
 const PUSH_ATTEMPTS: u32 = 5;
-
-/// The pause between two of them.
-const PUSH_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What an alter did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,22 +229,10 @@ async fn publish(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<()> {
     Ok(())
 }
 
-/// Pushes the schema until every live node has merged it (schema
-/// agreement), trying [`PUSH_ATTEMPTS`] times: a node just restarted may
-/// refuse the first connection.
+/// Pushes the schema until every live node has merged it, trying
+/// [`PUSH_ATTEMPTS`] times.
 async fn push_until_agreed(context: &NodeContext) -> Result<()> {
-    let mut attempt = 1;
-    loop {
-        match push_to_live_nodes(context).await {
-            Ok(()) => return Ok(()),
-            Err(error) if attempt == PUSH_ATTEMPTS => return Err(error),
-            Err(error) => {
-                tracing::warn!(%error, attempt, "the altered schema is not on every node yet");
-                tokio::time::sleep(PUSH_RETRY_DELAY).await;
-                attempt += 1;
-            }
-        }
-    }
+    push_with_retries(context, PUSH_ATTEMPTS).await
 }
 
 /// Pushes the committed schema until every live node has merged it: only
