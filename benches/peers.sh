@@ -57,20 +57,9 @@ stop_all() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; 
 start_ringstore() { # NODES DURABILITY BLOCK
   local nodes=$1 durability=$2 block=$3
   for i in $(seq 1 "$nodes"); do
-    RINGSTORE_STORAGE__DURABILITY=$durability RINGSTORE_RING_DELAY_MS=300 RUST_LOG=warn \
-      "$bin" server --cluster-name peers --data-dir "$work/rs-$block-$durability-$i" \
-      --listen-address "127.$block.0.$i:7100" --internode-address "127.$block.0.$i:7101" \
-      --gossip-address "127.$block.0.$i:7000" --seeds "127.$block.0.1:7000" --rack "rack$i" \
-      --metrics-address "127.$block.0.$i:7200" 2>"$work/rs-$block-$durability-$i.log" &
-    pids+=($!)
+    start_server "$block" "$i" "rs-$block-$durability-$i" RINGSTORE_STORAGE__DURABILITY="$durability"
   done
-  for _ in $(seq 1 300); do
-    up=$("$bin" --host "127.$block.0.1:7100" status 2>/dev/null | grep -c '^UN ' || true)
-    [ "$up" = "$nodes" ] && return 0
-    sleep 0.2
-  done
-  echo "ringstore did not come up" >&2
-  exit 1
+  wait_until_up "127.$block.0.1:7100" "$nodes"
 }
 
 stress() { # HOST WORKLOAD RF CONSISTENCY
