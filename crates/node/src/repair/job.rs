@@ -3,10 +3,11 @@
 //! this node, checkpointed after each unit in the store's metadata. A node
 //! that restarts with an unfinished job resumes it in the background.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_placement::TokenRange;
+use ringstore_placement::{HostId, TokenRange};
 use ringstore_repair::{RepairJob, RepairOptions, UnitState};
 use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{Direction, SessionInfo};
@@ -16,7 +17,7 @@ use uuid::Uuid;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::repair::state::{JobProgress, JobState};
-use crate::repair::unit::{DownReplicas, repair_unit};
+use crate::repair::unit::{DownReplicas, SECOND_PASS_PATIENCE, repair_unit};
 use crate::schema::KeyspaceDef;
 
 /// The metadata record of the job checkpoint.
@@ -153,6 +154,15 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         bytes_total: 0,
     });
     let mut down = DownReplicas::default();
+    let up_at_start: BTreeSet<HostId> = {
+        let view = context.view();
+        view.ring
+            .hosts()
+            .iter()
+            .map(|h| h.id)
+            .filter(|&h| view.is_up(h))
+            .collect()
+    };
     let mut second_pass = false;
     loop {
         while let Some(index) = job.next_pending() {
@@ -179,9 +189,15 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
             publish(&context, &job, JobState::Running, started, done_at_start);
         }
         // One second pass over the failed units when every replica given
-        // up on is back: a node judged down for a while under load (or
-        // restarting) would otherwise fail every unit that came up meanwhile.
-        if second_pass || job.totals().failed == 0 || !down.all_back(&context) {
+        // up on was up at the start and is back: a node judged down for a
+        // while under load (or after a restart) would otherwise fail every
+        // unit that came up meanwhile.
+        if second_pass
+            || job.totals().failed == 0
+            || !down
+                .all_back(&context, &up_at_start, SECOND_PASS_PATIENCE)
+                .await
+        {
             break;
         }
         second_pass = true;

@@ -12,9 +12,11 @@
 //! [`RETRIES_AFTER_LOSS`] more times. A replica waited for in vain is not
 //! waited for again by the same job ([`DownReplicas`]), so a node that
 //! stays down fails its units at once, naming it, as Cassandra's repair
-//! does, instead of holding every unit up. If every replica given up on is
-//! seen up again by the end, the job makes one second pass over the units
-//! that failed ([`DownReplicas::all_back`], `job.rs`).
+//! does, instead of holding every unit up. If the replicas given up on were
+//! up when the job began and are seen up again by its end (waited for at
+//! most [`SECOND_PASS_PATIENCE`]), the job makes one second pass over the
+//! units that failed ([`DownReplicas::all_back`], `job.rs`): a live node
+//! judged down for a while, as right after a restart, fails no range.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -34,6 +36,9 @@ use crate::topology::movements_under_way;
 pub const RETRIES_AFTER_LOSS: u32 = 2;
 /// How long a unit waits for a replica that is down.
 pub const REPLICA_PATIENCE: Duration = Duration::from_secs(10);
+/// How long a job that gave up on replicas up at its start waits for them
+/// before its second pass.
+pub const SECOND_PASS_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The replicas a repair job waited for in vain: it does not wait for them
 /// again until they are seen up.
@@ -43,11 +48,35 @@ pub struct DownReplicas {
 }
 
 impl DownReplicas {
-    /// Whether some replica was given up on and every one given up on is
-    /// now seen up.
-    pub fn all_back(&self, context: &NodeContext) -> bool {
-        let view = context.view();
-        !self.given_up.is_empty() && self.given_up.iter().all(|&h| view.is_up(h))
+    /// Whether some replica was given up on, each of them was up when the
+    /// job began (`up_at_start`: it went down during the job, so it may
+    /// come back), and each is seen up again within `patience`.
+    pub async fn all_back(
+        &self,
+        context: &NodeContext,
+        up_at_start: &BTreeSet<HostId>,
+        patience: Duration,
+    ) -> bool {
+        if self.given_up.is_empty() || !self.given_up.is_subset(up_at_start) {
+            return false;
+        }
+        let mut views = context.membership.watch_view();
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            if self
+                .given_up
+                .iter()
+                .all(|&h| views.borrow_and_update().is_up(h))
+            {
+                return true;
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, views.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return false;
+            }
+        }
     }
 
     /// Waits until every one of `hosts` is up, or [`REPLICA_PATIENCE`] has
