@@ -209,6 +209,7 @@ fn run(scenario: &Scenario) -> Outcome {
     let checks = Checks {
         replication_factor: 3,
         monotonic_reads: !scenario.topology,
+        clock_bound: None,
     };
     let report = check(&history, &finals, &cluster.faults, &checks);
     eprintln!(

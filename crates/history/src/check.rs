@@ -3,18 +3,33 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::time::Duration;
 
 use crate::history::{FaultWindow, FinalKey, Level, Op, OpKind, ReadOutcome, Version};
 use crate::violation::{Violation, ViolationKind, show};
 
 /// What to check.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Checks {
     /// The keyspace's replication factor (what R + W > RF is judged by).
     pub replication_factor: u32,
     /// Check that reads are monotonic across clients (see the essay: off
     /// for runs in which ranges move).
     pub monotonic_reads: bool,
+    /// Check that writes further apart than the clock bound are ordered
+    /// as they happened (see the essay); `None`: not checked.
+    pub clock_bound: Option<ClockBound>,
+}
+
+/// The clock bound the nodes keep, and the writes it does not cover.
+#[derive(Clone, Debug)]
+pub struct ClockBound {
+    /// `max_clock_offset`: how far apart the coordinators' clocks may be.
+    pub bound: Duration,
+    /// Faults during which a node's clock was deliberately past the bound:
+    /// the writes it coordinated meanwhile (before it noticed and refused)
+    /// are not judged.
+    pub exempt: Vec<FaultWindow>,
 }
 
 /// What [`check`] found.
@@ -115,6 +130,7 @@ pub fn check(
             report: &mut report,
         };
         key_check.reads();
+        key_check.real_time_order();
         key_check.final_state(finals.get(key).copied());
     }
     report
@@ -244,6 +260,40 @@ impl<'a> KeyCheck<'a> {
                     show(result.as_ref())
                 );
                 self.violation(ViolationKind::NonMonotonic, what, &[read, other], None);
+            }
+        }
+    }
+
+    /// Writes further apart than the clock bound that last-write-wins put
+    /// in the wrong order: the later one has the lower timestamp.
+    fn real_time_order(&mut self) {
+        let Some(clock) = self.checks.clock_bound.clone() else {
+            return;
+        };
+        let judged: Vec<(usize, Version)> = self
+            .ops
+            .iter()
+            .filter_map(|&w| Some((w, self.history[w].acked_version()?)))
+            .filter(|(w, _)| {
+                let op = &self.history[*w];
+                !clock.exempt.iter().any(|fault| {
+                    fault.node == op.coordinator && fault.overlaps(op.invoked, op.completed)
+                })
+            })
+            .collect();
+        for (earlier, first) in &judged {
+            let done = self.history[*earlier].completed;
+            let overtaken = judged.iter().find(|(later, second)| {
+                self.history[*later].invoked > done + clock.bound
+                    && second.timestamp <= first.timestamp
+            });
+            if let Some((later, second)) = overtaken {
+                let what = format!(
+                    "{second} was written more than the clock bound ({:?}) after {first} was \
+                     acknowledged, yet has the lower timestamp: last-write-wins put it behind",
+                    clock.bound
+                );
+                self.violation(ViolationKind::Reordered, what, &[*earlier, *later], None);
             }
         }
     }

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use crate::history::*;
-use crate::{CheckReport, Checks, ViolationKind, check};
+use crate::{CheckReport, Checks, ClockBound, ViolationKind, check};
 
 const RF3: Checks = Checks {
     replication_factor: 3,
     monotonic_reads: true,
+    clock_bound: None,
 };
 
 fn ms(n: u64) -> Duration {
@@ -362,4 +363,48 @@ fn a_violation_names_the_faults_active_during_its_operations() {
             "partition node0 [1.025s–end]"
         ]
     );
+}
+
+#[test]
+fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
+    let bound = Checks {
+        clock_bound: Some(ClockBound {
+            bound: ms(500),
+            exempt: Vec::new(),
+        }),
+        ..RF3
+    };
+    // "b" was sent 600 ms after "a" was acknowledged, yet stamped lower: a
+    // fast clock stamped "a".
+    let reordered = vec![
+        write("k", "a", 0, 10, Some(5_000_000)),
+        write("k", "b", 610, 620, Some(4_000_000)),
+    ];
+    let finals = [converged("k", Some(("a", 5_000_000)))];
+    assert!(check(&reordered, &finals, &[], &RF3).is_ok(), "not checked");
+    let report = check(&reordered, &finals, &[], &bound);
+    assert_eq!(kinds(&report), [ViolationKind::Reordered], "{report}");
+
+    // Closer than the bound, either order is allowed.
+    let close = vec![
+        write("k", "a", 0, 10, Some(5_000_000)),
+        write("k", "b", 400, 420, Some(4_000_000)),
+    ];
+    assert!(check(&close, &finals, &[], &bound).is_ok());
+
+    // A write its coordinator stamped while its clock was pushed past the
+    // bound is not judged.
+    let exempt = Checks {
+        clock_bound: Some(ClockBound {
+            bound: ms(500),
+            exempt: vec![FaultWindow {
+                label: "clock jump".into(),
+                node: NodeId(0),
+                from: ms(0),
+                until: Some(ms(100)),
+            }],
+        }),
+        ..RF3
+    };
+    assert!(check(&reordered, &finals, &[], &exempt).is_ok());
 }

@@ -39,6 +39,13 @@
 //!   acknowledged with.
 //! - **Divergence** (`Divergent`): after repair every replica of a key holds
 //!   the same cell.
+//! - **Clock bound** (`Reordered`, optional): of two acknowledged writes
+//!   to a key, the one sent more than `max_clock_offset` after the other
+//!   was acknowledged has the higher timestamp. Sound because every node
+//!   refuses to coordinate writes while its clock is further than the
+//!   bound from the majority's: the later write's coordinator read a clock
+//!   past the earlier one's. Writes a node coordinated while its clock was
+//!   deliberately pushed past the bound (before it noticed) are exempt.
 //!
 //! Writes that failed (`UNAVAILABLE`, a timeout, a broken connection) are
 //! indeterminate: a coordinator may have sent them before it gave up, so
@@ -62,7 +69,7 @@ mod violation;
 #[cfg(test)]
 mod check_tests;
 
-pub use check::{CheckReport, Checks, check};
+pub use check::{CheckReport, Checks, ClockBound, check};
 pub use history::{
     ClientId, Failure, FailureKind, FaultWindow, FinalKey, Level, NodeId, Op, OpKind, ReadOutcome,
     Timestamp, Version, WriteOutcome,

@@ -21,6 +21,9 @@ pub enum ViolationKind {
     Divergent,
     /// The final read of a key failed.
     Unreadable,
+    /// Two writes further apart than the clock bound ended in the wrong
+    /// order.
+    Reordered,
 }
 
 /// One violation.

@@ -1,5 +1,6 @@
 //! The async shell: one tokio task owns a [`Membership`], feeds it datagrams
-//! from a UDP socket and timers from a timer queue, and publishes the view.
+//! from a socket (UDP, or a simulation's: [`GossipSocket`]) and timers from a
+//! timer queue, and publishes the view.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -14,6 +15,7 @@ use tokio::time::Instant;
 use crate::error::{MembershipError, Result};
 use crate::metadata::NodeMetadata;
 use crate::offsets::ClockReport;
+use crate::socket::GossipSocket;
 use crate::state_machine::{Membership, MembershipEvent, Output, Timer};
 use crate::stats::MembershipStats;
 use crate::view::ClusterView;
@@ -103,9 +105,9 @@ impl MembershipHandle {
     }
 }
 
-/// Binds the gossip socket at `bind` and starts the membership task. The task
-/// runs until `shutdown` completes — then it announces its departure to the
-/// cluster and stops — or until every handle is dropped.
+/// Binds a UDP socket at `bind` and starts the membership task on it. The
+/// task runs until `shutdown` completes — then it announces its departure to
+/// the cluster and stops — or until every handle is dropped.
 pub async fn start(
     membership: Membership,
     bind: SocketAddr,
@@ -114,9 +116,16 @@ pub async fn start(
     let socket = UdpSocket::bind(bind)
         .await
         .map_err(|source| MembershipError::Socket { addr: bind, source })?;
-    let local_addr = socket
-        .local_addr()
-        .map_err(|source| MembershipError::Socket { addr: bind, source })?;
+    start_on(membership, Box::new(socket), shutdown)
+}
+
+/// Starts the membership task on a bound `socket`, as [`start`] does.
+pub fn start_on(
+    membership: Membership,
+    socket: Box<dyn GossipSocket>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(MembershipHandle, JoinHandle<()>)> {
+    let local_addr = socket.local_addr().map_err(MembershipError::LocalAddress)?;
     let (commands, receiver) = mpsc::channel(64);
     let (view_tx, view) = watch::channel(membership.view());
     let (clock_tx, clock) = watch::channel(membership.clock_report());
@@ -146,7 +155,7 @@ pub async fn start(
 
 struct Task {
     membership: Membership,
-    socket: UdpSocket,
+    socket: Box<dyn GossipSocket>,
     commands: mpsc::Receiver<Command>,
     view: watch::Sender<Arc<ClusterView>>,
     clock: watch::Sender<Arc<ClockReport>>,

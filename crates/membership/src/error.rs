@@ -59,6 +59,10 @@ pub enum MembershipError {
         source: std::io::Error,
     },
 
+    /// The gossip socket cannot tell the address it is bound to.
+    #[error("cannot read the gossip socket's address: {0}")]
+    LocalAddress(#[source] std::io::Error),
+
     /// The membership task has stopped.
     #[error("the membership task has stopped")]
     Stopped,

@@ -37,7 +37,8 @@
 //!
 //! The protocol core, [`Membership`], is sans-IO: a state machine fed packets
 //! and timers, emitting sends, timers and events. [`agent`] runs it on a tokio
-//! task with a UDP socket; [`sim`] runs many of them on a simulated network
+//! task with a UDP socket (or any [`GossipSocket`]: a whole-cluster
+//! simulation gives it a simulated network's); [`sim`] runs many of them on a simulated network
 //! with a simulated clock, deterministically, for tests and measurements.
 //!
 //! # Invariants
@@ -84,11 +85,12 @@ mod metadata;
 mod node_record;
 pub mod offsets;
 pub mod sim;
+mod socket;
 mod state_machine;
 mod stats;
 mod view;
 
-pub use agent::{MembershipHandle, start};
+pub use agent::{MembershipHandle, start, start_on};
 pub use clock::{Clock, SystemClock, WallTime, system_micros};
 pub use config::MembershipConfig;
 pub use envelope::ClusterSecret;
@@ -97,6 +99,7 @@ pub use identity::{Generation, NodeIdentity};
 pub use metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
 pub use node_record::{NODE_RECORD_FILE, NodeRecord};
 pub use offsets::{ClockReport, ClockVerdict, PeerOffset};
+pub use socket::{GossipSocket, IoFuture};
 pub use state_machine::{Membership, MembershipEvent, Output, Timer};
 pub use stats::MembershipStats;
 pub use view::{ClusterView, Liveness, MemberInfo, Movement};

@@ -11,6 +11,12 @@
 //! the smallest round trip is the estimate: a delayed packet only widens its
 //! own sample's uncertainty, and loses to a faster one.
 //!
+//! A new sample that contradicts an older one (their `± rtt / 2` intervals
+//! do not overlap) means a clock stepped in between: the older samples it
+//! contradicts are dropped, so the step counts from the first probe after
+//! it, not once the older samples have aged out of the window (the
+//! whole-cluster simulation saw a 3.6 s jump go unnoticed for over 4 s).
+//!
 //! An echo counts only if it answers the probe outstanding to that peer (same
 //! `t0`): a duplicate, a replayed or an unsolicited echo is ignored.
 
@@ -40,6 +46,16 @@ pub struct OffsetSample {
     pub rtt_micros: i64,
     /// When it was taken, on the monotonic clock.
     pub taken: Duration,
+}
+
+impl OffsetSample {
+    /// Whether both samples may be right: their intervals of `± rtt / 2`
+    /// around the offset overlap. If not, a clock stepped between them.
+    fn agrees_with(&self, other: &OffsetSample) -> bool {
+        let apart = self.offset_micros.abs_diff(other.offset_micros);
+        let slack = (self.rtt_micros.saturating_add(other.rtt_micros) / 2).unsigned_abs();
+        apart <= slack
+    }
 }
 
 /// The estimated offset of one peer's clock.
@@ -203,6 +219,7 @@ impl OffsetEstimator {
             taken: now,
         };
         let samples = self.samples.entry(peer).or_default();
+        samples.retain(|old| old.agrees_with(&sample));
         if samples.len() == SAMPLES_KEPT {
             samples.pop_front();
         }
@@ -330,6 +347,43 @@ mod tests {
         }
         let estimate = estimator.estimate(host(2), ms(4000)).unwrap();
         assert_eq!(estimate.uncertainty_micros, 20 * MS, "only the last kept");
+    }
+
+    #[test]
+    fn a_clock_step_counts_from_the_first_probe_after_it() {
+        let mut estimator = OffsetEstimator::default();
+        let ms = Duration::from_millis;
+        let local_wall = |at: Duration| WallTime(1_000_000_000 + at.as_micros() as i64);
+        // Four fast probes of a peer in step (1 ms round trips)...
+        for i in 0..4u64 {
+            let at = ms(1000 * (i + 1));
+            estimator.probe_sent(host(2), local_wall(at), at);
+            estimator
+                .echo_received(
+                    host(2),
+                    local_wall(at),
+                    local_wall(at + ms(1) / 2),
+                    at + ms(1),
+                )
+                .unwrap();
+        }
+        // ...then its clock jumps 3 s ahead, and one slower probe (4 ms)
+        // sees it: the older, faster samples contradict it and go.
+        let at = ms(5000);
+        estimator.probe_sent(host(2), local_wall(at), at);
+        let replied = WallTime(local_wall(at + ms(2)).0 + 3_000 * MS);
+        estimator
+            .echo_received(host(2), local_wall(at), replied, at + ms(4))
+            .unwrap();
+        let estimate = estimator.estimate(host(2), at + ms(4)).unwrap();
+        assert_eq!(estimate.offset_micros, 3_000 * MS);
+        assert!(
+            judge(
+                &BTreeMap::from([(host(2), estimate), (host(3), estimate)]),
+                BOUND
+            )
+            .is_skewed()
+        );
     }
 
     #[test]

@@ -174,6 +174,33 @@ impl Membership {
         membership
     }
 
+    /// Starts with the metadata of the members this node knew before a
+    /// restart (the node saves them), so that its view holds the whole ring
+    /// from the first moment, each such member down until gossip finds it
+    /// up, and gossip replaces each copy with any newer one. Without them a
+    /// restarted node would place keys on whatever part of the ring gossip
+    /// had brought so far. Its own entry and other clusters' are ignored.
+    pub fn with_remembered(
+        mut self,
+        members: impl IntoIterator<Item = NodeMetadata>,
+    ) -> Membership {
+        for metadata in members {
+            let host = metadata.host_id;
+            if host == self.view.local || metadata.cluster_name != self.config.cluster_name {
+                continue;
+            }
+            let newer = self
+                .metadata
+                .get(&host)
+                .is_none_or(|known| known.stamp < metadata.stamp);
+            if newer {
+                self.metadata.insert(host, Arc::new(metadata));
+            }
+        }
+        self.rebuild_view(true);
+        self
+    }
+
     /// Reads time from `clock` instead of the system's (the node's offset
     /// clock, or a simulated one).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Membership {
@@ -790,6 +817,33 @@ mod tests {
             prop_assert!(membership.clock_report().peers.is_empty());
             prop_assert!(!membership.clock_report().verdict.is_skewed());
         }
+    }
+
+    #[test]
+    fn remembered_members_are_in_the_ring_at_once_and_down_until_seen() {
+        let alone = node(None);
+        assert_eq!(alone.view().ring.hosts().len(), 1);
+        let mut peer = crate::metadata::tests::sample(2, 16);
+        peer.cluster_name = "test".into();
+        peer.tokens.iter_mut().for_each(|token| token.0 += 1);
+        let mut stranger = crate::metadata::tests::sample(3, 16);
+        stranger.cluster_name = "another".into();
+        let mut own = crate::metadata::tests::sample(1, 16);
+        own.cluster_name = "test".into();
+        own.tokens.clear();
+        let membership = node(None).with_remembered([peer.clone(), stranger, own]);
+        let view = membership.view();
+        assert_eq!(
+            view.ring.hosts().len(),
+            2,
+            "this node and the remembered peer"
+        );
+        assert!(!view.is_up(peer.host_id), "down until gossip finds it up");
+        assert_eq!(
+            view.member(view.local).unwrap().metadata.tokens.len(),
+            16,
+            "its own entry is its own, not the remembered one"
+        );
     }
 
     #[test]

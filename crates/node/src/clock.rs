@@ -4,10 +4,11 @@
 //!
 //! Every wall-clock reading of the node goes through one [`WallClock`]:
 //! write timestamps, TTL and tombstone times, hint ages, repair times, the
-//! generation, and the clock probes of gossip. It is the system clock plus an
-//! offset that only tests set (`test_clock_offset_ms`, or
-//! `RINGSTORE_TEST_CLOCK_OFFSET_MS`), so a test can give one node a wrong
-//! clock and see everything that clock drives go wrong together.
+//! generation, and the clock probes of gossip. It is the platform's clock
+//! (the system's; a simulation's simulated one) plus an offset that only
+//! tests set (`test_clock_offset_ms`, or `RINGSTORE_TEST_CLOCK_OFFSET_MS`),
+//! so a test can give one node a wrong clock and see everything that clock
+//! drives go wrong together.
 //!
 //! # Invariants
 //! - Only the wall clock moves the source forward. A client-supplied
@@ -29,11 +30,12 @@
 //!   are not covered: if the wall clock also stepped back by more than that
 //!   interval across the crash, a few of them may be reissued.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ringstore_membership::{Clock, WallTime, system_micros};
+use ringstore_membership::{Clock, SystemClock, WallTime};
 use ringstore_storage::{Store, Timestamp};
 
 use crate::error::{NodeError, Result};
@@ -44,13 +46,20 @@ pub const SAVE_INTERVAL: Duration = Duration::from_millis(200);
 /// The key of the saved high-water mark in the storage's system tree.
 const HIGH_WATER_META_KEY: &str = "clock_high_water";
 
-/// The node's wall clock: the system clock plus a test offset (zero
+/// The node's wall clock: the platform's clock plus a test offset (zero
 /// outside tests). Shared as `Arc`; the offset can be changed at run time,
 /// as a clock step would.
-#[derive(Debug)]
 pub struct WallClock {
+    base: Arc<dyn Clock>,
     offset_micros: AtomicI64,
-    origin: Instant,
+}
+
+impl fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WallClock")
+            .field("offset_micros", &self.offset_micros)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for WallClock {
@@ -63,18 +72,29 @@ impl WallClock {
     /// A clock reading `offset_ms` milliseconds ahead of the system's
     /// (behind, if negative). For tests only.
     pub fn with_offset_ms(offset_ms: i64) -> WallClock {
+        WallClock::on(SystemClock::shared(), offset_ms)
+    }
+
+    /// A clock reading `offset_ms` milliseconds ahead of `base` (a
+    /// simulation's clock, say).
+    pub fn on(base: Arc<dyn Clock>, offset_ms: i64) -> WallClock {
         WallClock {
+            base,
             offset_micros: AtomicI64::new(offset_ms.saturating_mul(1000)),
-            origin: Instant::now(),
         }
     }
 
     /// The current wall time.
     pub fn now(&self) -> Timestamp {
-        Timestamp(system_micros().saturating_add(self.offset_micros.load(Ordering::Relaxed)))
+        Timestamp(
+            self.base
+                .wall()
+                .0
+                .saturating_add(self.offset_micros.load(Ordering::Relaxed)),
+        )
     }
 
-    /// Steps the clock to read `offset_ms` ahead of the system's. For tests
+    /// Steps the clock to read `offset_ms` ahead of its base's. For tests
     /// only: a step back never makes timestamps go back ([`TimestampSource`]).
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_micros
@@ -93,7 +113,7 @@ impl Clock for WallClock {
     }
 
     fn monotonic(&self) -> Duration {
-        self.origin.elapsed()
+        self.base.monotonic()
     }
 }
 
@@ -258,6 +278,7 @@ fn micros_of(duration: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringstore_membership::system_micros;
     use std::collections::HashSet;
     use std::sync::Arc;
 

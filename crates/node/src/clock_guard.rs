@@ -14,6 +14,20 @@
 //! alone, and the client should retry on another coordinator. It resumes by
 //! itself once gossip finds its clock back within the bound.
 //!
+//! # After the clock steps back
+//! Timestamps never go back ([`TimestampSource`]), so a node whose clock ran
+//! ahead and then stepped back (NTP correcting a jump) goes on issuing the
+//! timestamps of the jump, one above the other, until its clock catches up:
+//! every write it coordinated meanwhile would beat later writes through
+//! other nodes, though its clock is right again. So the guard also refuses
+//! while the latest timestamp the node issued is further than the bound
+//! ahead of the majority's clock (its own clock plus its offset from the
+//! majority's; [`NodeError::TimestampsAhead`]); that covers a
+//! restart above a high-water mark saved during such a jump too. (The
+//! whole-cluster simulation found this: a clock jump of a few seconds,
+//! healed, left writes through that node ordered before writes made
+//! seconds later elsewhere.)
+//!
 //! It goes on applying replica writes coordinated by others (and hints,
 //! repairs and streams): those cells carry their coordinator's timestamp,
 //! which this node's clock does not touch, so refusing them would only cost
@@ -26,6 +40,7 @@
 //! (an offset far below the 10-day default).
 //!
 //! [`WallClock`]: crate::clock::WallClock
+//! [`TimestampSource`]: crate::clock::TimestampSource
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use ringstore_membership::{ClockReport, ClockVerdict};
 
+use crate::clock::TimestampSource;
 use crate::error::{NodeError, Result};
 
 /// The longest a refused write waits to be logged: refusals are logged at
@@ -49,24 +65,15 @@ pub struct ClockGuard {
 }
 
 impl ClockGuard {
-    /// `Ok` when `report` lets this node stamp writes; otherwise the
-    /// `UNAVAILABLE` error naming its offset and the bound.
-    pub fn check(&self, report: &ClockReport) -> Result<()> {
-        let ClockVerdict::Skewed {
-            offset_micros,
-            beyond,
-            members,
-        } = report.verdict
-        else {
+    /// `Ok` when `report` lets this node stamp writes and the timestamps
+    /// it issued are within the bound of its clock; otherwise the
+    /// `UNAVAILABLE` error naming its offset (or how far ahead its
+    /// timestamps are) and the bound.
+    pub fn check(&self, report: &ClockReport, timestamps: &TimestampSource) -> Result<()> {
+        let Some(error) = refusal(report, timestamps) else {
             return Ok(());
         };
         let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        let error = NodeError::ClockSkewed {
-            offset_micros,
-            max_offset: report.max_offset,
-            beyond,
-            members,
-        };
         self.log(refused, &error);
         Err(error)
     }
@@ -85,13 +92,40 @@ impl ClockGuard {
         };
         *logged = Some((Instant::now(), refused));
         drop(logged);
-        tracing::warn!(refused = since, %error, "refusing writes: clock skew");
+        tracing::warn!(refused = since, %error, "refusing writes: clock bound");
     }
+}
+
+/// Why this node must not stamp a write now, if it must not.
+fn refusal(report: &ClockReport, timestamps: &TimestampSource) -> Option<NodeError> {
+    if let ClockVerdict::Skewed {
+        offset_micros,
+        beyond,
+        members,
+    } = report.verdict
+    {
+        return Some(NodeError::ClockSkewed {
+            offset_micros,
+            max_offset: report.max_offset,
+            beyond,
+            members,
+        });
+    }
+    // How far the latest timestamp issued is ahead of this node's clock,
+    // and so of the majority's (this node's clock is that far off it).
+    let ahead_of_clock = timestamps.high_water().0.saturating_sub(timestamps.now().0);
+    let ahead_micros = ahead_of_clock.saturating_add(report.verdict.offset_micros());
+    let bound = i64::try_from(report.max_offset.as_micros()).unwrap_or(i64::MAX);
+    (ahead_of_clock > 0 && ahead_micros > bound).then_some(NodeError::TimestampsAhead {
+        ahead_micros,
+        max_offset: report.max_offset,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringstore_storage::Timestamp;
     use std::collections::BTreeMap;
 
     fn report(verdict: ClockVerdict) -> ClockReport {
@@ -102,29 +136,52 @@ mod tests {
         }
     }
 
+    const WITHIN: ClockVerdict = ClockVerdict::Within {
+        offset_micros: 400_000,
+    };
+
     #[test]
     fn a_skewed_clock_refuses_with_unavailable_naming_the_offset_and_the_bound() {
         let guard = ClockGuard::default();
-        assert!(
-            guard
-                .check(&report(ClockVerdict::Within {
-                    offset_micros: 400_000
-                }))
-                .is_ok()
-        );
+        let timestamps = TimestampSource::default();
+        assert!(guard.check(&report(WITHIN), &timestamps).is_ok());
         let skewed = report(ClockVerdict::Skewed {
             offset_micros: -2_003_000,
             beyond: 2,
             members: 3,
         });
-        let error = guard.check(&skewed).unwrap_err();
+        let error = guard.check(&skewed, &timestamps).unwrap_err();
         assert_eq!(error.code(), tonic::Code::Unavailable);
         let message = error.to_string();
         assert!(message.contains("behind"), "{message}");
         assert!(message.contains("2.003 s"), "{message}");
         assert!(message.contains("max_clock_offset = 0.500 s"), "{message}");
         assert!(message.contains("2 of the 3"), "{message}");
-        guard.check(&skewed).unwrap_err();
+        guard.check(&skewed, &timestamps).unwrap_err();
+        assert_eq!(guard.refused(), 2);
+    }
+
+    #[test]
+    fn timestamps_issued_further_ahead_than_the_bound_refuse_until_the_clock_passes_them() {
+        let guard = ClockGuard::default();
+        let timestamps = TimestampSource::default();
+        let now = timestamps.now();
+        // Issued while the clock read 0.4 s ahead: within the bound.
+        timestamps.next_at(Timestamp(now.0 + 400_000));
+        let in_step = report(ClockVerdict::Within { offset_micros: 0 });
+        assert!(guard.check(&in_step, &timestamps).is_ok());
+        // But not if the clock is also 0.2 s ahead of the majority's.
+        let ahead = report(ClockVerdict::Within {
+            offset_micros: 200_000,
+        });
+        assert!(guard.check(&ahead, &timestamps).is_err());
+        // Issued while it read 3 s ahead; it has stepped back since.
+        timestamps.next_at(Timestamp(now.0 + 3_000_000));
+        let error = guard.check(&report(WITHIN), &timestamps).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::Unavailable);
+        let message = error.to_string();
+        assert!(message.contains("timestamps up to 3.4"), "{message}");
+        assert!(message.contains("max_clock_offset = 0.500 s"), "{message}");
         assert_eq!(guard.refused(), 2);
     }
 }

@@ -99,9 +99,11 @@ impl NodeContext {
 
     /// `UNAVAILABLE` naming this node's clock offset and `max_clock_offset`
     /// when its clock is off from the majority of the live members by more
-    /// than that: it must not stamp writes (see [`crate::clock_guard`]).
+    /// than that, or its timestamps run ahead of its clock by more: it must
+    /// not stamp writes (see [`crate::clock_guard`]).
     pub fn check_clock(&self) -> Result<()> {
-        self.clock_guard.check(&self.membership.clock_report())
+        self.clock_guard
+            .check(&self.membership.clock_report(), &self.clock)
     }
 
     /// The keyspace named `name`, or `NOT_FOUND`.

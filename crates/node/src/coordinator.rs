@@ -307,7 +307,9 @@ async fn read_unmeasured(
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
     let latencies = &context.read_latencies;
-    if let Some(delay) = latencies.speculation_delay(keyspace.id, keyspace.speculative_retry) {
+    let before_estimate = Duration::from_millis(context.config.timeouts.read_ms / 2);
+    let setting = keyspace.speculative_retry;
+    if let Some(delay) = latencies.speculation_delay(keyspace.id, setting, before_estimate) {
         tracker = tracker.with_speculative_retry(read_latencies::now() + delay);
     }
     let key = Arc::new(key);

@@ -157,6 +157,25 @@ pub enum NodeError {
         /// How many members were compared (this node included).
         members: usize,
     },
+    /// This node has issued write timestamps further ahead of the
+    /// majority's clock than `max_clock_offset` (its clock ran ahead, and
+    /// has stepped back): it does not stamp writes until its clock passes
+    /// them.
+    #[error(
+        "this node has issued write timestamps up to {:.3} s ahead of the clocks of the \
+         majority of the live members (its clock ran ahead and stepped back); it does not \
+         coordinate writes until its clock passes them, so that writes through other nodes are \
+         not ordered before them (max_clock_offset = {:.3} s); send the write to another node",
+        *ahead_micros as f64 / 1e6,
+        max_offset.as_secs_f64()
+    )]
+    TimestampsAhead {
+        /// The latest timestamp issued minus the majority's clock, in µs.
+        ahead_micros: i64,
+        /// The bound, `max_clock_offset_ms`.
+        max_offset: std::time::Duration,
+    },
+
     /// A bad user name, password or permission, or an unreadable user record.
     #[error("{0}")]
     Access(#[from] ringstore_access::AccessError),
@@ -261,7 +280,8 @@ impl NodeError {
             NodeError::Unavailable(_)
             | NodeError::ReplicaLost(_)
             | NodeError::ShuttingDown
-            | NodeError::ClockSkewed { .. } => Code::Unavailable,
+            | NodeError::ClockSkewed { .. }
+            | NodeError::TimestampsAhead { .. } => Code::Unavailable,
             NodeError::Timeout(_) => Code::DeadlineExceeded,
             NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
                 Code::FailedPrecondition

@@ -148,7 +148,7 @@ impl Handoff {
         op: impl FnOnce(&HintStore) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let hints = self.hints.clone();
-        tokio::task::spawn_blocking(move || op(&hints))
+        ringstore_storage::offload::spawn_blocking(move || op(&hints))
             .await
             .map_err(NodeError::task("a hint store call"))?
     }

@@ -42,7 +42,7 @@ impl KeyspaceSizes {
             }
         }
         let store = store.clone();
-        let samples = tokio::task::spawn_blocking(move || {
+        let samples = ringstore_storage::offload::spawn_blocking(move || {
             keyspaces
                 .into_iter()
                 .map(|(name, id)| scan(&store, name, id))

@@ -52,7 +52,9 @@
 //!   a repair has made them safe to drop.
 //!
 //! - **Starting** (`node/`): the start's named steps, its servers and its
-//!   background tasks.
+//!   background tasks, on a [`platform`]: the operating system's sockets,
+//!   clock and disk, or a deterministic simulation's (`crates/simulation`
+//!   runs whole clusters of real nodes on one).
 //!
 //! # Caveats
 //! - Gossiped metadata is in format 2 (with `takeovers`): nodes of format 1
@@ -74,11 +76,13 @@ pub mod error;
 pub mod handoff;
 pub mod internode_auth;
 pub mod keyspace_sizes;
+pub mod known_members;
 pub mod log_levels;
 pub mod metrics;
 mod metrics_http;
 mod node;
 pub mod peers;
+pub mod platform;
 pub mod read_flights;
 pub mod read_latencies;
 pub mod repair;
@@ -95,6 +99,6 @@ pub mod topology;
 
 pub use config::NodeConfig;
 pub use error::{NodeError, Result};
-pub use node::{RunningNode, start};
+pub use node::{RunningNode, start, start_on};
 /// The membership crate, for callers that look at a running node's view.
 pub use ringstore_membership as membership;

@@ -7,16 +7,33 @@
 //! not whichever address the kernel picks. Not when the internode address
 //! is unspecified (`0.0.0.0`), nor towards a peer the bound IP cannot reach
 //! (another address family, or loopback towards a non-loopback peer).
+//!
+//! On a simulated network ([`Network::Simulated`]) the channels connect
+//! through its transport instead of TCP.
+//!
+//! Every channel sends HTTP/2 keep-alive pings ([`KEEPALIVE_INTERVAL`]) and
+//! drops a connection whose ping goes unanswered for [`KEEPALIVE_TIMEOUT`]:
+//! a peer that vanished without closing its connections (a partition, a
+//! machine lost) is then reconnected to, instead of every later call
+//! queueing on a connection nobody answers.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hyper_util::rt::TokioIo;
 use ringstore_proto::v1::internode_client::InternodeClient;
-use tonic::transport::{ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::internode_auth::{CallSigner, SignedChannel};
+use crate::platform::{Network, Transport};
+
+/// How long an internode connection may go without receiving anything
+/// before it pings its peer.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a ping may go unanswered before the connection is dropped.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// An internode client: its calls carry this node's proof.
 pub type PeerClient = InternodeClient<SignedChannel>;
@@ -30,6 +47,8 @@ pub struct Peers {
     tls: Option<ClientTlsConfig>,
     /// The node's internode IP, if it binds a specific one.
     source: Option<IpAddr>,
+    /// The simulated network's transport (none: TCP).
+    transport: Option<Arc<dyn Transport>>,
     /// Held only to look up or insert a client, never across an await.
     clients: Mutex<HashMap<SocketAddr, PeerClient>>,
 }
@@ -37,16 +56,22 @@ pub struct Peers {
 impl Peers {
     /// Peers whose calls are signed by `signer`, if any, over TLS
     /// configured by `tls`, if any (checked already: it builds), leaving
-    /// from `internode_ip` where it can (see the module's comment).
+    /// from `internode_ip` where it can (see the module's comment), on
+    /// `network`.
     pub fn new(
         signer: Option<CallSigner>,
         tls: Option<ClientTlsConfig>,
         internode_ip: IpAddr,
+        network: &Network,
     ) -> Peers {
         Peers {
             signer: signer.map(Arc::new),
             tls,
             source: (!internode_ip.is_unspecified()).then_some(internode_ip),
+            transport: match network {
+                Network::Os => None,
+                Network::Simulated(transport) => Some(Arc::clone(transport)),
+            },
             clients: Mutex::default(),
         }
     }
@@ -70,18 +95,37 @@ impl Peers {
                     .expect("a socket address is a valid URI")
                     .connect_timeout(Duration::from_secs(2))
                     .tcp_nodelay(true)
+                    .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                    .keep_alive_while_idle(true)
                     .local_address(self.source_for(addr));
                 if let Some(tls) = &self.tls {
                     endpoint = endpoint
                         .tls_config(tls.clone())
                         .expect("the TLS settings were checked at start");
                 }
-                let channel = SignedChannel::new(endpoint.connect_lazy(), self.signer.clone());
+                let channel =
+                    SignedChannel::new(self.connect(&endpoint, addr), self.signer.clone());
                 InternodeClient::new(channel)
                     .max_decoding_message_size(64 * 1024 * 1024)
                     .max_encoding_message_size(64 * 1024 * 1024)
             })
             .clone()
+    }
+
+    /// A lazily connected channel to `addr`: over TCP, or through the
+    /// simulated network's transport.
+    fn connect(&self, endpoint: &Endpoint, addr: SocketAddr) -> Channel {
+        match &self.transport {
+            None => endpoint.connect_lazy(),
+            Some(transport) => {
+                let transport = Arc::clone(transport);
+                endpoint.connect_with_connector_lazy(tower::service_fn(move |_| {
+                    let transport = Arc::clone(&transport);
+                    async move { transport.connect(addr).await.map(TokioIo::new) }
+                }))
+            }
+        }
     }
 }
 
@@ -91,7 +135,7 @@ mod tests {
 
     #[test]
     fn connections_leave_from_the_internode_ip_only_where_it_can_reach() {
-        let peers = Peers::new(None, None, "127.0.0.3".parse().unwrap());
+        let peers = Peers::new(None, None, "127.0.0.3".parse().unwrap(), &Network::Os);
         let loopback: SocketAddr = "127.0.0.4:7101".parse().unwrap();
         let remote: SocketAddr = "10.0.0.4:7101".parse().unwrap();
         let v6: SocketAddr = "[::1]:7101".parse().unwrap();
@@ -101,10 +145,10 @@ mod tests {
         );
         assert_eq!(peers.source_for(remote), None);
         assert_eq!(peers.source_for(v6), None);
-        let public = Peers::new(None, None, "10.0.0.3".parse().unwrap());
+        let public = Peers::new(None, None, "10.0.0.3".parse().unwrap(), &Network::Os);
         assert_eq!(public.source_for(remote), Some("10.0.0.3".parse().unwrap()));
         assert_eq!(public.source_for(loopback), None);
-        let unbound = Peers::new(None, None, "0.0.0.0".parse().unwrap());
+        let unbound = Peers::new(None, None, "0.0.0.0".parse().unwrap(), &Network::Os);
         assert_eq!(unbound.source_for(remote), None);
     }
 }

@@ -8,6 +8,14 @@
 //! `std::sync::Mutex` (a record or a cached lookup: never held across an
 //! `.await`). Time comes from tokio's clock, so paused-time tests drive it.
 //!
+//! Until a keyspace's first window of samples is complete (a second and 100
+//! answers: after every restart, and for a new keyspace), a percentile
+//! setting speculates after a fixed delay instead, half the read timeout,
+//! as Cassandra starts its estimate at half the read timeout. Without it a
+//! replica that stopped answering in those first moments held every read
+//! it was asked for up to the whole read timeout (the whole-cluster
+//! simulation found reads timing out at the client that way).
+//!
 //! # Caveats
 //! - One lock for all keyspaces: a few hundred nanoseconds per replica
 //!   answer, shared by every read of the node.
@@ -43,18 +51,47 @@ impl ReadLatencies {
     }
 
     /// How long a read of `keyspace` with `setting` waits before it
-    /// speculates; `None`: it does not.
+    /// speculates; `None`: it does not. A percentile without an estimate
+    /// yet waits `before_estimate` (see the module docs).
     pub fn speculation_delay(
         &self,
         keyspace: KeyspaceId,
         setting: SpeculativeRetry,
+        before_estimate: Duration,
     ) -> Option<Duration> {
         setting.delay(|p| {
             let mut map = self
                 .by_keyspace
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            map.get_mut(&keyspace)?.estimate(now(), p)
+            let estimate = map.get_mut(&keyspace).and_then(|l| l.estimate(now(), p));
+            Some(estimate.unwrap_or(before_estimate))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_percentile_waits_the_fallback_until_its_first_window_completes() {
+        let latencies = ReadLatencies::default();
+        let keyspace = KeyspaceId::random();
+        let fallback = Duration::from_millis(2500);
+        let p99 = SpeculativeRetry::Percentile(ringstore_replication::Percentile::P99);
+        assert_eq!(
+            latencies.speculation_delay(keyspace, p99, fallback),
+            Some(fallback)
+        );
+        assert_eq!(
+            latencies.speculation_delay(keyspace, SpeculativeRetry::None, fallback),
+            None
+        );
+        let fixed = SpeculativeRetry::Fixed(Duration::from_millis(20));
+        assert_eq!(
+            latencies.speculation_delay(keyspace, fixed, fallback),
+            Some(Duration::from_millis(20))
+        );
     }
 }

@@ -113,38 +113,41 @@ pub async fn take(
         Err(e) => return Err(io(&dir, e)),
     }
     let store = context.store.clone();
-    let written = tokio::task::spawn_blocking(move || -> Result<Vec<SnapshotEntry>> {
-        // One point in time: every keyspace's cells read with writes held off.
-        let files = store.with_writes_paused(|| {
-            keyspaces
-                .iter()
-                .map(|(name, id)| {
-                    let cells = store
-                        .scan(*id, TokenRange::new(Token::MIN, Token::MIN))?
-                        .map(|entry| entry.map(|(_, key, cell)| (key, cell)))
-                        .collect::<std::result::Result<Vec<(Vec<u8>, Cell)>, _>>()?;
-                    let bytes =
-                        snapshot_file::encode(name, cells.iter().map(|(k, c)| (k.as_slice(), c)));
-                    Ok((name.clone(), cells.len() as u64, bytes))
+    let written =
+        ringstore_storage::offload::spawn_blocking(move || -> Result<Vec<SnapshotEntry>> {
+            // One point in time: every keyspace's cells read with writes held off.
+            let files = store.with_writes_paused(|| {
+                keyspaces
+                    .iter()
+                    .map(|(name, id)| {
+                        let cells = store
+                            .scan(*id, TokenRange::new(Token::MIN, Token::MIN))?
+                            .map(|entry| entry.map(|(_, key, cell)| (key, cell)))
+                            .collect::<std::result::Result<Vec<(Vec<u8>, Cell)>, _>>()?;
+                        let bytes = snapshot_file::encode(
+                            name,
+                            cells.iter().map(|(k, c)| (k.as_slice(), c)),
+                        );
+                        Ok((name.clone(), cells.len() as u64, bytes))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            files
+                .into_iter()
+                .map(|(name, keys, bytes)| {
+                    let path = dir.join(format!("{name}{SUFFIX}"));
+                    write_durably(&path, &bytes)?;
+                    Ok(SnapshotEntry {
+                        tag: String::new(),
+                        keyspace: name,
+                        keys,
+                        bytes: bytes.len() as u64,
+                    })
                 })
-                .collect::<Result<Vec<_>>>()
-        })?;
-        files
-            .into_iter()
-            .map(|(name, keys, bytes)| {
-                let path = dir.join(format!("{name}{SUFFIX}"));
-                write_durably(&path, &bytes)?;
-                Ok(SnapshotEntry {
-                    tag: String::new(),
-                    keyspace: name,
-                    keys,
-                    bytes: bytes.len() as u64,
-                })
-            })
-            .collect()
-    })
-    .await
-    .map_err(NodeError::task("the snapshot task"))??;
+                .collect()
+        })
+        .await
+        .map_err(NodeError::task("the snapshot task"))??;
     let entries = written
         .into_iter()
         .map(|e| SnapshotEntry {

@@ -8,10 +8,14 @@
 //!    data, their digests are compared. All equal: `Done` with that data.
 //! 2. **Data round**, on a mismatch (Cassandra's "digest mismatch"): every
 //!    replica that answered with a digest is asked for its data
-//!    (`Contact` with [`Request::Data`]). When every such request has been
-//!    answered or has failed, and the data answers still meet the level, the
-//!    cells are reconciled with [`Cell::reconcile`] (which needs no clock)
-//!    and the read is `Done`. The outcome carries the winner and the repairs:
+//!    (`Contact` with [`Request::Data`]). As soon as the data answers meet
+//!    the level (as Cassandra's data resolver blocks for the level's count,
+//!    not for every replica asked), the cells are reconciled with
+//!    [`Cell::reconcile`] (which needs no clock) and the read is `Done`:
+//!    any read quorum holds the newest acknowledged write, so a replica
+//!    asked and stalled does not hold the read up to its round timeout (the
+//!    whole-cluster simulation found reads waiting 5 s on a replica that
+//!    no longer received anything). The outcome carries the winner and the repairs:
 //!    the winner, to write to every contacted replica known to hold something
 //!    else — from its data, or from a digest that differs from the winner's.
 //! 3. **Top-ups.** When a replica fails, enough spares are contacted that
@@ -371,20 +375,16 @@ impl ReadTracker {
             self.phase = Phase::Data;
         }
         if self.phase == Phase::Data {
+            // Data answers that meet the level finish the read, whoever is
+            // still expected: any read quorum holds the newest acknowledged
+            // write, and a replica asked and stalled must not hold it up.
+            if self.requirement.is_met_by(self.answered_dcs()) {
+                return self.finish_done(true);
+            }
             for replica in &mut self.contacted {
                 if replica.asked == Request::Digest && matches!(replica.answer, Answer::Digest(_)) {
                     contacts.push(replica.reask_for_data());
                 }
-            }
-            let data_expected = self
-                .contacted
-                .iter()
-                .any(|r| r.asked == Request::Data && r.expected());
-            if contacts.is_empty()
-                && !data_expected
-                && self.requirement.is_met_by(self.answered_dcs())
-            {
-                return self.finish_done(true);
             }
         }
         contacts.extend(self.top_up());

@@ -400,6 +400,29 @@ fn without_a_deadline_or_a_spare_a_read_does_not_speculate() {
 }
 
 #[test]
+fn a_data_round_finishes_on_a_quorum_of_data_without_the_stalled_replica() {
+    // Host 1 was asked for data and stalls; the speculation asks host 3 for
+    // data; host 2's digest differs from it, so the data round asks host 2.
+    let (new, old) = (live(6, "new"), live(5, "old"));
+    let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
+    assert_eq!(t.on_digest(host(2), digest(&new)), ReadAction::Wait);
+    assert_eq!(
+        t.on_timer(at),
+        ReadAction::Contact(vec![(host(3), Request::Data)])
+    );
+    assert_eq!(
+        t.on_data(host(3), Some(old)),
+        ReadAction::Contact(vec![(host(2), Request::Data)])
+    );
+    // Hosts 2 and 3 hold data: QUORUM is met, host 1 is not waited for.
+    assert_eq!(
+        t.on_data(host(2), Some(new.clone())),
+        done(Some(new.clone()), vec![(host(3), new)], true)
+    );
+    assert_eq!(t.on_data(host(1), None), ReadAction::Wait, "too late");
+}
+
+#[test]
 fn a_speculation_after_a_digest_mismatch_is_dropped() {
     let (mut t, at) = speculating(Quorum, &simple_replicas(&[]));
     assert_eq!(

@@ -90,6 +90,10 @@ pub enum StorageError {
         source: tokio::task::JoinError,
     },
 
+    /// The engine's disk failed (a full disk, an I/O error).
+    #[error("disk: {0}")]
+    Disk(#[source] std::io::Error),
+
     /// The sled engine failed.
     #[error("sled: {0}")]
     Sled(#[from] sled::Error),
@@ -113,7 +117,7 @@ impl StorageError {
     pub fn is_retryable(&self) -> bool {
         match self {
             StorageError::FlushFailed { source } => !source.is_corruption(),
-            StorageError::Sled(sled::Error::Io(_)) => true,
+            StorageError::Sled(sled::Error::Io(_)) | StorageError::Disk(_) => true,
             _ => false,
         }
     }

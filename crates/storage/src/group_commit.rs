@@ -162,7 +162,7 @@ impl GroupCommit {
             generation,
             done: false,
         };
-        tokio::task::spawn_blocking(move || {
+        drop(crate::offload::spawn_blocking(move || {
             let mut run = run;
             let began = Instant::now();
             let outcome = engine.flush();
@@ -171,7 +171,7 @@ impl GroupCommit {
             }
             drop(engine);
             run.finish(outcome);
-        });
+        }));
     }
 }
 

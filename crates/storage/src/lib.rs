@@ -11,8 +11,12 @@
 //! # Layers
 //! - [`Engine`] / [`Tree`]: a small trait for named ordered byte maps with an
 //!   engine-wide flush. [`SledEngine`] is what ringstore ships;
-//!   [`MemoryEngine`] is for tests. Both pass one shared suite
-//!   (`tests/engine_suite.rs`), so the store cannot tell them apart.
+//!   [`MemoryEngine`] is for tests; [`SimulatedDisk`] is an in-memory
+//!   engine that loses unflushed writes when a simulation crashes its node.
+//!   All pass one shared suite (`tests/engine_suite.rs`), so the store
+//!   cannot tell them apart.
+//! - [`offload`]: blocking work goes to tokio's blocking pool, or runs
+//!   inline on a deterministic simulation's thread.
 //! - Key encoding: a data key is the token's order-preserving bytes followed
 //!   by the key, so a data tree is sorted by token and a token range — the
 //!   unit of replication, repair and streaming — is one range scan (two when
@@ -79,8 +83,10 @@ mod key_encoding;
 mod keyspace;
 mod live_size;
 mod memory_engine;
+pub mod offload;
 mod periodic_flush;
 mod scan;
+mod simulated_disk;
 mod sled_engine;
 mod store;
 
@@ -91,5 +97,6 @@ pub use error::{Result, StorageError};
 pub use keyspace::KeyspaceId;
 pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
+pub use simulated_disk::SimulatedDisk;
 pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
 pub use store::{HINTS_TREE, SYSTEM_TREE, Store};

@@ -41,12 +41,23 @@ impl MemoryEngine {
     pub fn new() -> MemoryEngine {
         MemoryEngine::default()
     }
+
+    /// Sets the tree called `name` to hold exactly `map` (creating it if
+    /// need be); handles already open see the new contents.
+    pub(crate) fn replace_tree(&self, name: &str, map: Map) {
+        let mut trees = lock(&self.trees);
+        let tree = trees.entry(name.to_string()).or_insert_with(|| MemoryTree {
+            name: name.into(),
+            map: Arc::new(Mutex::new(None)),
+        });
+        *lock(&tree.map) = Some(map);
+    }
 }
 
 /// Locks `mutex`, ignoring poisoning: every critical section here leaves the
 /// map consistent even if a caller's update closure panics, because the map is
 /// changed only after the closure returns.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

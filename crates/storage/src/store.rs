@@ -436,13 +436,14 @@ impl Store {
         self.sync().await
     }
 
-    /// Runs `op` on tokio's blocking pool (see "Threads" in the module docs).
+    /// Runs `op` on tokio's blocking pool (see "Threads" in the module docs;
+    /// inline on a simulation's thread, see [`crate::offload`]).
     async fn off_worker<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || op(&store))
+        crate::offload::spawn_blocking(move || op(&store))
             .await
             .map_err(|source| StorageError::CallAbandoned { source })?
     }

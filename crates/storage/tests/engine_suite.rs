@@ -8,7 +8,9 @@
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::Arc;
 
-use ringstore_storage::{Engine, MemoryEngine, SledEngine, SledOptions, StorageError, Tree};
+use ringstore_storage::{
+    Engine, MemoryEngine, SimulatedDisk, SledEngine, SledOptions, StorageError, Tree,
+};
 use tempfile::TempDir;
 
 /// An engine under test, with whatever it needs kept alive.
@@ -20,6 +22,13 @@ struct Fixture {
 fn memory() -> Fixture {
     Fixture {
         engine: Box::new(MemoryEngine::new()),
+        _dir: None,
+    }
+}
+
+fn simulated_disk() -> Fixture {
+    Fixture {
+        engine: Box::new(SimulatedDisk::new()),
         _dir: None,
     }
 }
@@ -37,6 +46,9 @@ macro_rules! engine_suite {
     ($($check:ident),* $(,)?) => {
         mod memory_engine {
             $(#[test] fn $check() { super::$check(&*super::memory().engine) })*
+        }
+        mod simulated_disk {
+            $(#[test] fn $check() { super::$check(&*super::simulated_disk().engine) })*
         }
         mod sled_engine {
             $(#[test] fn $check() { super::$check(&*super::sled().engine) })*

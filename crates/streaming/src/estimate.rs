@@ -36,7 +36,7 @@ pub async fn estimate_ranges(
     ranges: Vec<TokenRange>,
 ) -> Result<Vec<RangeEstimate>> {
     let store = store.clone();
-    tokio::task::spawn_blocking(move || {
+    ringstore_storage::offload::spawn_blocking(move || {
         ranges
             .into_iter()
             .map(|range| estimate_range(&store, keyspace, range))

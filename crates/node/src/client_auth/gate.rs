@@ -164,9 +164,11 @@ impl Gate {
                 )
             });
             meanwhile
-                || tokio::task::spawn_blocking(move || verify(&checked, hash.as_ref()))
-                    .await
-                    .unwrap_or(false)
+                || ringstore_storage::offload::spawn_blocking(move || {
+                    verify(&checked, hash.as_ref())
+                })
+                .await
+                .unwrap_or(false)
         };
         match (record, name) {
             (Some(record), Some(name)) if verified => {

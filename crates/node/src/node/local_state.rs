@@ -5,15 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::Takeovers;
+use ringstore_membership::{NodeMetadata, Takeovers};
 use ringstore_placement::Token;
-use ringstore_storage::{Durability, SledEngine, SledOptions, Store};
+use ringstore_storage::{Durability, Engine, SledEngine, SledOptions, Store};
 use ringstore_streaming::StreamOperation;
 
 use crate::clock::{self, Resumed, TimestampSource, WallClock};
 use crate::config::{DurabilityMode, NodeConfig};
 use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
+use crate::known_members;
+use crate::platform::Disk;
 use crate::schema::store::SchemaStore;
 use crate::topology::persisted;
 
@@ -24,6 +26,8 @@ pub(super) struct LocalState {
     pub clock: TimestampSource,
     pub handoff: Handoff,
     pub takeovers: Takeovers,
+    /// The metadata of the members it knew before a restart.
+    pub known_members: Vec<NodeMetadata>,
     /// Its tokens, saved by an earlier start or fixed by `initial_token`.
     pub tokens: Option<Vec<Token>>,
     /// How it takes its place in the ring.
@@ -57,10 +61,15 @@ impl RingEntry {
 }
 
 impl LocalState {
-    /// Opens the node's storage and reads what it kept; refuses a node that
-    /// was decommissioned or whose settings contradict what it saved.
-    pub async fn load(config: &NodeConfig, wall_clock: Arc<WallClock>) -> Result<LocalState> {
-        let store = open_store(config).await?;
+    /// Opens the node's storage on `disk` and reads what it kept; refuses a
+    /// node that was decommissioned or whose settings contradict what it
+    /// saved.
+    pub async fn load(
+        config: &NodeConfig,
+        wall_clock: Arc<WallClock>,
+        disk: &Disk,
+    ) -> Result<LocalState> {
+        let store = open_store(config, disk).await?;
         if persisted::was_decommissioned(&store)? {
             return Err(NodeError::Decommissioned {
                 data_dir: config.data_dir.clone(),
@@ -91,6 +100,7 @@ impl LocalState {
             clock: resume_clock(&store, config, wall_clock.clone())?,
             handoff: Handoff::open(&store, &config.hints, wall_clock)?,
             takeovers: persisted::saved_takeovers(&store)?,
+            known_members: known_members::load(&store)?,
             tokens,
             entry,
             store,
@@ -100,7 +110,7 @@ impl LocalState {
 
 /// Opens the node's storage, on the blocking pool: opening sled reads its
 /// files, and after a crash the store recounts every keyspace's live bytes.
-async fn open_store(config: &NodeConfig) -> Result<Store> {
+async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
     let options = SledOptions {
         cache_capacity_bytes: config.storage.cache_capacity_mb << 20,
         flush_every_ms: None,
@@ -112,9 +122,13 @@ async fn open_store(config: &NodeConfig) -> Result<Store> {
             interval: Duration::from_millis(config.storage.periodic_sync_ms.max(1)),
         },
     };
-    tokio::task::spawn_blocking(move || {
-        let engine = SledEngine::open(path, options)?;
-        Ok(Store::open(Arc::new(engine), durability)?)
+    let disk = disk.clone();
+    ringstore_storage::offload::spawn_blocking(move || {
+        let engine: Arc<dyn Engine> = match disk {
+            Disk::Sled => Arc::new(SledEngine::open(path, options)?),
+            Disk::Engine(engine) => engine,
+        };
+        Ok(Store::open(engine, durability)?)
     })
     .await
     .map_err(NodeError::task("opening the storage"))?

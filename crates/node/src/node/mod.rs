@@ -1,4 +1,5 @@
-//! Starting and stopping a node, in named steps: read what the data
+//! Starting and stopping a node, in named steps, on its
+//! [`Platform`](crate::platform::Platform): read what the data
 //! directory holds ([`local_state`]), start gossip, bind the ports, build
 //! the shared context, serve ([`servers`]), start the background work and,
 //! for a node not yet in the ring, its join ([`tasks`]). Stopping runs it
@@ -14,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use ringstore_auth::InternodeKey;
 use ringstore_membership::{
-    ClusterSecret, Membership, MembershipConfig, MembershipHandle, MetadataStamp, NodeIdentity,
-    NodeMetadata, NodeRecord, NodeState,
+    Clock, ClusterSecret, Membership, MembershipConfig, MembershipError, MembershipHandle,
+    MetadataStamp, NodeIdentity, NodeMetadata, NodeRecord, NodeState,
 };
 use ringstore_metrics::NodeMetrics;
 use ringstore_storage::Store;
@@ -31,7 +32,9 @@ use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::internode_auth::CallSigner;
 use crate::keyspace_sizes::KeyspaceSizes;
+use crate::known_members;
 use crate::peers::Peers;
+use crate::platform::{Network, Platform};
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
@@ -77,24 +80,32 @@ impl RunningNode {
     }
 }
 
-/// Starts a node with `config` and returns once it serves requests (a fresh
-/// node chooses its tokens in the background).
+/// Starts a node with `config` on the operating system's network, clock
+/// and disk, and returns once it serves requests (a fresh node chooses its
+/// tokens in the background).
 pub async fn start(config: NodeConfig) -> Result<RunningNode> {
-    let wall_clock = wall_clock(&config);
+    start_on(config, Platform::os()).await
+}
+
+/// Starts a node with `config` on `platform` (a simulation's), as [`start`]
+/// does.
+pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningNode> {
+    let wall_clock = wall_clock(&config, platform.clock.clone());
     let record = load_identity(&config, &wall_clock)?;
-    let local = LocalState::load(&config, wall_clock.clone()).await?;
+    let local = LocalState::load(&config, wall_clock.clone(), &platform.disk).await?;
 
     let (stop, stopped) = watch::channel(false);
     let (serving, serving_rx) = watch::channel(Serving::Normal);
     let membership = membership(&config, &record, &local, wall_clock);
-    let (membership, membership_task) = ringstore_membership::start(
+    let (membership, membership_task) = start_gossip(
         membership,
-        config.gossip_address,
+        &config,
+        &platform.network,
         gossip_stop(stopped.clone(), serving_rx),
     )
     .await?;
 
-    let listeners = Listeners::bind(&config).await?;
+    let listeners = Listeners::bind(&config, &platform.network).await?;
     let (client_address, internode_address) =
         (listeners.client_address, listeners.internode_address);
     tracing::info!(
@@ -112,7 +123,12 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
     let signer = internode_key
         .clone()
         .map(|key| CallSigner::new(key, record.host_id));
-    let peers = Peers::new(signer, internode_client_tls, config.internode_address.ip());
+    let peers = Peers::new(
+        signer,
+        internode_client_tls,
+        config.internode_address.ip(),
+        &platform.network,
+    );
     let LocalState {
         store,
         schema,
@@ -204,16 +220,37 @@ fn node_context(
     })
 }
 
-/// The node's wall clock (deliberately off by `test_clock_offset_ms`, for
-/// tests of clock skew).
-fn wall_clock(config: &NodeConfig) -> Arc<WallClock> {
+/// The node's wall clock: the platform's, deliberately off by
+/// `test_clock_offset_ms` (for tests of clock skew).
+fn wall_clock(config: &NodeConfig, base: Arc<dyn Clock>) -> Arc<WallClock> {
     if config.test_clock_offset_ms != 0 {
         tracing::warn!(
             offset_ms = config.test_clock_offset_ms,
             "test_clock_offset_ms is set: this node's clock is deliberately wrong (for tests only)"
         );
     }
-    Arc::new(WallClock::with_offset_ms(config.test_clock_offset_ms))
+    Arc::new(WallClock::on(base, config.test_clock_offset_ms))
+}
+
+/// Starts gossip on the network's datagram socket at the gossip address.
+async fn start_gossip(
+    membership: Membership,
+    config: &NodeConfig,
+    network: &Network,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(MembershipHandle, JoinHandle<()>)> {
+    let address = config.gossip_address;
+    let started = match network {
+        Network::Os => ringstore_membership::start(membership, address, shutdown).await,
+        Network::Simulated(transport) => match transport.bind_datagram(address).await {
+            Ok(socket) => ringstore_membership::start_on(membership, socket, shutdown),
+            Err(source) => Err(MembershipError::Socket {
+                addr: address,
+                source,
+            }),
+        },
+    };
+    Ok(started?)
 }
 
 /// The node's host id and a new generation (seconds since the epoch, higher
@@ -275,7 +312,7 @@ fn membership(
         FailureDetection::Lan => MembershipConfig::lan,
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
-    let membership_config = preset(config.cluster_name.clone(), config.seeds.clone())
+    let membership_config = preset(config.cluster_name.clone(), seeds(config, local))
         .with_secret(
             config
                 .cluster_secret
@@ -283,7 +320,27 @@ fn membership(
                 .and_then(|secret| ClusterSecret::new(secret.expose())),
         )
         .with_max_clock_offset(Duration::from_millis(config.max_clock_offset_ms));
-    Membership::new(membership_config, identity, metadata, rand::random()).with_clock(wall_clock)
+    Membership::new(membership_config, identity, metadata, rand::random())
+        .with_remembered(local.known_members.iter().cloned())
+        .with_clock(wall_clock)
+}
+
+/// Where gossip announces the node: its seeds, and after a restart also
+/// the members it knew ([`crate::known_members`]).
+fn seeds(config: &NodeConfig, local: &LocalState) -> Vec<SocketAddr> {
+    let mut seeds = config.seeds.clone();
+    let known: Vec<SocketAddr> = known_members::gossip_addresses(&local.known_members)
+        .into_iter()
+        .filter(|peer| !seeds.contains(peer) && *peer != config.advertised_gossip_address())
+        .collect();
+    if !known.is_empty() {
+        tracing::info!(
+            known = known.len(),
+            "announcing to the members known before the restart as well as to the seeds"
+        );
+    }
+    seeds.extend(known);
+    seeds
 }
 
 /// Resolves when gossip must stop: the node stops, or no longer serves

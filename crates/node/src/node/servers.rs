@@ -5,10 +5,14 @@
 //!
 //! The sockets are bound before the node context exists, so a port that is
 //! taken fails the start at once and the context knows its real addresses
-//! (a port of 0 in tests).
+//! (a port of 0 in tests). They come from the node's
+//! [`Network`](crate::platform::Network): the operating system's TCP, or a
+//! simulated network's listeners, served alike.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use futures::Stream;
 
 use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
 use ringstore_proto::v1::admin_server::AdminServer;
@@ -18,10 +22,11 @@ use ringstore_proto::v1::repair_server::RepairServer;
 use ringstore_proto::v1::schema_server::SchemaServer;
 use ringstore_proto::v1::topology_server::TopologyServer;
 use ringstore_proto::v1::users_server::UsersServer;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, TcpIncoming};
 use tonic::transport::{Server, ServerTlsConfig};
 
 use super::tasks::wait_for;
@@ -31,6 +36,8 @@ use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::internode_auth::InternodeAuthLayer;
 use crate::metrics_http;
+use crate::peers::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+use crate::platform::{Accepted, Listener, Network};
 use crate::services::admin::AdminService;
 use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
@@ -45,18 +52,61 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The node's bound sockets.
 pub(super) struct Listeners {
-    client: TcpListener,
-    internode: TcpListener,
-    metrics: Option<TcpListener>,
+    sockets: Sockets,
     /// Where the client port listens.
     pub client_address: SocketAddr,
     /// Where the internode port listens.
     pub internode_address: SocketAddr,
 }
 
+/// The listening sockets, from the operating system or a transport.
+enum Sockets {
+    Os {
+        client: TcpListener,
+        internode: TcpListener,
+        metrics: Option<TcpListener>,
+    },
+    Simulated {
+        client: Box<dyn Listener>,
+        internode: Box<dyn Listener>,
+    },
+}
+
 impl Listeners {
-    /// Binds the client, internode and (when configured) metrics ports.
-    pub async fn bind(config: &NodeConfig) -> Result<Listeners> {
+    /// Binds the client, internode and (when configured) metrics ports on
+    /// `network`.
+    pub async fn bind(config: &NodeConfig, network: &Network) -> Result<Listeners> {
+        match network {
+            Network::Os => Self::bind_os(config).await,
+            Network::Simulated(transport) => {
+                if let Some(address) = config.metrics_bind_address() {
+                    return Err(NodeError::InvalidArgument(format!(
+                        "metrics_address {address}: the metrics port needs the operating \
+                         system's network, and this node runs on a simulated one"
+                    )));
+                }
+                let listen = |address| async move {
+                    let listener = transport
+                        .listen(address)
+                        .await
+                        .map_err(|e| cannot_listen(address, e))?;
+                    let local = listener
+                        .local_addr()
+                        .map_err(|e| cannot_listen(address, e))?;
+                    Ok::<_, NodeError>((listener, local))
+                };
+                let (client, client_address) = listen(config.listen_address).await?;
+                let (internode, internode_address) = listen(config.internode_address).await?;
+                Ok(Listeners {
+                    sockets: Sockets::Simulated { client, internode },
+                    client_address,
+                    internode_address,
+                })
+            }
+        }
+    }
+
+    async fn bind_os(config: &NodeConfig) -> Result<Listeners> {
         let client = bind(config.listen_address).await?;
         let internode = bind(config.internode_address).await?;
         let metrics = match config.metrics_bind_address() {
@@ -66,9 +116,11 @@ impl Listeners {
         Ok(Listeners {
             client_address: local_address(&client, config.listen_address)?,
             internode_address: local_address(&internode, config.internode_address)?,
-            client,
-            internode,
-            metrics,
+            sockets: Sockets::Os {
+                client,
+                internode,
+                metrics,
+            },
         })
     }
 }
@@ -92,24 +144,51 @@ pub(super) fn serve(
     security: PortSecurity,
     stopped: &watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>> {
-    let mut tasks = vec![
-        serve_client(context, listeners.client, &security, stopped)?,
-        serve_internode(context, listeners.internode, security, stopped)?,
-    ];
-    if let Some(listener) = listeners.metrics {
-        tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
-        tasks.push(tokio::spawn(metrics_http::serve(
-            listener,
-            context.clone(),
-            wait_for(stopped.clone()),
-        )));
+    match listeners.sockets {
+        Sockets::Os {
+            client,
+            internode,
+            metrics,
+        } => {
+            let mut tasks = vec![
+                serve_client(context, incoming(client), &security, stopped)?,
+                serve_internode(context, incoming(internode), security, stopped)?,
+            ];
+            if let Some(listener) = metrics {
+                tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
+                tasks.push(tokio::spawn(metrics_http::serve(
+                    listener,
+                    context.clone(),
+                    wait_for(stopped.clone()),
+                )));
+            }
+            Ok(tasks)
+        }
+        Sockets::Simulated { client, internode } => Ok(vec![
+            serve_client(context, Accepted::stream(client), &security, stopped)?,
+            serve_internode(context, Accepted::stream(internode), security, stopped)?,
+        ]),
     }
-    Ok(tasks)
+}
+
+/// What a server serves: a stream of accepted connections (TCP, or a
+/// transport's).
+trait Incoming: Stream<Item = std::io::Result<Self::Io>> + Send + 'static {
+    /// One connection.
+    type Io: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static;
+}
+
+impl<S, Io> Incoming for S
+where
+    S: Stream<Item = std::io::Result<Io>> + Send + 'static,
+    Io: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+{
+    type Io = Io;
 }
 
 fn serve_client(
     context: &Arc<NodeContext>,
-    listener: TcpListener,
+    incoming: impl Incoming,
     security: &PortSecurity,
     stopped: &watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>> {
@@ -129,7 +208,7 @@ fn serve_client(
         .add_service(TopologyServer::new(TopologyService::new(context.clone())))
         .add_service(RepairServer::new(RepairService::new(context.clone())))
         .add_service(UsersServer::new(UsersService::new(context.clone(), gate)))
-        .serve_with_incoming_shutdown(incoming(listener), wait_for(stopped.clone()));
+        .serve_with_incoming_shutdown(incoming, wait_for(stopped.clone()));
     Ok(tokio::spawn(async move {
         if let Err(error) = server.await {
             tracing::error!(%error, "client server failed");
@@ -139,7 +218,7 @@ fn serve_client(
 
 fn serve_internode(
     context: &Arc<NodeContext>,
-    listener: TcpListener,
+    incoming: impl Incoming,
     security: PortSecurity,
     stopped: &watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>> {
@@ -151,13 +230,15 @@ fn serve_internode(
         None => InternodeAuthLayer::open(),
     };
     let server = tls_server(security.internode_tls, "internode", "server_encryption")?
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .layer(internode_auth)
         .add_service(
             InternodeServer::new(InternodeService::new(context.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(incoming(listener), wait_for(stopped.clone()));
+        .serve_with_incoming_shutdown(incoming, wait_for(stopped.clone()));
     Ok(tokio::spawn(async move {
         if let Err(error) = server.await {
             tracing::error!(%error, "internode server failed");

@@ -1,6 +1,6 @@
 //! The node's background work, each a task that runs until the node stops:
 //! schema pulls, the client-auth bootstrap, the clock's high-water mark,
-//! load reports, hint delivery, the disk-failure watch, repair and garbage
+//! the known members' metadata, load reports, hint delivery, the disk-failure watch, repair and garbage
 //! collection — and, for a node not yet in the ring, its join.
 
 use std::pin::Pin;
@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::topology::{bootstrap, join};
 
-use crate::{client_auth, clock, disk_failure, repair, schema};
+use crate::{client_auth, clock, disk_failure, known_members, repair, schema};
 
 /// Starts every background task; `authenticating` when the client port
 /// checks passwords (the default superuser must then exist).
@@ -35,6 +35,7 @@ pub(super) fn spawn_background(
         spawn_until_stopped(report_load(context.clone()), stopped),
         spawn_until_stopped(Handoff::run(context.clone()), stopped),
         spawn_until_stopped(stop_if_removed(context.clone()), stopped),
+        spawn_until_stopped(known_members::keep_saving(context.clone()), stopped),
         spawn_until_stopped(disk_failure::watch(context.clone()), stopped),
         spawn_until_stopped(repair::scheduler::run(context.clone()), stopped),
         spawn_until_stopped(repair::gc::run(context.clone()), stopped),

@@ -12,8 +12,8 @@ use std::time::Duration;
 use ringstore_metrics::Stage;
 use ringstore_placement::{Token, TokenRange};
 use ringstore_repair::{GcRule, RepairHistory};
+use ringstore_storage::offload::{self, Feed};
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
-use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
@@ -65,13 +65,12 @@ async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Resu
     let _stage = context.metrics.stage(Stage::Compaction);
     let rule = rule_of(context, keyspace);
     let history = context.repair.history.snapshot();
-    let (batches, mut scanned) = mpsc::channel(2);
+    let (batches, mut scanned) = offload::channel(2);
     let store = context.store.clone();
     let id = keyspace.id;
     let now = context.clock.now();
-    let scan = tokio::task::spawn_blocking(move || {
-        scan_purgeable(&store, id, &rule, &history, now, &batches)
-    });
+    let scan =
+        offload::spawn_blocking(move || scan_purgeable(&store, id, &rule, &history, now, &batches));
     let mut report = Collected {
         keyspace: keyspace.name.clone(),
         ..Collected::default()
@@ -105,7 +104,7 @@ fn scan_purgeable(
     rule: &GcRule,
     history: &RepairHistory,
     now: Timestamp,
-    batches: &mpsc::Sender<Scanned>,
+    batches: &Feed<Scanned>,
 ) -> Result<()> {
     let whole_ring = TokenRange::new(Token::MIN, Token::MIN);
     let (mut scanned, mut kept) = (0u64, 0u64);
@@ -123,16 +122,16 @@ fn scan_purgeable(
         batch.push((key, cell));
         if batch.len() == PURGE_BATCH
             && batches
-                .blocking_send(Scanned::Batch(std::mem::take(&mut batch)))
+                .send(Scanned::Batch(std::mem::take(&mut batch)))
                 .is_err()
         {
             return Ok(());
         }
     }
     if !batch.is_empty() {
-        let _ = batches.blocking_send(Scanned::Batch(batch));
+        let _ = batches.send(Scanned::Batch(batch));
     }
-    let _ = batches.blocking_send(Scanned::Done { scanned, kept });
+    let _ = batches.send(Scanned::Done { scanned, kept });
     Ok(())
 }
 

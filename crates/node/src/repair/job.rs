@@ -5,13 +5,14 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_repair::{RepairJob, RepairOptions, UnitState};
 use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{Direction, SessionInfo};
 use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::context::NodeContext;
@@ -110,7 +111,7 @@ const PEERS_PATIENCE: Duration = Duration::from_secs(60);
 /// range repaired then would fail for a replica that only seems down.
 pub async fn wait_for_ring_members(context: &NodeContext) {
     let mut views = context.membership.watch_view();
-    let deadline = tokio::time::Instant::now() + PEERS_PATIENCE;
+    let deadline = Instant::now() + PEERS_PATIENCE;
     loop {
         {
             let view = views.borrow_and_update();

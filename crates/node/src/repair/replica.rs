@@ -8,6 +8,7 @@ use ringstore_metrics::Stage;
 use ringstore_placement::TokenRange;
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{MerkleTree, TreeBuilder, row_hash};
+use ringstore_storage::offload::{self, Feed};
 use ringstore_storage::{KeyspaceId, Store, Timestamp};
 use ringstore_streaming::StreamThrottle;
 use tokio::sync::mpsc;
@@ -39,7 +40,7 @@ pub async fn build_tree(
     let store = context.store.clone();
     let throttle = Arc::clone(&context.repair.validation);
     let runtime = tokio::runtime::Handle::current();
-    let tree = tokio::task::spawn_blocking(move || {
+    let tree = offload::spawn_blocking(move || {
         scan_tree(&store, &throttle, &runtime, keyspace, range, depth)
     })
     .await
@@ -69,11 +70,20 @@ fn scan_tree(
         builder.add(token, row_hash(&key, &cell), bytes);
         unpaced += bytes;
         if unpaced >= THROTTLE_STEP {
-            runtime.block_on(throttle.acquire(unpaced));
+            pace(throttle, runtime, unpaced);
             unpaced = 0;
         }
     }
     Ok(builder.finish())
+}
+
+/// Waits until the validation throttle lets `bytes` more be read. Not on a
+/// simulation's thread, where the scan runs inline on the runtime's own
+/// thread and cannot wait for it: simulations do not pace validation.
+fn pace(throttle: &StreamThrottle, runtime: &tokio::runtime::Handle, bytes: u64) {
+    if !offload::runs_inline() {
+        runtime.block_on(throttle.acquire(bytes));
+    }
 }
 
 /// The hashes of `nodes` of the tree kept for `session`.
@@ -113,11 +123,11 @@ pub fn list_rows(
     keyspace: KeyspaceId,
     ranges: Vec<TokenRange>,
 ) -> mpsc::Receiver<Result<pb::ListRowsPage, Status>> {
-    let (pages, receiver) = mpsc::channel(2);
+    let (pages, receiver) = offload::channel(2);
     let store = context.store.clone();
-    tokio::task::spawn_blocking(move || {
+    offload::spawn_blocking(move || {
         if let Err(error) = scan_rows(&store, keyspace, &ranges, &pages) {
-            let _ = pages.blocking_send(Err(Status::from(error)));
+            let _ = pages.send(Err(Status::from(error)));
         }
     });
     receiver
@@ -128,7 +138,7 @@ fn scan_rows(
     store: &Store,
     keyspace: KeyspaceId,
     ranges: &[TokenRange],
-    pages: &mpsc::Sender<Result<pb::ListRowsPage, Status>>,
+    pages: &Feed<Result<pb::ListRowsPage, Status>>,
 ) -> Result<()> {
     let mut page = Vec::with_capacity(ROWS_PER_PAGE);
     for &range in ranges {
@@ -137,14 +147,14 @@ fn scan_rows(
             page.push(row_version_to_pb(token, key, &cell));
             if page.len() == ROWS_PER_PAGE {
                 let rows = std::mem::replace(&mut page, Vec::with_capacity(ROWS_PER_PAGE));
-                if pages.blocking_send(Ok(pb::ListRowsPage { rows })).is_err() {
+                if pages.send(Ok(pb::ListRowsPage { rows })).is_err() {
                     return Ok(());
                 }
             }
         }
     }
     if !page.is_empty() {
-        let _ = pages.blocking_send(Ok(pb::ListRowsPage { rows: page }));
+        let _ = pages.send(Ok(pb::ListRowsPage { rows: page }));
     }
     Ok(())
 }
@@ -158,7 +168,7 @@ pub async fn read_cells(
     keys: Vec<Vec<u8>>,
 ) -> Result<Vec<(Vec<u8>, Option<ringstore_storage::Cell>)>> {
     let store = context.store.clone();
-    tokio::task::spawn_blocking(move || {
+    offload::spawn_blocking(move || {
         let mut bytes = 0usize;
         let mut cells = Vec::with_capacity(keys.len());
         for key in keys {

@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringstore_placement::TokenRange;
 use ringstore_repair::{MerkleTree, RepairHistory, RepairJob, UnitState};
 use ringstore_storage::{KeyspaceId, Store, Timestamp};
 use ringstore_streaming::StreamThrottle;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::Result;

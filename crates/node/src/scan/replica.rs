@@ -54,7 +54,7 @@ pub async fn read_range(
 ) -> Result<ReplicaPage> {
     let store = context.store.clone();
     let limit = limit.max(1);
-    tokio::task::spawn_blocking(move || {
+    ringstore_storage::offload::spawn_blocking(move || {
         let (after_token, after_key) = match &after {
             ScanPoint::AfterToken(token) => (*token, None),
             ScanPoint::AfterRow(row) => (row.token, Some(row.key.as_slice())),

@@ -139,7 +139,7 @@ fn permission_to_pb(permission: Permission) -> pb::Permission {
 /// Hashes off the async threads (Argon2 takes tens of milliseconds).
 async fn hash(password: String) -> Result<StoredHash> {
     check_password(&password)?;
-    tokio::task::spawn_blocking(move || StoredHash::new(&password))
+    ringstore_storage::offload::spawn_blocking(move || StoredHash::new(&password))
         .await
         .map_err(NodeError::task("password hashing"))?
         .map_err(NodeError::from)

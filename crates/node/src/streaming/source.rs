@@ -5,6 +5,7 @@ use std::sync::Arc;
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::KeyspaceId;
+use ringstore_storage::offload::{self, Feed};
 use tokio::sync::mpsc;
 use tonic::Status;
 
@@ -71,9 +72,9 @@ async fn stream(
 ) -> Result<(), String> {
     // The scan and the chunking run on the blocking pool (sled may block on
     // I/O), at most two chunks ahead of the throttled sender.
-    let (chunks, mut scanned) = mpsc::channel(2);
+    let (chunks, mut scanned) = offload::channel(2);
     let store = context.store.clone();
-    let scan = tokio::task::spawn_blocking(move || scan_chunks(&store, keyspace, range, &chunks));
+    let scan = offload::spawn_blocking(move || scan_chunks(&store, keyspace, range, &chunks));
     let total = loop {
         match scanned.recv().await {
             Some(Scanned::Chunk(chunk)) => send_chunk(context, chunk, sender, session).await?,
@@ -108,21 +109,21 @@ fn scan_chunks(
     store: &ringstore_storage::Store,
     keyspace: KeyspaceId,
     range: TokenRange,
-    chunks: &mpsc::Sender<Scanned>,
+    chunks: &Feed<Scanned>,
 ) -> Result<(), String> {
     let gone = |_| "the sender went away".to_string();
     let mut chunker = Chunker::new(CHUNK_BYTES);
     for entry in store.scan(keyspace, range).map_err(|e| e.to_string())? {
         let (token, key, cell) = entry.map_err(|e| e.to_string())?;
         if let Some(chunk) = chunker.push(token, key, cell) {
-            chunks.blocking_send(Scanned::Chunk(chunk)).map_err(gone)?;
+            chunks.send(Scanned::Chunk(chunk)).map_err(gone)?;
         }
     }
     if let Some(chunk) = chunker.finish() {
-        chunks.blocking_send(Scanned::Chunk(chunk)).map_err(gone)?;
+        chunks.send(Scanned::Chunk(chunk)).map_err(gone)?;
     }
     chunks
-        .blocking_send(Scanned::Done(chunker.total().clone()))
+        .send(Scanned::Done(chunker.total().clone()))
         .map_err(gone)
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicaMap, Token, TokenRange};
-use tokio::sync::mpsc;
+use ringstore_storage::offload::{self, Feed};
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
@@ -122,9 +122,9 @@ pub(crate) async fn clean_keyspace(
         keyspace: keyspace.name.clone(),
         ..Cleaned::default()
     };
-    let (batches, mut doomed) = mpsc::channel(2);
+    let (batches, mut doomed) = offload::channel(2);
     let (store, id, me) = (context.store.clone(), keyspace.id, context.host_id);
-    let scan = tokio::task::spawn_blocking(move || {
+    let scan = offload::spawn_blocking(move || {
         scan_for_doomed(
             &store,
             id,
@@ -155,7 +155,7 @@ fn scan_for_doomed(
     store: &ringstore_storage::Store,
     id: ringstore_storage::KeyspaceId,
     keeps: impl Fn(Token) -> bool,
-    batches: mpsc::Sender<Result<Doomed>>,
+    batches: Feed<Result<Doomed>>,
 ) -> u64 {
     let mut kept = 0;
     let mut batch = Doomed::default();
@@ -163,7 +163,7 @@ fn scan_for_doomed(
     let entries = match store.scan(id, whole_ring) {
         Ok(entries) => entries,
         Err(error) => {
-            let _ = batches.blocking_send(Err(error.into()));
+            let _ = batches.send(Err(error.into()));
             return kept;
         }
     };
@@ -171,7 +171,7 @@ fn scan_for_doomed(
         let (token, key, cell) = match entry {
             Ok(entry) => entry,
             Err(error) => {
-                let _ = batches.blocking_send(Err(error.into()));
+                let _ = batches.send(Err(error.into()));
                 return kept;
             }
         };
@@ -182,16 +182,12 @@ fn scan_for_doomed(
         batch.bytes += entry_bytes(&key, &cell);
         batch.keys.push(key);
         let full = batch.keys.len() == BATCH_KEYS;
-        if full
-            && batches
-                .blocking_send(Ok(std::mem::take(&mut batch)))
-                .is_err()
-        {
+        if full && batches.send(Ok(std::mem::take(&mut batch))).is_err() {
             return kept;
         }
     }
     if !batch.keys.is_empty() {
-        let _ = batches.blocking_send(Ok(batch));
+        let _ = batches.send(Ok(batch));
     }
     kept
 }

@@ -1,0 +1,264 @@
+//! The nemesis: faults drawn from the run's seed, applied and healed by
+//! the driver between simulation steps, one node at a time.
+//!
+//! Each fault hits one node for a while: the others and the clients see
+//! it the way they would see the real thing.
+//!
+//! | kind | what is done | what it models |
+//! |---|---|---|
+//! | `Crash` | the node's host is dropped at once, its disk loses what was not flushed; restarted at the end | `kill -9`, a power loss |
+//! | `Partition` | every message between the node and the other nodes is held, then delivered at the end | a partition TCP outlives; how others see a paused process |
+//! | `Flap` | the same, on and off every few hundred milliseconds | a flapping link or process |
+//! | `DropOutgoing`, `DropIncoming` | messages from (to) the node to (from) the other nodes are lost | a one-way failure; connections stall until their keep-alive gives up |
+//! | `SlowLinks` | the node's links take 50–250 ms | a slow or overloaded node |
+//! | `ClockDrift` | the node's clock is off by less than the clock bound | ordinary drift, which last-write-wins must tolerate |
+//! | `ClockJump` | its clock jumps ahead by more than the bound | the node must refuse to coordinate writes |
+//! | `DiskFull` | its disk refuses writes and flushes; at the end it has room and the node is restarted | a full disk, an operator freeing space |
+//!
+//! The clients keep reaching every node: only traffic between nodes is
+//! cut, so a cut-off node still coordinates (and must fail or hint, never
+//! acknowledge what it cannot make durable on a quorum).
+
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use ringstore_history::{FaultWindow, NodeId};
+
+use crate::cluster::SimCluster;
+
+/// The clock bound the nodes run with (`max_clock_offset_ms`, default).
+pub const CLOCK_BOUND: Duration = Duration::from_millis(500);
+
+/// What a fault does (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// Killed, and restarted at the end.
+    Crash,
+    /// Cut off from the other nodes; the messages arrive at the end.
+    Partition,
+    /// Cut off and back, repeatedly.
+    Flap,
+    /// Its messages to the other nodes are lost.
+    DropOutgoing,
+    /// The other nodes' messages to it are lost.
+    DropIncoming,
+    /// Its links are slow.
+    SlowLinks,
+    /// Its clock drifts within the bound.
+    ClockDrift,
+    /// Its clock jumps past the bound.
+    ClockJump,
+    /// Its disk is full; restarted with room at the end.
+    DiskFull,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Crash,
+        FaultKind::Partition,
+        FaultKind::Flap,
+        FaultKind::DropOutgoing,
+        FaultKind::DropIncoming,
+        FaultKind::SlowLinks,
+        FaultKind::ClockDrift,
+        FaultKind::ClockJump,
+        FaultKind::DiskFull,
+    ];
+
+    /// Whether the node may stop answering its peers or clients, so that
+    /// requests time out until the others mark it down.
+    pub fn makes_unresponsive(self) -> bool {
+        !matches!(self, FaultKind::ClockDrift | FaultKind::ClockJump)
+    }
+}
+
+/// One fault: its kind, node, start and length, and its parameter.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// What it does.
+    pub kind: FaultKind,
+    /// The node it hits.
+    pub node: usize,
+    /// When it starts, since the start of the load.
+    pub at: Duration,
+    /// How long it lasts.
+    pub length: Duration,
+    /// The skew (`ClockDrift`, `ClockJump`) or the latency (`SlowLinks`);
+    /// whether a skew is ahead.
+    pub amount: Duration,
+    /// Whether a skew puts the clock ahead.
+    pub ahead: bool,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let amount = match self.kind {
+            FaultKind::ClockDrift | FaultKind::ClockJump => format!(
+                " {}{} ms",
+                if self.ahead { "+" } else { "-" },
+                self.amount.as_millis()
+            ),
+            FaultKind::SlowLinks => format!(" {} ms", self.amount.as_millis()),
+            _ => String::new(),
+        };
+        write!(
+            f,
+            "{:?}{amount} node{} at +{:.3}s for {:.3}s",
+            self.kind,
+            self.node,
+            self.at.as_secs_f64(),
+            self.length.as_secs_f64()
+        )
+    }
+}
+
+/// Faults one after another over `load` of simulated time, starting a
+/// little into it and healed before its end, kinds drawn from `kinds`,
+/// nodes from `0..nodes`; all drawn from `seed`.
+pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: usize, load: Duration) -> Vec<Fault> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_7321);
+    let mut faults = Vec::new();
+    let mut at = Duration::from_millis(rng.random_range(1_000..3_000));
+    let last_end = load.saturating_sub(Duration::from_secs(3));
+    while !kinds.is_empty() {
+        let kind = kinds[rng.random_range(0..kinds.len())];
+        let length = Duration::from_millis(rng.random_range(1_500..6_000));
+        if at + length > last_end {
+            break;
+        }
+        let (amount, ahead) = match kind {
+            FaultKind::ClockDrift => (
+                Duration::from_millis(rng.random_range(50..CLOCK_BOUND.as_millis() as u64 - 50)),
+                rng.random_bool(0.5),
+            ),
+            FaultKind::ClockJump => (Duration::from_millis(rng.random_range(2_000..8_000)), true),
+            FaultKind::SlowLinks => (Duration::from_millis(rng.random_range(50..250)), true),
+            _ => (Duration::ZERO, true),
+        };
+        faults.push(Fault {
+            kind,
+            node: rng.random_range(0..nodes),
+            at,
+            length,
+            amount,
+            ahead,
+        });
+        at += length + Duration::from_millis(rng.random_range(1_000..3_000));
+    }
+    faults
+}
+
+/// The fault as the history checker names it, in the run's times.
+pub fn window(fault: &Fault, load_start: Duration) -> FaultWindow {
+    let from = load_start + fault.at;
+    FaultWindow {
+        label: fault.to_string(),
+        node: NodeId(fault.node),
+        from,
+        until: Some(from + fault.length),
+    }
+}
+
+/// Starts `fault` on the cluster.
+pub fn apply(cluster: &mut SimCluster<'_>, fault: &Fault) {
+    let node = fault.node;
+    match fault.kind {
+        FaultKind::Crash => cluster.crash(node),
+        FaultKind::Partition | FaultKind::Flap => cut(cluster, node, true),
+        FaultKind::DropOutgoing => drop_between(cluster, node, true, true),
+        FaultKind::DropIncoming => drop_between(cluster, node, false, true),
+        FaultKind::SlowLinks => slow_links(cluster, node, Some(fault.amount)),
+        FaultKind::ClockDrift | FaultKind::ClockJump => {
+            cluster.nodes[node].skew.set(fault.amount, fault.ahead);
+        }
+        FaultKind::DiskFull => cluster.nodes[node].disk.set_full(true),
+    }
+}
+
+/// What a fault does at simulated time `elapsed` while it lasts (`Flap`
+/// toggles its cut every 300 ms; the others stay as applied).
+pub fn during(cluster: &mut SimCluster<'_>, fault: &Fault, since_start: Duration) {
+    if fault.kind == FaultKind::Flap {
+        let cut_now = (since_start.as_millis() / 300).is_multiple_of(2);
+        cut(cluster, fault.node, cut_now);
+    }
+}
+
+/// Heals `fault`.
+pub fn heal(cluster: &mut SimCluster<'_>, fault: &Fault) {
+    let node = fault.node;
+    match fault.kind {
+        FaultKind::Crash => cluster.start(node),
+        FaultKind::Partition | FaultKind::Flap => cut(cluster, node, false),
+        FaultKind::DropOutgoing => drop_between(cluster, node, true, false),
+        FaultKind::DropIncoming => drop_between(cluster, node, false, false),
+        FaultKind::SlowLinks => slow_links(cluster, node, None),
+        FaultKind::ClockDrift | FaultKind::ClockJump => cluster.nodes[node].skew.clear(),
+        FaultKind::DiskFull => {
+            cluster.nodes[node].disk.set_full(false);
+            cluster.crash(node);
+            cluster.start(node);
+        }
+    }
+}
+
+/// The other nodes' names.
+fn others(cluster: &SimCluster<'_>, node: usize) -> Vec<String> {
+    (0..cluster.nodes.len())
+        .filter(|&other| other != node)
+        .map(|other| cluster.nodes[other].name.clone())
+        .collect()
+}
+
+/// Holds (or releases) every message between `node` and the other nodes.
+fn cut(cluster: &mut SimCluster<'_>, node: usize, hold: bool) {
+    let name = cluster.nodes[node].name.clone();
+    for other in others(cluster, node) {
+        if hold {
+            cluster.sim.hold(name.as_str(), other.as_str());
+        } else {
+            cluster.sim.release(name.as_str(), other.as_str());
+        }
+    }
+}
+
+/// Drops (or stops dropping) messages from `node` to the others
+/// (`outgoing`) or from the others to it.
+fn drop_between(cluster: &mut SimCluster<'_>, node: usize, outgoing: bool, dropping: bool) {
+    let name = cluster.nodes[node].name.clone();
+    for other in others(cluster, node) {
+        let (from, to) = if outgoing {
+            (name.as_str(), other.as_str())
+        } else {
+            (other.as_str(), name.as_str())
+        };
+        if dropping {
+            cluster.sim.partition_oneway(from, to);
+        } else {
+            cluster.sim.repair_oneway(from, to);
+        }
+    }
+}
+
+/// Sets every link of `node` (to the nodes and the clients) to `latency`,
+/// or back to the network's usual latencies.
+fn slow_links(cluster: &mut SimCluster<'_>, node: usize, latency: Option<Duration>) {
+    let name = cluster.nodes[node].name.clone();
+    let mut peers = others(cluster, node);
+    peers.extend(cluster.client_hosts());
+    let (min, max) = match latency {
+        Some(latency) => (latency, latency),
+        None => (cluster.network.min_latency, cluster.network.max_latency),
+    };
+    for other in peers {
+        cluster
+            .sim
+            .set_link_latency(name.as_str(), other.as_str(), min);
+        cluster
+            .sim
+            .set_link_max_message_latency(name.as_str(), other.as_str(), max);
+    }
+}

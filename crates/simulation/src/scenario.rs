@@ -1,0 +1,253 @@
+//! One simulated run from a seed: the cluster, the load, the faults, the
+//! healing, and what it recorded.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringstore_history::{CheckReport, Checks, ClockBound, FaultWindow, FinalKey, Op, check};
+
+use crate::client::{self, Addresses, Progress};
+use crate::cluster::{NetworkSettings, SimCluster};
+use crate::entropy;
+use crate::faults::{self, CLOCK_BOUND, Fault, FaultKind};
+use crate::workload::{History, WorkloadSettings};
+
+/// What a run does; all of it follows from the seed.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Seeds everything: the network's latencies, the faults, the
+    /// workers' draws, and every random number the nodes draw.
+    pub seed: u64,
+    /// Nodes (RF 3).
+    pub nodes: usize,
+    /// Concurrent workers.
+    pub clients: usize,
+    /// Keys they share.
+    pub keys: usize,
+    /// How long the load runs (simulated).
+    pub load: Duration,
+    /// The kinds of fault drawn from.
+    pub kinds: Vec<FaultKind>,
+    /// How a worker waits for an answer.
+    pub request_timeout: Duration,
+    /// The longest pause of a worker between operations.
+    pub think: Duration,
+    /// The simulated network.
+    pub network: NetworkSettings,
+}
+
+impl Scenario {
+    /// The standard run of `seed`: four nodes, six workers on twenty keys
+    /// for 30 simulated seconds, faults of every kind.
+    pub fn standard(seed: u64) -> Scenario {
+        Scenario {
+            seed,
+            nodes: 4,
+            clients: 6,
+            keys: 20,
+            load: Duration::from_secs(30),
+            kinds: FaultKind::ALL.to_vec(),
+            request_timeout: Duration::from_secs(4),
+            think: Duration::from_millis(40),
+            network: NetworkSettings::default(),
+        }
+    }
+}
+
+/// What a run recorded.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The run's scenario.
+    pub scenario: Scenario,
+    /// Every client operation, in invoke order.
+    pub history: Vec<Op>,
+    /// The faults, as scheduled.
+    pub faults: Vec<Fault>,
+    /// The faults, in the run's times, as the checker names them.
+    pub windows: Vec<FaultWindow>,
+    /// Every key after healing.
+    pub finals: Vec<FinalKey>,
+    /// The repair's summary.
+    pub repair: String,
+    /// The history checker's report.
+    pub report: CheckReport,
+    /// Simulated time the run took.
+    pub simulated: Duration,
+    /// Steps it took.
+    pub steps: u64,
+    /// A hash of the history and the final state: equal for two runs of
+    /// one seed when the simulation is deterministic.
+    pub digest: u64,
+}
+
+/// Runs `scenario` on a thread of its own (see [`entropy`]); the error
+/// says why the run could not finish (a node failed, the cluster never
+/// settled, the healing timed out).
+pub fn run(scenario: &Scenario) -> Result<Outcome, String> {
+    entropy::seed(scenario.seed);
+    let scenario = scenario.clone();
+    std::thread::Builder::new()
+        .name(format!("simulation-{}", scenario.seed))
+        .spawn(move || simulate(scenario))
+        .map_err(|e| format!("cannot start the simulation's thread: {e}"))?
+        .join()
+        .map_err(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                .unwrap_or_default();
+            format!("the simulation panicked: {message}")
+        })?
+}
+
+/// Where each fault stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pending,
+    Active,
+    Healed,
+}
+
+fn simulate(scenario: Scenario) -> Result<Outcome, String> {
+    ringstore_storage::offload::run_inline_on_this_thread();
+    let mut cluster = SimCluster::new(scenario.seed, scenario.nodes, &scenario.network);
+    for i in 0..scenario.nodes {
+        cluster.start(i);
+    }
+    let faults = faults::schedule(
+        scenario.seed,
+        &scenario.kinds,
+        scenario.nodes,
+        scenario.load,
+    );
+    let history = History::default();
+    let progress = Rc::new(RefCell::new(Progress::default()));
+    let addresses = Addresses {
+        client: cluster.nodes.iter().map(|n| n.client_address()).collect(),
+        internode: cluster
+            .nodes
+            .iter()
+            .map(|n| n.internode_address())
+            .collect(),
+    };
+    let settings = WorkloadSettings {
+        clients: scenario.clients,
+        keys: scenario.keys,
+        request_timeout: scenario.request_timeout,
+        think: scenario.think,
+        until: Duration::ZERO,
+        seed: scenario.seed,
+    };
+    cluster.add_client(
+        "client",
+        client::run(
+            addresses,
+            settings,
+            scenario.load,
+            cluster.time.clone(),
+            history.clone(),
+            progress.clone(),
+        ),
+    );
+
+    let mut stages = vec![Stage::Pending; faults.len()];
+    let mut steps = 0u64;
+    while !cluster.step()? {
+        steps += 1;
+        let (started, over) = {
+            let progress = progress.borrow();
+            (progress.load_started, progress.load_over)
+        };
+        if let Some(started) = started {
+            let since = cluster.elapsed().saturating_sub(started);
+            drive_faults(&mut cluster, &faults, &mut stages, since, over);
+        }
+    }
+    let mut progress = progress.borrow_mut();
+    let load_started = progress.load_started.ok_or("the load never started")?;
+    let windows: Vec<FaultWindow> = faults
+        .iter()
+        .map(|f| faults::window(f, load_started))
+        .collect();
+    let finals = progress.finals.take().ok_or("no final state was read")?;
+    let history = history.ops();
+    let report = check(&history, &finals, &windows, &checks(&faults, &windows));
+    let digest = digest(&history, &finals);
+    Ok(Outcome {
+        scenario,
+        history,
+        faults,
+        windows,
+        finals,
+        repair: progress.repair.take().unwrap_or_default(),
+        report,
+        simulated: cluster.elapsed(),
+        steps,
+        digest,
+    })
+}
+
+/// Applies the faults that are due, keeps the active ones going, heals
+/// the ones that are over (all of them once the load is over).
+fn drive_faults(
+    cluster: &mut SimCluster<'_>,
+    faults: &[Fault],
+    stages: &mut [Stage],
+    since: Duration,
+    load_over: bool,
+) {
+    for (fault, stage) in faults.iter().zip(stages.iter_mut()) {
+        let ends = fault.at + fault.length;
+        if *stage == Stage::Pending && since >= fault.at && !load_over {
+            tracing::info!(%fault, "fault begins");
+            faults::apply(cluster, fault);
+            *stage = Stage::Active;
+        }
+        if *stage == Stage::Active {
+            if since >= ends || load_over {
+                tracing::info!(%fault, "fault healed");
+                faults::heal(cluster, fault);
+                *stage = Stage::Healed;
+            } else {
+                faults::during(cluster, fault, since - fault.at);
+            }
+        }
+    }
+}
+
+/// What the checker checks: RF 3, monotonic reads, and the clock bound,
+/// which the clock jumps are exempt from.
+fn checks(faults: &[Fault], windows: &[FaultWindow]) -> Checks {
+    let exempt = faults
+        .iter()
+        .zip(windows)
+        .filter(|(fault, _)| fault.kind == FaultKind::ClockJump)
+        .map(|(_, window)| window.clone())
+        .collect();
+    Checks {
+        replication_factor: 3,
+        monotonic_reads: true,
+        clock_bound: Some(ClockBound {
+            bound: CLOCK_BOUND,
+            exempt,
+        }),
+    }
+}
+
+/// A hash of everything a run recorded.
+fn digest(history: &[Op], finals: &[FinalKey]) -> u64 {
+    let mut text = String::new();
+    for op in history {
+        let _ = writeln!(text, "{op:?}");
+    }
+    for last in finals {
+        let _ = writeln!(text, "{last:?}");
+    }
+    let mut hasher = DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}

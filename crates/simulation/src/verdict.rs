@@ -1,0 +1,228 @@
+//! Whether a run kept ringstore's promises: the history checker found
+//! nothing, the load overlapped every fault, every failed operation is
+//! excused by a fault, and a node whose clock jumped refused writes.
+//!
+//! # Which failures a fault excuses
+//! One faulty node of RF 3 leaves a quorum of every key, so an operation
+//! through a healthy coordinator must succeed, except:
+//! - through the faulty node itself, while it is faulty and until it has
+//!   recovered (see `recovery`: a restarted node takes a moment to serve);
+//! - a timeout while the others have not yet marked an unresponsive node
+//!   down ([`DETECTION`] after the fault began): a read may wait for it;
+//! - a timeout after a fault healed, until its node has recovered.
+//!
+//! Anything else is a failure of the run: in a simulation there is no
+//! loaded machine to blame.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use ringstore_history::{FailureKind, Op};
+
+use crate::faults::{Fault, FaultKind};
+use crate::scenario::Outcome;
+use ringstore_node::peers::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+
+/// How long the others take to mark an unresponsive node down (LAN
+/// failure detection: a 1 s probe period, suspected for 4 s), plus a
+/// second of slack.
+pub const DETECTION: Duration = Duration::from_secs(6);
+/// How long after a fault heals requests may still fail.
+pub const HEAL_GRACE: Duration = Duration::from_secs(3);
+/// How long a node whose clock jumped may take to notice and refuse
+/// writes (a probe or two: the last five probes count, the fastest wins).
+pub const CLOCK_DETECTION: Duration = Duration::from_secs(3);
+/// Fewer acknowledged writes than this: the run tried too little.
+const MIN_ACKED_WRITES: usize = 100;
+
+/// What was judged, for the report of a passing run.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Failed operations excused, by reason.
+    pub excused: BTreeMap<&'static str, usize>,
+}
+
+/// Judges `outcome`; the error tells every broken promise.
+pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
+    let mut problems = Vec::new();
+    if !outcome.report.is_ok() {
+        problems.push(format!("the history checker failed: {}", outcome.report));
+    }
+    if outcome.report.writes_acked < MIN_ACKED_WRITES {
+        problems.push(format!(
+            "too little load: {} writes acknowledged",
+            outcome.report.writes_acked
+        ));
+    }
+    for (fault, window) in outcome.faults.iter().zip(&outcome.windows) {
+        let until = window.until.unwrap_or(window.from);
+        let ok_within = |write: bool| {
+            outcome
+                .history
+                .iter()
+                .filter(|op| window.from <= op.completed && op.completed <= until)
+                .filter(|op| op.failure().is_none() && op.acked_version().is_some() == write)
+                .count()
+        };
+        if ok_within(true) == 0 || ok_within(false) == 0 {
+            problems.push(format!("the load did not overlap {fault}"));
+        }
+        if fault.kind == FaultKind::ClockJump {
+            check_refusals(outcome, fault, window.from, until, &mut problems);
+        }
+    }
+    let mut verdict = Verdict::default();
+    let mut unexcused = Vec::new();
+    for op in outcome.history.iter().filter(|op| op.failure().is_some()) {
+        match excuse(op, outcome) {
+            Some(why) => *verdict.excused.entry(why).or_default() += 1,
+            None => unexcused.push(op),
+        }
+    }
+    if !unexcused.is_empty() {
+        let mut text = format!(
+            "{} operations failed that no fault excuses (one faulty node of RF 3 leaves a quorum):",
+            unexcused.len()
+        );
+        for op in unexcused.iter().take(20) {
+            let _ = write!(text, "\n  {op:?}");
+        }
+        problems.push(text);
+    }
+    if problems.is_empty() {
+        Ok(verdict)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// Why the faults excuse the failed `op`, if they do.
+fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
+    let failure = op.failure()?;
+    let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
+    let slow = matches!(
+        failure.kind,
+        FailureKind::Timeout | FailureKind::ClientTimeout
+    );
+    for (fault, window) in outcome.faults.iter().zip(&outcome.windows) {
+        let until = window.until.unwrap_or(window.from);
+        let recovered = until + recovery(fault);
+        if op.coordinator.0 == fault.node && during(window.from, recovered) {
+            return Some("through the faulty node");
+        }
+        if fault.kind.makes_unresponsive() && slow && during(window.from, window.from + DETECTION) {
+            return Some("a timeout before the unresponsive node was marked down");
+        }
+        if slow && during(until, recovered) {
+            return Some("a timeout while the healed node recovered");
+        }
+    }
+    None
+}
+
+/// How long after `fault` healed its node may still fail requests: a
+/// moment to work off what queued up; after a one-way drop, until the
+/// connections it stalled are dropped by their keep-alive and made again
+/// (turmoil's TCP does not retransmit what was lost; real TCP would,
+/// sooner); after a clock jump, until the node's clock has passed the
+/// timestamps it issued while it ran ahead.
+fn recovery(fault: &Fault) -> Duration {
+    match fault.kind {
+        FaultKind::DropOutgoing | FaultKind::DropIncoming => {
+            KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT + HEAL_GRACE
+        }
+        FaultKind::ClockJump => fault.amount + HEAL_GRACE,
+        _ => HEAL_GRACE,
+    }
+}
+
+/// A node whose clock jumped past the bound must refuse to coordinate
+/// writes once it noticed, naming its clock.
+fn check_refusals(
+    outcome: &Outcome,
+    fault: &Fault,
+    from: Duration,
+    until: Duration,
+    problems: &mut Vec<String>,
+) {
+    let noticed = from + CLOCK_DETECTION;
+    let writes: Vec<&Op> = outcome
+        .history
+        .iter()
+        .filter(|op| op.coordinator.0 == fault.node && op.invoked >= noticed)
+        .filter(|op| op.completed <= until)
+        .filter(|op| matches!(op.kind, ringstore_history::OpKind::Write { .. }))
+        .collect();
+    let acked: Vec<&&Op> = writes
+        .iter()
+        .filter(|op| op.acked_version().is_some())
+        .collect();
+    if let Some(op) = acked.first() {
+        problems.push(format!(
+            "node{} acknowledged {} writes {CLOCK_DETECTION:?} or more after its clock jumped \
+             ({fault}), e.g. {op:?}",
+            fault.node,
+            acked.len()
+        ));
+    }
+    let named = writes
+        .iter()
+        .filter_map(|op| op.failure())
+        .any(|failure| failure.message.contains("clock"));
+    if !writes.is_empty() && !named {
+        problems.push(format!(
+            "node{}'s refusals after its clock jumped ({fault}) do not name its clock",
+            fault.node
+        ));
+    }
+}
+
+/// The run second by second, for a failure report: per second of the run,
+/// the operations completed through each node, answered (`ok`) and failed,
+/// and the faults active.
+pub fn timeline(outcome: &Outcome) -> String {
+    let nodes = outcome.scenario.nodes;
+    let last = outcome
+        .history
+        .iter()
+        .map(|op| op.completed.as_secs())
+        .max()
+        .unwrap_or(0);
+    let mut text = String::from("second | per node: ok/failed | faults active\n");
+    for second in 0..=last {
+        let (from, to) = (Duration::from_secs(second), Duration::from_secs(second + 1));
+        let mut cells = Vec::new();
+        for node in 0..nodes {
+            let ops = outcome
+                .history
+                .iter()
+                .filter(|op| op.coordinator.0 == node && op.completed >= from && op.completed < to);
+            let (ok, failed) = ops.fold((0, 0), |(ok, failed), op| {
+                if op.failure().is_some() {
+                    (ok, failed + 1)
+                } else {
+                    (ok + 1, failed)
+                }
+            });
+            cells.push(format!("{ok:>3}/{failed:<3}"));
+        }
+        if cells.iter().all(|c| c.trim() == "0/0") {
+            continue;
+        }
+        let active: Vec<String> = outcome
+            .faults
+            .iter()
+            .zip(&outcome.windows)
+            .filter(|(_, w)| w.overlaps(from, to))
+            .map(|(f, _)| format!("{:?} node{}", f.kind, f.node))
+            .collect();
+        let _ = writeln!(
+            text,
+            "{second:>5}s | {} | {}",
+            cells.join(" "),
+            active.join(", ")
+        );
+    }
+    text
+}

@@ -1,0 +1,245 @@
+//! The clients of a simulated run: concurrent workers reading and writing
+//! a small set of keys through random coordinators, each operation recorded
+//! for the history checker.
+//!
+//! Every draw (operation, key, coordinator) comes from the worker's own
+//! generator, seeded from the run's seed, and every value is unique per key
+//! and version (`{key}=c{client}n{n}`), so a value read names the write it
+//! came from. Times are the simulation's ([`SimTime`]), as offsets from
+//! the start of the run.
+//!
+//! Like a driver's host backoff, a worker avoids for [`SHUN`] a coordinator
+//! that failed it (while others remain), so one faulty node slows the load
+//! without stalling it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use ringstore_history::{
+    ClientId, Failure, FailureKind, Level, NodeId, Op, OpKind, ReadOutcome, Timestamp, Version,
+    WriteOutcome,
+};
+use ringstore_proto::v1 as pb;
+use ringstore_proto::v1::client_client::ClientClient;
+use tonic::transport::Channel;
+
+use crate::time::SimTime;
+
+/// The keyspace the workload uses.
+pub const KEYSPACE: &str = "ks";
+
+/// How long a worker avoids a coordinator that failed it.
+pub const SHUN: Duration = Duration::from_secs(1);
+
+/// What the workers do.
+#[derive(Clone, Debug)]
+pub struct WorkloadSettings {
+    /// Concurrent workers.
+    pub clients: usize,
+    /// Keys shared by every worker.
+    pub keys: usize,
+    /// How long a worker waits for an answer.
+    pub request_timeout: Duration,
+    /// The longest a worker pauses between two operations (drawn
+    /// uniformly up to it), so a run's operations stay few enough to
+    /// simulate quickly.
+    pub think: Duration,
+    /// Simulated time at which workers stop starting operations.
+    pub until: Duration,
+    /// Seeds the workers' draws.
+    pub seed: u64,
+}
+
+/// The key with index `i`.
+pub fn key_name(i: usize) -> String {
+    format!("k{i:03}")
+}
+
+/// What each worker records, shared.
+#[derive(Clone, Default)]
+pub struct History(Arc<Mutex<Vec<Op>>>);
+
+impl History {
+    fn push(&self, op: Op) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(op);
+    }
+
+    /// Every operation so far, in invoke order (ties in the order recorded).
+    pub fn ops(&self) -> Vec<Op> {
+        let mut ops = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        ops.sort_by_key(|op| op.invoked);
+        ops
+    }
+}
+
+/// Runs the workers until `settings.until`, each through a client of every
+/// node in `coordinators` (by node index), recording into `history`.
+pub async fn run(
+    settings: WorkloadSettings,
+    coordinators: Vec<ClientClient<Channel>>,
+    time: SimTime,
+    history: History,
+) {
+    let workers: Vec<_> = (0..settings.clients)
+        .map(|id| {
+            let worker = Worker {
+                id,
+                settings: settings.clone(),
+                coordinators: coordinators.clone(),
+                time: time.clone(),
+                history: history.clone(),
+            };
+            tokio::spawn(worker.run())
+        })
+        .collect();
+    for worker in workers {
+        let _ = worker.await;
+    }
+}
+
+/// One worker.
+struct Worker {
+    id: usize,
+    settings: WorkloadSettings,
+    coordinators: Vec<ClientClient<Channel>>,
+    time: SimTime,
+    history: History,
+}
+
+impl Worker {
+    async fn run(self) {
+        let seed = self.settings.seed.wrapping_mul(1_000_003) ^ self.id as u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut shunned = vec![Duration::ZERO; self.coordinators.len()];
+        let mut n = 0u64;
+        while self.time.elapsed() < self.settings.until {
+            let key = key_name(rng.random_range(0..self.settings.keys));
+            let node = draw_coordinator(&mut rng, &shunned, self.time.elapsed());
+            let client = self.coordinators[node].clone();
+            let op = if rng.random_bool(0.5) {
+                let value = format!("{key}=c{}n{n}", self.id);
+                self.write(client, node, key, value).await
+            } else {
+                self.read(client, node, key).await
+            };
+            let mut pause = rng.random_range(Duration::ZERO..=self.settings.think);
+            if op.failure().is_some() {
+                shunned[node] = self.time.elapsed() + SHUN;
+                pause += Duration::from_millis(50);
+            }
+            self.history.push(op);
+            tokio::time::sleep(pause).await;
+            n += 1;
+        }
+    }
+
+    fn op(&self, node: usize, key: String, invoked: Duration, kind: OpKind) -> Op {
+        Op {
+            client: ClientId(self.id),
+            coordinator: NodeId(node),
+            key,
+            level: Level::Quorum,
+            invoked,
+            completed: self.time.elapsed(),
+            kind,
+        }
+    }
+
+    async fn write(
+        &self,
+        mut client: ClientClient<Channel>,
+        node: usize,
+        key: String,
+        value: String,
+    ) -> Op {
+        let request = pb::PutRequest {
+            keyspace: KEYSPACE.into(),
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            consistency: pb::ConsistencyLevel::Quorum as i32,
+            timestamp_micros: None,
+            ttl_seconds: None,
+        };
+        let invoked = self.time.elapsed();
+        let answer = tokio::time::timeout(self.settings.request_timeout, client.put(request)).await;
+        let outcome = match answered(answer) {
+            Ok(put) => WriteOutcome::Acked(Timestamp(put.timestamp_micros)),
+            Err(failure) => WriteOutcome::Failed(failure),
+        };
+        let kind = OpKind::Write {
+            value: value.into_bytes(),
+            outcome,
+        };
+        self.op(node, key, invoked, kind)
+    }
+
+    async fn read(&self, mut client: ClientClient<Channel>, node: usize, key: String) -> Op {
+        let request = pb::GetRequest {
+            keyspace: KEYSPACE.into(),
+            key: key.as_bytes().to_vec(),
+            consistency: pb::ConsistencyLevel::Quorum as i32,
+        };
+        let invoked = self.time.elapsed();
+        let answer = tokio::time::timeout(self.settings.request_timeout, client.get(request)).await;
+        let outcome = match answered(answer) {
+            Ok(get) if get.found => ReadOutcome::Found(Version {
+                timestamp: Timestamp(get.timestamp_micros),
+                value: get.value,
+            }),
+            Ok(_) => ReadOutcome::NotFound,
+            Err(failure) => ReadOutcome::Failed(failure),
+        };
+        self.op(node, key, invoked, OpKind::Read { outcome })
+    }
+}
+
+/// A coordinator not shunned at `now`, drawn uniformly (any, if all are).
+fn draw_coordinator(rng: &mut StdRng, shunned_until: &[Duration], now: Duration) -> usize {
+    let usable: Vec<usize> = (0..shunned_until.len())
+        .filter(|&node| shunned_until[node] <= now)
+        .collect();
+    if usable.is_empty() {
+        rng.random_range(0..shunned_until.len())
+    } else {
+        usable[rng.random_range(0..usable.len())]
+    }
+}
+
+/// A request's answer, or its failure classified.
+fn answered<T>(
+    answer: Result<Result<tonic::Response<T>, tonic::Status>, tokio::time::error::Elapsed>,
+) -> Result<T, Failure> {
+    match answer {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(failure_of(&status)),
+        Err(_) => Err(Failure {
+            kind: FailureKind::ClientTimeout,
+            message: "no answer within the client's timeout".into(),
+        }),
+    }
+}
+
+/// What kind of failure `status` is: one the server sent carries no
+/// source error; a transport failure (refused, reset) does.
+pub fn failure_of(status: &tonic::Status) -> Failure {
+    let from_transport = std::error::Error::source(status).is_some();
+    let kind = match status.code() {
+        _ if from_transport => FailureKind::Unreachable,
+        tonic::Code::Unavailable => FailureKind::Unavailable,
+        tonic::Code::DeadlineExceeded => FailureKind::Timeout,
+        _ => FailureKind::Other,
+    };
+    Failure {
+        kind,
+        message: format!("{:?}: {}", status.code(), status.message()),
+    }
+}
