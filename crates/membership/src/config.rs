@@ -49,8 +49,11 @@ impl MembershipConfig {
         swim.max_packet_size = NonZeroUsize::new(1400).expect("nonzero");
         // Never forget a down member by itself: down is not left.
         swim.remove_down_after = None;
+        // A member back from a partition (or a restart) is noticed within
+        // about 2 s: the others announce to down members that often, and the
+        // verdicts each side reached while cut off are refuted sooner.
         if let Some(announce) = &mut swim.periodic_announce_to_down_members {
-            announce.frequency = Duration::from_secs(10);
+            announce.frequency = Duration::from_secs(2);
         }
         MembershipConfig {
             cluster_name: cluster_name.into(),

@@ -115,6 +115,15 @@ impl ClusterView {
         movements
     }
 
+    /// Whether `host` is gone from the cluster for good: it left
+    /// (decommissioned) or another node removed or replaced it.
+    pub fn has_left(&self, host: HostId) -> bool {
+        self.removed.contains(&host)
+            || self
+                .member(host)
+                .is_some_and(|m| m.metadata.state == NodeState::Left)
+    }
+
     /// The node that replaced `host`, if one did (or is doing so).
     pub fn replacement_of(&self, host: HostId) -> Option<HostId> {
         self.members

@@ -92,7 +92,7 @@ impl ClockGuard {
         };
         *logged = Some((Instant::now(), refused));
         drop(logged);
-        tracing::warn!(refused = since, %error, "refusing writes: clock bound");
+        tracing::warn!(refused = since, %error, "refusing writes: clock skew");
     }
 }
 

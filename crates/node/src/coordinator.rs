@@ -223,12 +223,17 @@ async fn send_to_replica(
 
 /// Stores a hint of `write` for `host`; reports it to `outcomes` if stored.
 /// A failure is logged and counted: the write's fate is the replicas'.
+/// None for a node that has left the cluster: it would never be delivered.
 async fn store_hint(
     context: Arc<NodeContext>,
     host: HostId,
     write: Arc<ReplicaWrite>,
     outcomes: Option<mpsc::UnboundedSender<WriteOutcome>>,
 ) {
+    if context.view().has_left(host) {
+        tracing::debug!(%host, "no hint for a node that has left the cluster");
+        return;
+    }
     let stored = context
         .handoff
         .hint(

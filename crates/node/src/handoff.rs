@@ -460,9 +460,9 @@ impl Handoff {
     /// was removed are dropped.
     fn on_departures(&self, view: &ClusterView) {
         for host in self.hints.pending().into_keys() {
-            let Some(member) = view.member(host) else {
+            if view.member(host).is_none() {
                 continue;
-            };
+            }
             let replacement = view.replacement_of(host).filter(|r| {
                 view.member(*r)
                     .is_some_and(|m| m.metadata.state == NodeState::Normal)
@@ -479,7 +479,7 @@ impl Handoff {
                 }
                 continue;
             }
-            if member.metadata.state == NodeState::Left || view.removed.contains(&host) {
+            if view.has_left(host) {
                 match self.truncate(Some(host)) {
                     Ok(removed) => {
                         tracing::info!(%host, removed, "dropped the hints of a node that left")
@@ -516,7 +516,13 @@ impl Handoff {
             };
             tokio::select! {
                 () = sleep => {}
-                () = handoff.wake.notified() => {}
+                // A hint was stored: it may be for a node that has just
+                // left (its write was under way meanwhile), which no view
+                // change would settle any more.
+                () = handoff.wake.notified() => {
+                    let view = views.borrow().clone();
+                    handoff.on_departures(&view);
+                }
                 changed = views.changed() => {
                     if changed.is_err() {
                         return; // Membership stopped: the node is stopping.

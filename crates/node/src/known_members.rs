@@ -15,7 +15,7 @@
 //! fail `UNAVAILABLE` rather than go astray), and gossip replaces each copy
 //! with any newer one. Announcing to the saved members also spares a seed
 //! whose only seed is itself the wait for the others' periodic announce to
-//! down members (10 s) before it rejoins.
+//! down members (every 2 s) before it rejoins.
 //!
 //! # Invariants
 //! - Every other member is saved, whatever its state: the ring needs the

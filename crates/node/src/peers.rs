@@ -11,11 +11,11 @@
 //! On a simulated network ([`Network::Simulated`]) the channels connect
 //! through its transport instead of TCP.
 //!
-//! Every channel sends HTTP/2 keep-alive pings ([`KEEPALIVE_INTERVAL`]) and
-//! drops a connection whose ping goes unanswered for [`KEEPALIVE_TIMEOUT`]:
-//! a peer that vanished without closing its connections (a partition, a
-//! machine lost) is then reconnected to, instead of every later call
-//! queueing on a connection nobody answers.
+//! Every channel sends HTTP/2 keep-alive pings and drops a connection whose
+//! ping goes unanswered ([`Keepalive`], as the network sets it): a peer
+//! that vanished without closing its connections (a partition, a machine
+//! lost) is then reconnected to, instead of every later call queueing on a
+//! connection nobody answers.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -27,13 +27,7 @@ use ringstore_proto::v1::internode_client::InternodeClient;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::internode_auth::{CallSigner, SignedChannel};
-use crate::platform::{Network, Transport};
-
-/// How long an internode connection may go without receiving anything
-/// before it pings its peer.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
-/// How long a ping may go unanswered before the connection is dropped.
-pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+use crate::platform::{Keepalive, Network, Transport};
 
 /// An internode client: its calls carry this node's proof.
 pub type PeerClient = InternodeClient<SignedChannel>;
@@ -49,6 +43,8 @@ pub struct Peers {
     source: Option<IpAddr>,
     /// The simulated network's transport (none: TCP).
     transport: Option<Arc<dyn Transport>>,
+    /// How connections detect a peer that stopped answering.
+    keepalive: Keepalive,
     /// Held only to look up or insert a client, never across an await.
     clients: Mutex<HashMap<SocketAddr, PeerClient>>,
 }
@@ -72,6 +68,7 @@ impl Peers {
                 Network::Os => None,
                 Network::Simulated(transport) => Some(Arc::clone(transport)),
             },
+            keepalive: network.keepalive(),
             clients: Mutex::default(),
         }
     }
@@ -95,8 +92,8 @@ impl Peers {
                     .expect("a socket address is a valid URI")
                     .connect_timeout(Duration::from_secs(2))
                     .tcp_nodelay(true)
-                    .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                    .http2_keep_alive_interval(self.keepalive.interval)
+                    .keep_alive_timeout(self.keepalive.timeout)
                     .keep_alive_while_idle(true)
                     .local_address(self.source_for(addr));
                 if let Some(tls) = &self.tls {

@@ -1,23 +1,26 @@
 //! The test's side of a run, as a turmoil client host: wait for the
-//! cluster, make the keyspace, run the workload, then heal and look:
-//! hints delivered, a repair, and every key read from every replica.
+//! cluster, make the keyspace, run the workload (and, in a run that
+//! changes the topology, watch a node join and decommission another one
+//! meanwhile), then heal and look: hints delivered, a repair, and every
+//! key read from every replica.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use ringstore_history::{FinalKey, NodeId, ReadOutcome, Timestamp, Version};
+use ringstore_history::{FaultWindow, FinalKey, NodeId, ReadOutcome, Timestamp, Version};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
 use ringstore_proto::v1::internode_client::InternodeClient;
 use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
+use ringstore_proto::v1::topology_client::TopologyClient;
 
 use crate::net::channel;
 use crate::time::SimTime;
-use crate::workload::{self, History, KEYSPACE, WorkloadSettings, failure_of, key_name};
+use crate::workload::{self, History, KEYSPACE, Serving, WorkloadSettings, failure_of, key_name};
 
 /// How long the healing steps may take each, in simulated time.
 const HEAL_PATIENCE: Duration = Duration::from_secs(120);
@@ -41,6 +44,19 @@ impl Addresses {
     }
 }
 
+/// A run's change of topology: a node joins, another is decommissioned.
+#[derive(Clone, Copy, Debug)]
+pub struct TopologyPlan {
+    /// The node that joins (started by the driver at `join_at`).
+    pub joiner: usize,
+    /// When it is started, since the start of the load.
+    pub join_at: Duration,
+    /// The node decommissioned.
+    pub leaver: usize,
+    /// When its decommission starts, since the start of the load.
+    pub leave_at: Duration,
+}
+
 /// What the client host and the driver share: the driver reads when the
 /// load started (the faults' times count from it) and whether it is over;
 /// the client leaves its results.
@@ -50,6 +66,8 @@ pub struct Progress {
     pub load_started: Option<Duration>,
     /// Whether the load is over: the driver heals whatever is left.
     pub load_over: bool,
+    /// The join and the decommission, as they happened.
+    pub topology: Vec<FaultWindow>,
     /// The repair's summary, once run.
     pub repair: Option<String>,
     /// Every key's final state, once read.
@@ -61,31 +79,108 @@ pub async fn run(
     addresses: Addresses,
     mut settings: WorkloadSettings,
     load: Duration,
+    topology: Option<TopologyPlan>,
     time: SimTime,
     history: History,
     progress: Rc<RefCell<Progress>>,
 ) -> turmoil::Result {
     let nodes = addresses.client.len();
     let settings_keys = settings.keys;
-    wait_until_settled(&addresses, nodes).await?;
+    let mut members: Vec<usize> = (0..nodes)
+        .filter(|&node| topology.is_none_or(|plan| node != plan.joiner))
+        .collect();
+    wait_until_settled(&addresses, &members).await?;
     let keyspace_id = create_keyspace(addresses.client[0]).await?;
     let coordinators = addresses
         .client
         .iter()
         .map(|&address| ClientClient::new(channel(address)))
         .collect();
+    let serving = Serving::first(nodes, members.len());
     let started = time.elapsed();
     progress.borrow_mut().load_started = Some(started);
     settings.until = started + load;
-    workload::run(settings, coordinators, time.clone(), history).await;
+    let workers = workload::run(
+        settings,
+        coordinators,
+        serving.clone(),
+        time.clone(),
+        history,
+    );
+    match topology {
+        None => workers.await,
+        Some(plan) => {
+            let changes = change_topology(&addresses, plan, started, &serving, &time, &progress);
+            let (changed, ()) = tokio::join!(changes, workers);
+            changed?;
+            members.retain(|&node| node != plan.leaver);
+            members.push(plan.joiner);
+        }
+    }
     progress.borrow_mut().load_over = true;
 
-    wait_until_settled(&addresses, nodes).await?;
-    wait_until_hints_delivered(&addresses).await?;
-    let repair = repair(addresses.client[0]).await?;
+    wait_until_settled(&addresses, &members).await?;
+    wait_until_hints_delivered(&addresses, &members).await?;
+    let repair = repair(addresses.client[members[0]]).await?;
     progress.borrow_mut().repair = Some(repair);
     let finals = final_state(&addresses, &keyspace_id, settings_keys).await?;
     progress.borrow_mut().finals = Some(finals);
+    Ok(())
+}
+
+/// Watches the joiner (the driver starts it) until every node sees it
+/// `Normal`, then sends it requests; at the plan's time, stops sending
+/// requests to the leaver and decommissions it. Records both as windows.
+async fn change_topology(
+    addresses: &Addresses,
+    plan: TopologyPlan,
+    started: Duration,
+    serving: &Serving,
+    time: &SimTime,
+    progress: &Rc<RefCell<Progress>>,
+) -> turmoil::Result {
+    let joined_from = started + plan.join_at;
+    let before: Vec<usize> = (0..addresses.client.len())
+        .filter(|&node| node != plan.joiner)
+        .collect();
+    tokio::time::sleep_until(tokio::time::Instant::now() + plan.join_at).await;
+    let mut all = before.clone();
+    all.push(plan.joiner);
+    wait_until_settled(addresses, &all).await?;
+    serving.set(plan.joiner, true);
+    progress.borrow_mut().topology.push(FaultWindow {
+        label: format!("node{} joins (bootstrap)", plan.joiner),
+        node: NodeId(plan.joiner),
+        from: joined_from,
+        until: Some(time.elapsed()),
+    });
+
+    let leave_at = started + plan.leave_at;
+    let wait = leave_at.saturating_sub(time.elapsed());
+    tokio::time::sleep(wait).await;
+    serving.set(plan.leaver, false);
+    // Requests already sent through it finish first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let from = time.elapsed();
+    // A decommission is refused while a node is down (a fault may be under
+    // way): it is asked again until it runs.
+    let mut topology = TopologyClient::new(channel(addresses.client[plan.leaver]));
+    let deadline = tokio::time::Instant::now() + HEAL_PATIENCE;
+    while let Err(status) = topology.decommission(pb::DecommissionRequest {}).await {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(
+                format!("node{} could not be decommissioned: {status}", plan.leaver).into(),
+            );
+        }
+        tracing::info!(%status, "decommission refused; asking again in a second");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    progress.borrow_mut().topology.push(FaultWindow {
+        label: format!("node{} decommissioned", plan.leaver),
+        node: NodeId(plan.leaver),
+        from,
+        until: Some(time.elapsed()),
+    });
     Ok(())
 }
 
@@ -106,19 +201,33 @@ where
     Ok(())
 }
 
-/// Waits until every node sees all `nodes` up and `Normal` on one ring.
-async fn wait_until_settled(addresses: &Addresses, nodes: usize) -> turmoil::Result {
-    eventually("every node sees every node up and NORMAL", || async {
+/// Waits until each of `members` sees exactly them up and `Normal` on one
+/// ring.
+async fn wait_until_settled(addresses: &Addresses, members: &[usize]) -> turmoil::Result {
+    eventually("every member sees every member up and NORMAL", || async {
         let mut checksums = Vec::new();
-        for &address in &addresses.client {
-            let status = AdminClient::new(channel(address))
+        for &member in members {
+            let status = AdminClient::new(channel(addresses.client[member]))
                 .status(pb::StatusRequest::default())
                 .await;
             let Ok(status) = status.map(tonic::Response::into_inner) else {
                 return false;
             };
-            let settled = status.nodes.len() == nodes
-                && status.nodes.iter().all(|n| n.up && n.state == "NORMAL");
+            let listed = status
+                .nodes
+                .iter()
+                .filter(|n| n.state != "LEFT")
+                .filter_map(|n| addresses.node_of(&n.client_address).ok());
+            let mut listed: Vec<usize> = listed.collect();
+            listed.sort_unstable();
+            let mut expected = members.to_vec();
+            expected.sort_unstable();
+            let settled = listed == expected
+                && status
+                    .nodes
+                    .iter()
+                    .filter(|n| n.state != "LEFT")
+                    .all(|n| n.up && n.state == "NORMAL");
             if !settled {
                 return false;
             }
@@ -148,21 +257,33 @@ async fn create_keyspace(address: SocketAddr) -> Result<String, Box<dyn std::err
     Ok(created.keyspace.map(|k| k.id).unwrap_or_default())
 }
 
-/// Waits until no node holds a hint.
-async fn wait_until_hints_delivered(addresses: &Addresses) -> turmoil::Result {
-    eventually("every hint is delivered", || async {
-        for &address in &addresses.client {
-            let hints = AdminClient::new(channel(address))
+/// Waits until none of `members` holds a hint; the error names the hints
+/// still held.
+async fn wait_until_hints_delivered(addresses: &Addresses, members: &[usize]) -> turmoil::Result {
+    let held = RefCell::new(String::new());
+    let delivered = eventually("every hint is delivered", || async {
+        let mut pending = Vec::new();
+        for &member in members {
+            let hints = AdminClient::new(channel(addresses.client[member]))
                 .hints(pb::HintsRequest::default())
                 .await;
             match hints.map(tonic::Response::into_inner) {
-                Ok(hints) if hints.targets.iter().all(|t| t.hints == 0) => {}
-                _ => return false,
+                Ok(hints) => {
+                    pending.extend(hints.targets.iter().filter(|t| t.hints > 0).map(|t| {
+                        format!(
+                            "node{member} holds {} for {} ({})",
+                            t.hints, t.address, t.host_id
+                        )
+                    }))
+                }
+                Err(status) => pending.push(format!("node{member}: {status}")),
             }
         }
-        true
+        *held.borrow_mut() = pending.join("; ");
+        pending.is_empty()
     })
-    .await
+    .await;
+    delivered.map_err(|error| format!("{error}: {}", held.borrow()).into())
 }
 
 /// Repairs the keyspace through `address`; the last progress report.

@@ -73,6 +73,11 @@ impl SimNode {
     pub fn internode_address(&self) -> SocketAddr {
         SocketAddr::new(self.ip, INTERNODE_PORT)
     }
+
+    /// Whether its host exists in the simulation (it was started once).
+    pub fn registered(&self) -> bool {
+        self.registered
+    }
 }
 
 /// Real nodes on a simulated network, stepped by the caller.

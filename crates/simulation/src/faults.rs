@@ -73,6 +73,18 @@ impl FaultKind {
     pub fn makes_unresponsive(self) -> bool {
         !matches!(self, FaultKind::ClockDrift | FaultKind::ClockJump)
     }
+
+    /// Whether the node is cut off from the others (in at least one
+    /// direction), long enough to declare them down.
+    pub fn isolates(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Partition
+                | FaultKind::Flap
+                | FaultKind::DropOutgoing
+                | FaultKind::DropIncoming
+        )
+    }
 }
 
 /// One fault: its kind, node, start and length, and its parameter.
@@ -117,15 +129,15 @@ impl fmt::Display for Fault {
 
 /// Faults one after another over `load` of simulated time, starting a
 /// little into it and healed before its end, kinds drawn from `kinds`,
-/// nodes from `0..nodes`; all drawn from `seed`.
-pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: usize, load: Duration) -> Vec<Fault> {
+/// nodes from `nodes`; all drawn from `seed`.
+pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: &[usize], load: Duration) -> Vec<Fault> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_7321);
     let mut faults = Vec::new();
     let mut at = Duration::from_millis(rng.random_range(1_000..3_000));
     let last_end = load.saturating_sub(Duration::from_secs(3));
     while !kinds.is_empty() {
         let kind = kinds[rng.random_range(0..kinds.len())];
-        let length = Duration::from_millis(rng.random_range(1_500..6_000));
+        let length = Duration::from_millis(rng.random_range(3_000..7_000));
         if at + length > last_end {
             break;
         }
@@ -140,7 +152,7 @@ pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: usize, load: Duration) ->
         };
         faults.push(Fault {
             kind,
-            node: rng.random_range(0..nodes),
+            node: nodes[rng.random_range(0..nodes.len())],
             at,
             length,
             amount,
@@ -205,10 +217,10 @@ pub fn heal(cluster: &mut SimCluster<'_>, fault: &Fault) {
     }
 }
 
-/// The other nodes' names.
+/// The other nodes' names (those whose hosts exist: started once).
 fn others(cluster: &SimCluster<'_>, node: usize) -> Vec<String> {
     (0..cluster.nodes.len())
-        .filter(|&other| other != node)
+        .filter(|&other| other != node && cluster.nodes[other].registered())
         .map(|other| cluster.nodes[other].name.clone())
         .collect()
 }

@@ -1,4 +1,59 @@
-//! Deterministic simulation of whole ringstore clusters (work in progress).
+//! Deterministic simulation of whole ringstore clusters: the real node code
+//! — membership, coordinator, hints, streaming, schema, repair — on a
+//! simulated network, clock and disk, driven by a seed, under faults, and
+//! judged by the history checker (`ringstore_history`).
+//!
+//! # How it runs
+//! [turmoil](https://docs.rs/turmoil) runs every host on one thread, each
+//! on a paused tokio runtime whose time it moves in steps of a millisecond,
+//! and carries their TCP and UDP over a simulated network whose latencies
+//! it draws from the seed. Each node host runs
+//! [`ringstore_node::start_on`] with a [`Platform`](ringstore_node::platform::Platform)
+//! made of this crate's parts:
+//! - [`net`]: turmoil's sockets behind the node's network seam (gossip,
+//!   both gRPC servers, every peer channel), and channels for the clients;
+//! - [`time`]: the simulation's time as each node's wall clock, plus a skew
+//!   the faults set;
+//! - [`SimulatedDisk`](ringstore_storage::SimulatedDisk): storage that
+//!   forgets what was not flushed when its node crashes, and can be full.
+//!
+//! A client host ([`client`]) waits for the cluster, creates the keyspace,
+//! runs the [`workload`] (workers reading and writing shared keys through
+//! random coordinators, every operation recorded), then heals: it waits
+//! for the hints, repairs, and reads every key from every replica. The
+//! driver ([`scenario`]) steps the simulation and applies the [`faults`]
+//! drawn from the seed between steps: crashes with restarts, partitions,
+//! flapping, one-way drops, slow links, clock drift and jumps, full disks.
+//! [`verdict`] then judges the run: the history checker's promises, every
+//! failed operation excused by a fault, the load overlapping every fault,
+//! and a node whose clock jumped refusing writes.
+//!
+//! # Determinism
+//! A seed replays exactly: the same operations with the same outcomes and
+//! the same final state ([`scenario::Outcome::digest`]). What could vary
+//! is pinned down:
+//! - turmoil's network draws from the seed, and steps hosts in a fixed order;
+//! - blocking work (scans, flushes) runs inline on the simulation's thread
+//!   ([`ringstore_storage::offload`]) instead of on tokio's blocking pool;
+//! - every wall-clock reading of a node comes from [`time`], and the
+//!   decisions taken on monotonic time use tokio's (simulated) clock;
+//! - every random number — host ids, foca's and the workers' generators,
+//!   and the keys of every `HashMap` — comes from the C library's
+//!   `getrandom`, which a simulation's test binary replaces with a stream
+//!   seeded from the run's seed ([`entropy`]).
+//!
+//! The last one makes a run reproducible only as the first and only run of
+//! its process, so the seed tests start each seed in a process of its own
+//! (`tests/seeds.rs`), and a failure prints the command that replays it.
+//!
+//! # Caveats
+//! - turmoil's TCP does not retransmit: a segment lost to a one-way drop
+//!   stalls its connection until the peers' HTTP/2 keep-alive gives up and
+//!   reconnects (a few seconds), which real TCP would shorten.
+//! - A crash loses every write since the last flush at once; a real disk
+//!   may keep some of them.
+//! - One thread runs everything: a run costs real time in proportion to
+//!   the operations it simulates (about 2,000 a second in a debug build).
 
 #![deny(missing_docs)]
 

@@ -12,12 +12,22 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use hyper_util::rt::TokioIo;
 use ringstore_membership::{GossipSocket, IoFuture};
-use ringstore_node::platform::{Connection, Listener, Transport};
+use ringstore_node::platform::{Connection, Keepalive, Listener, Transport};
 use tonic::transport::{Channel, Endpoint};
 
 /// turmoil's network, as a node's [`Transport`].
 #[derive(Debug, Default)]
 pub struct TurmoilTransport;
+
+impl TurmoilTransport {
+    /// How connections over it detect a peer that stopped answering: at
+    /// once, since turmoil's TCP never retransmits a segment a partition
+    /// lost, so such a connection stalls for good (real TCP would resume).
+    pub const KEEPALIVE: Keepalive = Keepalive {
+        interval: std::time::Duration::from_secs(1),
+        timeout: std::time::Duration::from_secs(1),
+    };
+}
 
 impl Transport for TurmoilTransport {
     fn bind_datagram(&self, address: SocketAddr) -> IoFuture<'_, Box<dyn GossipSocket>> {
@@ -39,6 +49,10 @@ impl Transport for TurmoilTransport {
             let stream = turmoil::net::TcpStream::connect(address).await?;
             Ok(Box::new(stream) as Box<dyn Connection>)
         })
+    }
+
+    fn keepalive(&self) -> Keepalive {
+        Self::KEEPALIVE
     }
 }
 
@@ -94,8 +108,8 @@ pub fn channel(address: SocketAddr) -> Channel {
     Endpoint::from_shared(format!("http://{address}"))
         .expect("a socket address is a valid URI")
         .connect_timeout(std::time::Duration::from_secs(2))
-        .http2_keep_alive_interval(std::time::Duration::from_secs(5))
-        .keep_alive_timeout(std::time::Duration::from_secs(5))
+        .http2_keep_alive_interval(TurmoilTransport::KEEPALIVE.interval)
+        .keep_alive_timeout(TurmoilTransport::KEEPALIVE.timeout)
         .keep_alive_while_idle(true)
         .connect_with_connector_lazy(tower::service_fn(move |_| async move {
             turmoil::net::TcpStream::connect(address)

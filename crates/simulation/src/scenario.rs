@@ -7,9 +7,11 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::rc::Rc;
 use std::time::Duration;
 
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use ringstore_history::{CheckReport, Checks, ClockBound, FaultWindow, FinalKey, Op, check};
 
-use crate::client::{self, Addresses, Progress};
+use crate::client::{self, Addresses, Progress, TopologyPlan};
 use crate::cluster::{NetworkSettings, SimCluster};
 use crate::entropy;
 use crate::faults::{self, CLOCK_BOUND, Fault, FaultKind};
@@ -21,8 +23,11 @@ pub struct Scenario {
     /// Seeds everything: the network's latencies, the faults, the
     /// workers' draws, and every random number the nodes draw.
     pub seed: u64,
-    /// Nodes (RF 3).
+    /// Nodes at the start (RF 3).
     pub nodes: usize,
+    /// Whether a node joins during the load and another is decommissioned
+    /// (the joiner is one more node).
+    pub topology: bool,
     /// Concurrent workers.
     pub clients: usize,
     /// Keys they share.
@@ -41,11 +46,13 @@ pub struct Scenario {
 
 impl Scenario {
     /// The standard run of `seed`: four nodes, six workers on twenty keys
-    /// for 30 simulated seconds, faults of every kind.
+    /// for 30 simulated seconds, faults of every kind; one seed in four
+    /// also has a fifth node join and node 1 decommissioned meanwhile.
     pub fn standard(seed: u64) -> Scenario {
         Scenario {
             seed,
             nodes: 4,
+            topology: seed % 4 == 3,
             clients: 6,
             keys: 20,
             load: Duration::from_secs(30),
@@ -68,6 +75,8 @@ pub struct Outcome {
     pub faults: Vec<Fault>,
     /// The faults, in the run's times, as the checker names them.
     pub windows: Vec<FaultWindow>,
+    /// The join and the decommission, when the run changed the topology.
+    pub topology: Vec<FaultWindow>,
     /// Every key after healing.
     pub finals: Vec<FinalKey>,
     /// The repair's summary.
@@ -114,16 +123,16 @@ enum Stage {
 
 fn simulate(scenario: Scenario) -> Result<Outcome, String> {
     ringstore_storage::offload::run_inline_on_this_thread();
-    let mut cluster = SimCluster::new(scenario.seed, scenario.nodes, &scenario.network);
+    let plan = topology_plan(&scenario);
+    let hosts = scenario.nodes + usize::from(plan.is_some());
+    let mut cluster = SimCluster::new(scenario.seed, hosts, &scenario.network);
     for i in 0..scenario.nodes {
         cluster.start(i);
     }
-    let faults = faults::schedule(
-        scenario.seed,
-        &scenario.kinds,
-        scenario.nodes,
-        scenario.load,
-    );
+    let faultable: Vec<usize> = (0..scenario.nodes)
+        .filter(|&node| plan.is_none_or(|plan| node != plan.leaver))
+        .collect();
+    let faults = faults::schedule(scenario.seed, &scenario.kinds, &faultable, scenario.load);
     let history = History::default();
     let progress = Rc::new(RefCell::new(Progress::default()));
     let addresses = Addresses {
@@ -148,6 +157,7 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
             addresses,
             settings,
             scenario.load,
+            plan,
             cluster.time.clone(),
             history.clone(),
             progress.clone(),
@@ -165,6 +175,11 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
         if let Some(started) = started {
             let since = cluster.elapsed().saturating_sub(started);
             drive_faults(&mut cluster, &faults, &mut stages, since, over);
+            if let Some(plan) = plan
+                && since >= plan.join_at
+            {
+                cluster.start(plan.joiner);
+            }
         }
     }
     let mut progress = progress.borrow_mut();
@@ -174,14 +189,19 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
         .map(|f| faults::window(f, load_started))
         .collect();
     let finals = progress.finals.take().ok_or("no final state was read")?;
+    let topology = std::mem::take(&mut progress.topology);
     let history = history.ops();
-    let report = check(&history, &finals, &windows, &checks(&faults, &windows));
+    let mut named = windows.clone();
+    named.extend(topology.iter().cloned());
+    let checks = checks(&faults, &windows, plan.is_none());
+    let report = check(&history, &finals, &named, &checks);
     let digest = digest(&history, &finals);
     Ok(Outcome {
         scenario,
         history,
         faults,
         windows,
+        topology,
         finals,
         repair: progress.repair.take().unwrap_or_default(),
         report,
@@ -219,9 +239,25 @@ fn drive_faults(
     }
 }
 
-/// What the checker checks: RF 3, monotonic reads, and the clock bound,
-/// which the clock jumps are exempt from.
-fn checks(faults: &[Fault], windows: &[FaultWindow]) -> Checks {
+/// The run's join and decommission, drawn from its seed, if it has them:
+/// node 1 leaves, the node after the initial ones joins.
+fn topology_plan(scenario: &Scenario) -> Option<TopologyPlan> {
+    if !scenario.topology {
+        return None;
+    }
+    let mut rng = StdRng::seed_from_u64(scenario.seed ^ 0x746f_706f);
+    Some(TopologyPlan {
+        joiner: scenario.nodes,
+        join_at: Duration::from_millis(rng.random_range(2_000..8_000)),
+        leaver: 1,
+        leave_at: Duration::from_millis(rng.random_range(12_000..20_000)),
+    })
+}
+
+/// What the checker checks: RF 3, monotonic reads (not while ranges move:
+/// see the checker's essay), and the clock bound, which the clock jumps
+/// are exempt from.
+fn checks(faults: &[Fault], windows: &[FaultWindow], monotonic_reads: bool) -> Checks {
     let exempt = faults
         .iter()
         .zip(windows)
@@ -230,7 +266,7 @@ fn checks(faults: &[Fault], windows: &[FaultWindow]) -> Checks {
         .collect();
     Checks {
         replication_factor: 3,
-        monotonic_reads: true,
+        monotonic_reads,
         clock_bound: Some(ClockBound {
             bound: CLOCK_BOUND,
             exempt,

@@ -9,7 +9,18 @@
 //!   recovered (see `recovery`: a restarted node takes a moment to serve);
 //! - a timeout while the others have not yet marked an unresponsive node
 //!   down ([`DETECTION`] after the fault began): a read may wait for it;
-//! - a timeout after a fault healed, until its node has recovered.
+//! - a timeout after a fault healed, until its node has recovered;
+//! - `UNAVAILABLE` just after a node cut off from the others is back: while
+//!   cut off it declared the others down (SWIM), and when it is back that
+//!   verdict reaches them, so each sees the others down until they rejoin
+//!   under a new identity (a few seconds: [`REJOIN`]). A known weakness of SWIM that
+//!   Lifeguard's local health awareness addresses and foca does not have;
+//! - through the node being decommissioned (requests sent to it just
+//!   before the workers stopped using it);
+//! - after a one-way drop, any failure until the connections it stalled
+//!   are dropped by their keep-alive and made again: one of them breaking
+//!   fails the requests on it at once, which with another fault under way
+//!   leaves fewer than a quorum.
 //!
 //! Anything else is a failure of the run: in a simulation there is no
 //! loaded machine to blame.
@@ -21,8 +32,8 @@ use std::time::Duration;
 use ringstore_history::{FailureKind, Op};
 
 use crate::faults::{Fault, FaultKind};
+use crate::net::TurmoilTransport;
 use crate::scenario::Outcome;
-use ringstore_node::peers::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 
 /// How long the others take to mark an unresponsive node down (LAN
 /// failure detection: a 1 s probe period, suspected for 4 s), plus a
@@ -30,6 +41,10 @@ use ringstore_node::peers::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 pub const DETECTION: Duration = Duration::from_secs(6);
 /// How long after a fault heals requests may still fail.
 pub const HEAL_GRACE: Duration = Duration::from_secs(3);
+/// How long after a node cut off from the others is back the members it
+/// declared down may still be seen down by the others (each must learn it
+/// was declared down and rejoin, a probe period or two a step).
+pub const REJOIN: Duration = Duration::from_secs(8);
 /// How long a node whose clock jumped may take to notice and refuse
 /// writes (a probe or two: the last five probes count, the fastest wins).
 pub const CLOCK_DETECTION: Duration = Duration::from_secs(3);
@@ -61,7 +76,7 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
             outcome
                 .history
                 .iter()
-                .filter(|op| window.from <= op.completed && op.completed <= until)
+                .filter(|op| window.overlaps(op.invoked, op.completed))
                 .filter(|op| op.failure().is_none() && op.acked_version().is_some() == write)
                 .count()
         };
@@ -101,6 +116,12 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
 fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
     let failure = op.failure()?;
     let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
+    for change in &outcome.topology {
+        let until = change.until.unwrap_or(change.from);
+        if op.coordinator == change.node && during(change.from, until + HEAL_GRACE) {
+            return Some("through the node being decommissioned");
+        }
+    }
     let slow = matches!(
         failure.kind,
         FailureKind::Timeout | FailureKind::ClientTimeout
@@ -111,11 +132,22 @@ fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
         if op.coordinator.0 == fault.node && during(window.from, recovered) {
             return Some("through the faulty node");
         }
+        let stalls = matches!(
+            fault.kind,
+            FaultKind::DropOutgoing | FaultKind::DropIncoming
+        );
+        if stalls && failure.kind != FailureKind::Other && during(window.from, recovered) {
+            return Some("a connection the one-way drop stalled, until its keep-alive gave up");
+        }
         if fault.kind.makes_unresponsive() && slow && during(window.from, window.from + DETECTION) {
             return Some("a timeout before the unresponsive node was marked down");
         }
         if slow && during(until, recovered) {
             return Some("a timeout while the healed node recovered");
+        }
+        let unavailable = failure.kind == FailureKind::Unavailable;
+        if fault.kind.isolates() && unavailable && during(until, until + REJOIN) {
+            return Some("the isolated node's stale down verdicts, until their subjects rejoined");
         }
     }
     None
@@ -130,7 +162,7 @@ fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
 fn recovery(fault: &Fault) -> Duration {
     match fault.kind {
         FaultKind::DropOutgoing | FaultKind::DropIncoming => {
-            KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT + HEAL_GRACE
+            TurmoilTransport::KEEPALIVE.detection() + HEAL_GRACE
         }
         FaultKind::ClockJump => fault.amount + HEAL_GRACE,
         _ => HEAL_GRACE,

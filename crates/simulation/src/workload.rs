@@ -81,11 +81,38 @@ impl History {
     }
 }
 
+/// Which nodes the workers send requests to, by node index: not a node
+/// that has not joined yet, nor one being decommissioned.
+#[derive(Clone, Debug)]
+pub struct Serving(Arc<Mutex<Vec<bool>>>);
+
+impl Serving {
+    /// `nodes` nodes, the first `serving` of them in service.
+    pub fn first(nodes: usize, serving: usize) -> Serving {
+        Serving(Arc::new(Mutex::new(
+            (0..nodes).map(|i| i < serving).collect(),
+        )))
+    }
+
+    /// Puts node `node` in service, or takes it out.
+    pub fn set(&self, node: usize, serving: bool) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)[node] = serving;
+    }
+
+    /// The nodes in service.
+    pub fn nodes(&self) -> Vec<usize> {
+        let serving = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        (0..serving.len()).filter(|&i| serving[i]).collect()
+    }
+}
+
 /// Runs the workers until `settings.until`, each through a client of every
-/// node in `coordinators` (by node index), recording into `history`.
+/// node in `coordinators` (by node index) that is `serving`, recording into
+/// `history`.
 pub async fn run(
     settings: WorkloadSettings,
     coordinators: Vec<ClientClient<Channel>>,
+    serving: Serving,
     time: SimTime,
     history: History,
 ) {
@@ -95,6 +122,7 @@ pub async fn run(
                 id,
                 settings: settings.clone(),
                 coordinators: coordinators.clone(),
+                serving: serving.clone(),
                 time: time.clone(),
                 history: history.clone(),
             };
@@ -111,6 +139,7 @@ struct Worker {
     id: usize,
     settings: WorkloadSettings,
     coordinators: Vec<ClientClient<Channel>>,
+    serving: Serving,
     time: SimTime,
     history: History,
 }
@@ -123,7 +152,8 @@ impl Worker {
         let mut n = 0u64;
         while self.time.elapsed() < self.settings.until {
             let key = key_name(rng.random_range(0..self.settings.keys));
-            let node = draw_coordinator(&mut rng, &shunned, self.time.elapsed());
+            let serving = self.serving.nodes();
+            let node = draw_coordinator(&mut rng, &serving, &shunned, self.time.elapsed());
             let client = self.coordinators[node].clone();
             let op = if rng.random_bool(0.5) {
                 let value = format!("{key}=c{}n{n}", self.id);
@@ -202,16 +232,21 @@ impl Worker {
     }
 }
 
-/// A coordinator not shunned at `now`, drawn uniformly (any, if all are).
-fn draw_coordinator(rng: &mut StdRng, shunned_until: &[Duration], now: Duration) -> usize {
-    let usable: Vec<usize> = (0..shunned_until.len())
+/// A coordinator among `serving` not shunned at `now`, drawn uniformly
+/// (any of `serving`, if all are shunned).
+fn draw_coordinator(
+    rng: &mut StdRng,
+    serving: &[usize],
+    shunned_until: &[Duration],
+    now: Duration,
+) -> usize {
+    let usable: Vec<usize> = serving
+        .iter()
+        .copied()
         .filter(|&node| shunned_until[node] <= now)
         .collect();
-    if usable.is_empty() {
-        rng.random_range(0..shunned_until.len())
-    } else {
-        usable[rng.random_range(0..usable.len())]
-    }
+    let from = if usable.is_empty() { serving } else { &usable };
+    from[rng.random_range(0..from.len())]
 }
 
 /// A request's answer, or its failure classified.

@@ -156,6 +156,7 @@ pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningN
         internode_tls,
         internode_key,
         gate,
+        keepalive: platform.network.keepalive(),
     };
     let mut tasks = servers::serve(&context, listeners, security, &stopped)?;
     tasks.extend(tasks::spawn_background(&context, authenticating, &stopped));

@@ -36,8 +36,7 @@ use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::internode_auth::InternodeAuthLayer;
 use crate::metrics_http;
-use crate::peers::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
-use crate::platform::{Accepted, Listener, Network};
+use crate::platform::{Accepted, Keepalive, Listener, Network};
 use crate::services::admin::AdminService;
 use crate::services::client::ClientService;
 use crate::services::internode::InternodeService;
@@ -135,6 +134,8 @@ pub(super) struct PortSecurity {
     pub internode_key: Option<InternodeKey>,
     /// The client authenticator's gate (none: `allow_all`).
     pub gate: Option<Arc<Gate>>,
+    /// How internode connections detect a peer that stopped answering.
+    pub keepalive: Keepalive,
 }
 
 /// Serves every port until `stopped` turns true; returns the servers' tasks.
@@ -230,8 +231,8 @@ fn serve_internode(
         None => InternodeAuthLayer::open(),
     };
     let server = tls_server(security.internode_tls, "internode", "server_encryption")?
-        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .http2_keepalive_interval(Some(security.keepalive.interval))
+        .http2_keepalive_timeout(Some(security.keepalive.timeout))
         .layer(internode_auth)
         .add_service(
             InternodeServer::new(InternodeService::new(context.clone()))

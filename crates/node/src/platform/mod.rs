@@ -30,7 +30,7 @@ use std::sync::Arc;
 use ringstore_membership::{Clock, SystemClock};
 use ringstore_storage::Engine;
 
-pub use network::{Accepted, Connection, Listener, Network, Transport};
+pub use network::{Accepted, Connection, Keepalive, Listener, Network, Transport};
 
 /// The sockets, clock and disk a node runs on. See the module docs.
 pub struct Platform {

@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::Stream;
 use ringstore_membership::{GossipSocket, IoFuture};
@@ -33,6 +34,50 @@ pub enum Network {
     Os,
     /// A transport given: a simulated network's.
     Simulated(Arc<dyn Transport>),
+}
+
+impl Network {
+    /// How its internode connections find out that their peer stopped
+    /// answering.
+    pub fn keepalive(&self) -> Keepalive {
+        match self {
+            Network::Os => Keepalive::OS,
+            Network::Simulated(transport) => transport.keepalive(),
+        }
+    }
+}
+
+/// How a connection whose peer stopped answering (a partition, a machine
+/// lost, a paused process) is found out and dropped, so that it is made
+/// again instead of every later call queueing on it: an HTTP/2 ping after
+/// `interval` without receiving anything, and the connection dropped
+/// after `timeout` without an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// How long a connection may receive nothing before it pings.
+    pub interval: Duration,
+    /// How long a ping may go unanswered.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Keepalive {
+        Keepalive::OS
+    }
+}
+
+impl Keepalive {
+    /// Over the operating system's TCP: a dead peer is noticed within
+    /// 10 s (TCP itself retransmits what a short partition lost).
+    pub const OS: Keepalive = Keepalive {
+        interval: Duration::from_secs(5),
+        timeout: Duration::from_secs(5),
+    };
+
+    /// The longest a connection to a peer that stopped answering lives.
+    pub fn detection(&self) -> Duration {
+        self.interval + self.timeout
+    }
 }
 
 /// A byte stream between two nodes (or a client and a node).
@@ -59,6 +104,10 @@ pub trait Transport: Send + Sync + 'static {
 
     /// A connection to `address`.
     fn connect(&self, address: SocketAddr) -> IoFuture<'_, Box<dyn Connection>>;
+
+    /// How connections over it detect a peer that stopped answering (a
+    /// network whose TCP does not retransmit needs it sooner).
+    fn keepalive(&self) -> Keepalive;
 }
 
 /// A connection a [`Listener`] accepted, as the servers serve it.

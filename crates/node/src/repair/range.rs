@@ -197,7 +197,7 @@ impl<'a> RangeRepair<'a> {
             let listing = client
                 .list_rows(request.clone())
                 .await
-                .map_err(|status| replica_failed(replica.host, "ListRows", status))?
+                .map_err(|status| lost_or_failed(replica.host, "ListRows", status))?
                 .into_inner();
             listings.push(listing);
         }
@@ -224,7 +224,7 @@ impl<'a> RangeRepair<'a> {
                 })?,
                 gone = until_gone(lister) => return Err(gone),
             }
-            .map_err(|status| replica_failed(lister.host, "ListRows", status))?;
+            .map_err(|status| lost_or_failed(lister.host, "ListRows", status))?;
             match page {
                 Some(page) => {
                     if self.replicas[replica].remote {
@@ -399,7 +399,7 @@ where
     replica
         .metrics
         .internode(replica.address, InternodeRpc::Repair, started.elapsed());
-    let answer = answer.map_err(|status| replica_failed(replica.host, "a repair call", status))?;
+    let answer = answer.map_err(|status| lost_or_failed(replica.host, "a repair call", status))?;
     Ok((sent, answer.into_inner()))
 }
 
@@ -422,6 +422,20 @@ async fn until_gone(replica: &Replica) -> NodeError {
             return NodeError::ShuttingDown;
         }
     }
+}
+
+/// The error of a repair call that failed: the replica is lost when the
+/// connection to it broke (it went away, or stopped answering even its
+/// connection's keep-alive pings, as a paused process does), so that the
+/// unit is repaired again once it is back; otherwise the replica's own
+/// error.
+fn lost_or_failed(host: HostId, what: &'static str, status: tonic::Status) -> NodeError {
+    let broken = std::error::Error::source(&status).is_some();
+    if broken {
+        tracing::debug!(%host, %status, "the connection to a replica broke during its repair");
+        return NodeError::ReplicaLost(host);
+    }
+    replica_failed(host, what, status)
 }
 
 /// The error of a replica that failed a call.
