@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 
 use common::nemesis::{FaultCluster, FaultKind, schedule, seed_or};
 use common::processes::text;
-use common::recorder::{Coordinators, Recorder, RecorderSettings, failure_of, key_name};
+use common::recorder::{Coordinators, Recorder, RecorderSettings};
 use ringstore_history::{
-    CheckReport, Checks, FailureKind, FaultWindow, FinalKey, NodeId, Op, ReadOutcome, Timestamp,
-    Version, check,
+    CheckReport, Checks, FailureKind, FaultWindow, FinalKey, NodeId, Op, check,
 };
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_client::AdminClient;
+use ringstore_simulation::records::{failure_of, held, key_name, read_outcome};
 
 /// How long a client waits for an answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
@@ -104,13 +104,7 @@ async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey>
                 .unwrap_or_else(|s| panic!("reading {key} on node{node}: {s:?}"))
                 .into_inner()
                 .cell;
-            let held = cell.and_then(|c| {
-                Some(Version {
-                    timestamp: Timestamp(c.timestamp_micros),
-                    value: c.value?,
-                })
-            });
-            replicas.push((NodeId(node), held));
+            replicas.push((NodeId(node), held(cell)));
         }
         let answer = client
             .get(pb::GetRequest {
@@ -119,17 +113,8 @@ async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey>
                 consistency: pb::ConsistencyLevel::All as i32,
             })
             .await;
-        let read_all = match answer {
-            Ok(get) if get.get_ref().found => {
-                let get = get.into_inner();
-                ReadOutcome::Found(Version {
-                    timestamp: Timestamp(get.timestamp_micros),
-                    value: get.value,
-                })
-            }
-            Ok(_) => ReadOutcome::NotFound,
-            Err(status) => ReadOutcome::Failed(failure_of(&status)),
-        };
+        let answer = answer.map(tonic::Response::into_inner);
+        let read_all = read_outcome(answer.map_err(|status| failure_of(&status)));
         finals.push(FinalKey {
             key,
             read_all,

@@ -122,7 +122,10 @@ impl TestCluster {
     }
 
     /// Waits until every running node sees all running nodes up and Normal,
-    /// stopped nodes down, and one ring.
+    /// stopped nodes down, and one ring, and then `ring_delay`: until then
+    /// writes also reach the replicas of the ring last replaced
+    /// (`ringstore_node::settling_ring`), which tests counting copies or
+    /// hints per replica must not see.
     pub async fn wait_until_settled(&self) {
         let running: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].is_some())
@@ -154,6 +157,8 @@ impl TestCluster {
             checksums.windows(2).all(|w| w[0] == w[1])
         })
         .await;
+        let ring_delay = self.configs.iter().map(|c| c.ring_delay_ms).max();
+        tokio::time::sleep(Duration::from_millis(ring_delay.unwrap_or(0))).await;
     }
 
     /// Node `i`'s client address.

@@ -21,12 +21,9 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use ringstore_history::{
-    ClientId, Failure, FailureKind, Level, NodeId, Op, OpKind, ReadOutcome, Timestamp, Version,
-    WriteOutcome,
-};
-use ringstore_proto::v1 as pb;
+use ringstore_history::{ClientId, FailureKind, NodeId, Op};
 use ringstore_proto::v1::client_client::ClientClient;
+use ringstore_simulation::records::{Requester, key_name};
 use tonic::transport::Channel;
 
 /// What the load does.
@@ -83,11 +80,6 @@ impl Coordinators {
 /// could not be reached (a driver's host backoff): the faulty node keeps
 /// getting requests, but the load does not stall on it.
 const SHUN: Duration = Duration::from_secs(1);
-
-/// The key with index `i`.
-pub fn key_name(i: usize) -> String {
-    format!("k{i:03}")
-}
 
 /// A running load.
 pub struct Recorder {
@@ -165,11 +157,19 @@ impl Client {
             shunned.retain(|_, until| *until > Instant::now());
             let avoid: Vec<usize> = shunned.keys().copied().collect();
             let (node, client) = self.coordinators.draw(&mut rng, &avoid);
+            let now = || self.start.elapsed();
+            let requester = Requester {
+                client: ClientId(self.id),
+                node: NodeId(node),
+                keyspace: &self.settings.keyspace,
+                timeout: self.settings.request_timeout,
+                now: &now,
+            };
             let op = if rng.random_bool(0.5) {
                 let value = format!("{key}=c{}n{n}", self.id);
-                self.write(client, node, key, value).await
+                requester.put(client, key, value).await
             } else {
-                self.read(client, node, key).await
+                requester.get(client, key).await
             };
             self.completed.fetch_add(1, Ordering::SeqCst);
             if op.failure().is_some_and(|f| {
@@ -183,94 +183,5 @@ impl Client {
             history.push(op);
         }
         history
-    }
-
-    fn op(&self, node: usize, key: String, invoked: Instant, kind: OpKind) -> Op {
-        Op {
-            client: ClientId(self.id),
-            coordinator: NodeId(node),
-            key,
-            level: Level::Quorum,
-            invoked: invoked - self.start,
-            completed: Instant::now() - self.start,
-            kind,
-        }
-    }
-
-    async fn write(
-        &self,
-        mut client: ClientClient<Channel>,
-        node: usize,
-        key: String,
-        value: String,
-    ) -> Op {
-        let request = pb::PutRequest {
-            keyspace: self.settings.keyspace.clone(),
-            key: key.as_bytes().to_vec(),
-            value: value.as_bytes().to_vec(),
-            consistency: pb::ConsistencyLevel::Quorum as i32,
-            timestamp_micros: None,
-            ttl_seconds: None,
-        };
-        let invoked = Instant::now();
-        let answer = tokio::time::timeout(self.settings.request_timeout, client.put(request)).await;
-        let outcome = match flatten(answer) {
-            Ok(put) => WriteOutcome::Acked(Timestamp(put.timestamp_micros)),
-            Err(failure) => WriteOutcome::Failed(failure),
-        };
-        let kind = OpKind::Write {
-            value: value.into_bytes(),
-            outcome,
-        };
-        self.op(node, key, invoked, kind)
-    }
-
-    async fn read(&self, mut client: ClientClient<Channel>, node: usize, key: String) -> Op {
-        let request = pb::GetRequest {
-            keyspace: self.settings.keyspace.clone(),
-            key: key.as_bytes().to_vec(),
-            consistency: pb::ConsistencyLevel::Quorum as i32,
-        };
-        let invoked = Instant::now();
-        let answer = tokio::time::timeout(self.settings.request_timeout, client.get(request)).await;
-        let outcome = match flatten(answer) {
-            Ok(get) if get.found => ReadOutcome::Found(Version {
-                timestamp: Timestamp(get.timestamp_micros),
-                value: get.value,
-            }),
-            Ok(_) => ReadOutcome::NotFound,
-            Err(failure) => ReadOutcome::Failed(failure),
-        };
-        self.op(node, key, invoked, OpKind::Read { outcome })
-    }
-}
-
-/// A request's answer, or its failure classified.
-fn flatten<T>(
-    answer: Result<Result<tonic::Response<T>, tonic::Status>, tokio::time::error::Elapsed>,
-) -> Result<T, Failure> {
-    match answer {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(failure_of(&status)),
-        Err(_) => Err(Failure {
-            kind: FailureKind::ClientTimeout,
-            message: "no answer within the client's timeout".into(),
-        }),
-    }
-}
-
-/// What kind of failure `status` is: one the server sent carries no
-/// source error; a transport failure (refused, reset) does.
-pub fn failure_of(status: &tonic::Status) -> Failure {
-    let from_transport = std::error::Error::source(status).is_some();
-    let kind = match status.code() {
-        _ if from_transport => FailureKind::Unreachable,
-        tonic::Code::Unavailable => FailureKind::Unavailable,
-        tonic::Code::DeadlineExceeded => FailureKind::Timeout,
-        _ => FailureKind::Other,
-    };
-    Failure {
-        kind,
-        message: format!("{:?}: {}", status.code(), status.message()),
     }
 }

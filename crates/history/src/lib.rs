@@ -1,7 +1,9 @@
-//! A history checker for the fault-injection suite.
+//! A history checker for the fault-injection suite and the whole-cluster
+//! simulation.
 //!
-//! The suite (`tests/faults.rs`) runs real servers under faults while
-//! concurrent clients read and write; each client records every operation
+//! The suite (`tests/faults.rs`) runs real servers under faults, and the
+//! simulation (`crates/simulation`) real nodes on a simulated network,
+//! while concurrent clients read and write; each client records every operation
 //! it made as an [`Op`]: when it was invoked and when it completed (on one
 //! monotonic clock, as offsets from the start of the run), which client and
 //! which coordinator, the key, the consistency [`Level`], the value written

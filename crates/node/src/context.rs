@@ -22,6 +22,7 @@ use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
 use crate::schema::{KeyspaceDef, Schema};
 use crate::serving::Serving;
+use crate::settling_ring::SettlingRing;
 use ringstore_streaming::{StreamThrottle, Streams};
 
 /// The running node's shared state: configuration, identity, storage,
@@ -72,6 +73,8 @@ pub struct NodeContext {
     pub(crate) read_latencies: ReadLatencies,
     /// Reads in flight per key, for coalescing reads of hot keys.
     pub(crate) read_flights: ReadFlights,
+    /// The ring last replaced, which writes still reach for `ring_delay`.
+    pub(crate) settling_ring: SettlingRing,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub(crate) serving: tokio::sync::watch::Sender<Serving>,

@@ -474,7 +474,9 @@ fn candidates(
 /// What a write goes to: the key's natural replicas and, during a range
 /// movement or a keyspace alter, its pending replicas (those the pending
 /// ring or the pending replication adds, on either ring), all from the one
-/// `view`, so a ring switch cannot fall between them.
+/// `view`, so a ring switch cannot fall between them; and for `ring_delay`
+/// after a switch, the replicas only the replaced ring has (see
+/// [`crate::settling_ring`]).
 fn write_candidates(
     context: &NodeContext,
     view: &ClusterView,
@@ -484,7 +486,11 @@ fn write_candidates(
     let token = token_of(key)?;
     let natural = candidates(context, view, keyspace, token);
     let mut pending: Vec<ReplicaCandidate> = Vec::new();
-    let rings = std::iter::once(&view.ring).chain(&view.pending_ring);
+    let settle = Duration::from_millis(context.config.ring_delay_ms);
+    let replaced = context.settling_ring.previous(&view.ring, settle);
+    let rings = std::iter::once(&view.ring)
+        .chain(&view.pending_ring)
+        .chain(&replaced);
     for (ring_index, ring) in rings.enumerate() {
         for (strategy_index, strategy) in keyspace.write_strategies().enumerate() {
             if ring_index == 0 && strategy_index == 0 {

@@ -91,6 +91,7 @@ pub mod scan;
 pub mod schema;
 pub mod services;
 pub mod serving;
+pub mod settling_ring;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod streaming;

@@ -1,5 +1,6 @@
 //! Per-keyspace replica maps, built on first use and kept while their ring
-//! is current: the ring itself and, during a range movement, the pending ring.
+//! is current: the ring itself and, during a range movement, the pending
+//! ring, or for a moment after one, the ring it replaced.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use ringstore_placement::{ReplicaMap, ReplicationStrategy, Ring};
 use ringstore_storage::KeyspaceId;
 
-/// How many rings' maps are kept (the current and the pending one).
-const RINGS_KEPT: usize = 2;
+/// How many rings' maps are kept (the current one, the pending one, and the
+/// one just replaced).
+const RINGS_KEPT: usize = 3;
 
 /// A cache of replica maps, one per (ring, keyspace, strategy).
 #[derive(Default)]

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use ringstore_history::{FaultWindow, FinalKey, NodeId, ReadOutcome, Timestamp, Version};
+use ringstore_history::{FaultWindow, FinalKey, NodeId};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
@@ -19,8 +19,9 @@ use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
 
 use crate::net::channel;
+use crate::records::{failure_of, held, key_name, read_outcome};
 use crate::time::SimTime;
-use crate::workload::{self, History, KEYSPACE, Serving, WorkloadSettings, failure_of, key_name};
+use crate::workload::{self, History, KEYSPACE, Serving, WorkloadSettings};
 
 /// How long the healing steps may take each, in simulated time.
 const HEAL_PATIENCE: Duration = Duration::from_secs(120);
@@ -340,13 +341,7 @@ async fn final_state(
                 .await?
                 .into_inner()
                 .cell;
-            let held = cell.and_then(|c| {
-                Some(Version {
-                    timestamp: Timestamp(c.timestamp_micros),
-                    value: c.value?,
-                })
-            });
-            replicas.push((NodeId(node), held));
+            replicas.push((NodeId(node), held(cell)));
         }
         let answer = client
             .get(pb::GetRequest {
@@ -355,14 +350,8 @@ async fn final_state(
                 consistency: pb::ConsistencyLevel::All as i32,
             })
             .await;
-        let read_all = match answer.map(tonic::Response::into_inner) {
-            Ok(get) if get.found => ReadOutcome::Found(Version {
-                timestamp: Timestamp(get.timestamp_micros),
-                value: get.value,
-            }),
-            Ok(_) => ReadOutcome::NotFound,
-            Err(status) => ReadOutcome::Failed(failure_of(&status)),
-        };
+        let answer = answer.map(tonic::Response::into_inner);
+        let read_all = read_outcome(answer.map_err(|status| failure_of(&status)));
         finals.push(FinalKey {
             key,
             read_all,

@@ -19,7 +19,8 @@
 //!
 //! A client host ([`client`]) waits for the cluster, creates the keyspace,
 //! runs the [`workload`] (workers reading and writing shared keys through
-//! random coordinators, every operation recorded), then heals: it waits
+//! random coordinators, every operation recorded as [`records`] says, as
+//! the process fault suite records its own), then heals: it waits
 //! for the hints, repairs, and reads every key from every replica. The
 //! driver ([`scenario`]) steps the simulation and applies the [`faults`]
 //! drawn from the seed between steps: crashes with restarts, partitions,
@@ -62,6 +63,7 @@ pub mod cluster;
 pub mod entropy;
 pub mod faults;
 pub mod net;
+pub mod records;
 pub mod scenario;
 pub mod time;
 pub mod verdict;

@@ -17,14 +17,11 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use ringstore_history::{
-    ClientId, Failure, FailureKind, Level, NodeId, Op, OpKind, ReadOutcome, Timestamp, Version,
-    WriteOutcome,
-};
-use ringstore_proto::v1 as pb;
+use ringstore_history::{ClientId, NodeId, Op};
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
 
+use crate::records::{Requester, key_name};
 use crate::time::SimTime;
 
 /// The keyspace the workload uses.
@@ -50,11 +47,6 @@ pub struct WorkloadSettings {
     pub until: Duration,
     /// Seeds the workers' draws.
     pub seed: u64,
-}
-
-/// The key with index `i`.
-pub fn key_name(i: usize) -> String {
-    format!("k{i:03}")
 }
 
 /// What each worker records, shared.
@@ -154,12 +146,20 @@ impl Worker {
             let key = key_name(rng.random_range(0..self.settings.keys));
             let serving = self.serving.nodes();
             let node = draw_coordinator(&mut rng, &serving, &shunned, self.time.elapsed());
-            let client = self.coordinators[node].clone();
+            let coordinator = self.coordinators[node].clone();
+            let now = || self.time.elapsed();
+            let requester = Requester {
+                client: ClientId(self.id),
+                node: NodeId(node),
+                keyspace: KEYSPACE,
+                timeout: self.settings.request_timeout,
+                now: &now,
+            };
             let op = if rng.random_bool(0.5) {
                 let value = format!("{key}=c{}n{n}", self.id);
-                self.write(client, node, key, value).await
+                requester.put(coordinator, key, value).await
             } else {
-                self.read(client, node, key).await
+                requester.get(coordinator, key).await
             };
             let mut pause = rng.random_range(Duration::ZERO..=self.settings.think);
             if op.failure().is_some() {
@@ -170,65 +170,6 @@ impl Worker {
             tokio::time::sleep(pause).await;
             n += 1;
         }
-    }
-
-    fn op(&self, node: usize, key: String, invoked: Duration, kind: OpKind) -> Op {
-        Op {
-            client: ClientId(self.id),
-            coordinator: NodeId(node),
-            key,
-            level: Level::Quorum,
-            invoked,
-            completed: self.time.elapsed(),
-            kind,
-        }
-    }
-
-    async fn write(
-        &self,
-        mut client: ClientClient<Channel>,
-        node: usize,
-        key: String,
-        value: String,
-    ) -> Op {
-        let request = pb::PutRequest {
-            keyspace: KEYSPACE.into(),
-            key: key.as_bytes().to_vec(),
-            value: value.as_bytes().to_vec(),
-            consistency: pb::ConsistencyLevel::Quorum as i32,
-            timestamp_micros: None,
-            ttl_seconds: None,
-        };
-        let invoked = self.time.elapsed();
-        let answer = tokio::time::timeout(self.settings.request_timeout, client.put(request)).await;
-        let outcome = match answered(answer) {
-            Ok(put) => WriteOutcome::Acked(Timestamp(put.timestamp_micros)),
-            Err(failure) => WriteOutcome::Failed(failure),
-        };
-        let kind = OpKind::Write {
-            value: value.into_bytes(),
-            outcome,
-        };
-        self.op(node, key, invoked, kind)
-    }
-
-    async fn read(&self, mut client: ClientClient<Channel>, node: usize, key: String) -> Op {
-        let request = pb::GetRequest {
-            keyspace: KEYSPACE.into(),
-            key: key.as_bytes().to_vec(),
-            consistency: pb::ConsistencyLevel::Quorum as i32,
-        };
-        let invoked = self.time.elapsed();
-        let answer = tokio::time::timeout(self.settings.request_timeout, client.get(request)).await;
-        let outcome = match answered(answer) {
-            Ok(get) if get.found => ReadOutcome::Found(Version {
-                timestamp: Timestamp(get.timestamp_micros),
-                value: get.value,
-            }),
-            Ok(_) => ReadOutcome::NotFound,
-            Err(failure) => ReadOutcome::Failed(failure),
-        };
-        self.op(node, key, invoked, OpKind::Read { outcome })
     }
 }
 
@@ -247,34 +188,4 @@ fn draw_coordinator(
         .collect();
     let from = if usable.is_empty() { serving } else { &usable };
     from[rng.random_range(0..from.len())]
-}
-
-/// A request's answer, or its failure classified.
-fn answered<T>(
-    answer: Result<Result<tonic::Response<T>, tonic::Status>, tokio::time::error::Elapsed>,
-) -> Result<T, Failure> {
-    match answer {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(failure_of(&status)),
-        Err(_) => Err(Failure {
-            kind: FailureKind::ClientTimeout,
-            message: "no answer within the client's timeout".into(),
-        }),
-    }
-}
-
-/// What kind of failure `status` is: one the server sent carries no
-/// source error; a transport failure (refused, reset) does.
-pub fn failure_of(status: &tonic::Status) -> Failure {
-    let from_transport = std::error::Error::source(status).is_some();
-    let kind = match status.code() {
-        _ if from_transport => FailureKind::Unreachable,
-        tonic::Code::Unavailable => FailureKind::Unavailable,
-        tonic::Code::DeadlineExceeded => FailureKind::Timeout,
-        _ => FailureKind::Other,
-    };
-    Failure {
-        kind,
-        message: format!("{:?}: {}", status.code(), status.message()),
-    }
 }

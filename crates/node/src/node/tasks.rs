@@ -36,6 +36,7 @@ pub(super) fn spawn_background(
         spawn_until_stopped(Handoff::run(context.clone()), stopped),
         spawn_until_stopped(stop_if_removed(context.clone()), stopped),
         spawn_until_stopped(known_members::keep_saving(context.clone()), stopped),
+        spawn_until_stopped(note_ring_switches(context.clone()), stopped),
         spawn_until_stopped(disk_failure::watch(context.clone()), stopped),
         spawn_until_stopped(repair::scheduler::run(context.clone()), stopped),
         spawn_until_stopped(repair::gc::run(context.clone()), stopped),
@@ -122,6 +123,20 @@ async fn stop_if_removed(context: Arc<NodeContext>) {
         }
         if views.changed().await.is_err() {
             return;
+        }
+    }
+}
+
+/// Notes every ring switch of the node's view in its settling ring (see
+/// [`crate::settling_ring`]).
+async fn note_ring_switches(context: Arc<NodeContext>) {
+    let mut views = context.membership.watch_view();
+    let mut current = views.borrow_and_update().ring.clone();
+    while views.changed().await.is_ok() {
+        let ring = views.borrow_and_update().ring.clone();
+        if ring.checksum() != current.checksum() {
+            let replaced = std::mem::replace(&mut current, ring);
+            context.settling_ring.replaced(replaced);
         }
     }
 }

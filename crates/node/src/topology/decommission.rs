@@ -95,7 +95,10 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
         .membership
         .update_local(|m| m.state = NodeState::Left)
         .await?;
-    // Let gossip carry LEFT before the node goes quiet.
+    // Let gossip carry LEFT before the node goes quiet (one `ring_delay`),
+    // and keep taking writes while coordinators that learned it within that
+    // delay still send writes here too (one more: see `settling_ring`).
+    wait_ring_delay(context).await;
     wait_ring_delay(context).await;
     context.stop_requested.send_replace(true);
     Ok(Decommissioned {
