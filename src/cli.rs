@@ -113,6 +113,10 @@ pub enum Command {
     /// Keys, bytes, tombstones and local read/write counts and latency per
     /// keyspace on this node (as `nodetool tablestats`).
     Tablestats(TablestatsArgs),
+    /// Samples this node's local reads and writes of a keyspace for a while
+    /// and lists the keys it saw most, with each count's margin of error
+    /// (as `nodetool toppartitions`).
+    Toppartitions(TopPartitionsArgs),
     /// The cluster's name, schema versions per node, node counts, data
     /// centers, releases and keyspaces (as `nodetool describecluster`).
     Describecluster,
@@ -726,6 +730,40 @@ pub struct RestoreArgs {
 pub struct TablestatsArgs {
     /// Only this keyspace (default: every keyspace).
     pub keyspace: Option<String>,
+}
+
+/// `toppartitions KEYSPACE [--duration D] [-k N] [-s N] [-a reads,writes]`.
+#[derive(Debug, Args)]
+pub struct TopPartitionsArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// How long to sample (`10s`, `500ms`, `2m`; at most 10 minutes).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// How many keys to list per operation.
+    #[arg(short = 'k', long = "top", default_value_t = 10)]
+    pub top: u32,
+    /// Counters per operation (1 to 1024): closer to the number of
+    /// distinct keys gives exacter counts.
+    #[arg(short = 's', long, default_value_t = 256)]
+    pub capacity: u32,
+    /// What to sample.
+    #[arg(
+        short = 'a',
+        long = "samplers",
+        value_delimiter = ',',
+        default_value = "writes,reads"
+    )]
+    pub samplers: Vec<SampledOperation>,
+}
+
+/// An operation `toppartitions` samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SampledOperation {
+    /// Local writes.
+    Writes,
+    /// Local reads.
+    Reads,
 }
 
 /// A keyspace argument.

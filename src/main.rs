@@ -100,6 +100,9 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
         Command::Tpstats => commands::stats::tpstats(&connection, &mut out).await,
         Command::Proxyhistograms => commands::stats::proxyhistograms(&connection, &mut out).await,
         Command::Tablestats(args) => commands::stats::tablestats(&connection, args, &mut out).await,
+        Command::Toppartitions(args) => {
+            commands::toppartitions::run(&connection, args, &mut out).await
+        }
         Command::Describecluster => commands::describecluster::run(&connection, &mut out).await,
         Command::Gossipinfo => commands::gossipinfo::run(&connection, &mut out).await,
         Command::Setlogginglevel(args) => {

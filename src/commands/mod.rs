@@ -27,4 +27,5 @@ pub mod status;
 pub mod stress;
 pub mod token;
 pub mod topology;
+pub mod toppartitions;
 pub mod users;

@@ -60,6 +60,8 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Admin/ProxyHistograms", Login),
         ("/ringstore.v1.Admin/TableStats", Login),
         ("/ringstore.v1.Admin/ListSnapshots", Login),
+        // Admin: a view of keys, which are data.
+        ("/ringstore.v1.Admin/TopPartitions", On(Admin, Field(1))),
         // Admin: operations.
         ("/ringstore.v1.Admin/SetHandoff", On(Admin, NoKs)),
         ("/ringstore.v1.Admin/TruncateHints", On(Admin, NoKs)),

@@ -24,7 +24,9 @@ pub struct Checks {
 /// The clock bound the nodes keep, and the writes it does not cover.
 #[derive(Clone, Debug)]
 pub struct ClockBound {
-    /// `max_clock_offset`: how far apart the coordinators' clocks may be.
+    /// How far apart two coordinators' clocks may be: `max_clock_offset`
+    /// when one node's clock is off, twice it when two may be off in
+    /// opposite directions.
     pub bound: Duration,
     /// Faults during which a node's clock was deliberately past the bound:
     /// the writes it coordinated meanwhile (before it noticed and refused)

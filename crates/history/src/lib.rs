@@ -42,11 +42,15 @@
 //! - **Divergence** (`Divergent`): after repair every replica of a key holds
 //!   the same cell.
 //! - **Clock bound** (`Reordered`, optional): of two acknowledged writes
-//!   to a key, the one sent more than `max_clock_offset` after the other
-//!   was acknowledged has the higher timestamp. Sound because every node
-//!   refuses to coordinate writes while its clock is further than the
-//!   bound from the majority's: the later write's coordinator read a clock
-//!   past the earlier one's. Writes a node coordinated while its clock was
+//!   to a key, the one sent more than the bound after the other was
+//!   acknowledged has the higher timestamp. The bound is how far apart two
+//!   coordinators' clocks may be: every node refuses to coordinate writes
+//!   while its clock (or the timestamps it issued) is further than
+//!   `max_clock_offset` from the majority's, so it is `max_clock_offset`
+//!   when only one node's clock is off (the fault suite) and twice that
+//!   when several may be, in opposite directions (the simulation). Sound
+//!   because the later write's coordinator then read a clock past the
+//!   earlier one's. Writes a node coordinated while its clock was
 //!   deliberately pushed past the bound (before it noticed) are exempt.
 //!
 //! Writes that failed (`UNAVAILABLE`, a timeout, a broken connection) are

@@ -75,6 +75,9 @@ pub struct NodeContext {
     pub(crate) read_flights: ReadFlights,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
+    /// The `toppartitions` sessions sampling this node's local reads and
+    /// writes, per keyspace.
+    pub(crate) hot_keys: ringstore_hotkeys::Samplers<ringstore_storage::KeyspaceId>,
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub(crate) serving: tokio::sync::watch::Sender<Serving>,

@@ -27,6 +27,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ringstore_hotkeys::Operation;
 use ringstore_membership::ClusterView;
 use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
 use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token};
@@ -542,6 +543,7 @@ async fn apply_on(
     if host == context.host_id {
         let started = Instant::now();
         context.store.apply(keyspace.id, key, cell).await?;
+        context.hot_keys.record(&keyspace.id, Operation::Writes, key);
         context
             .metrics
             .keyspace(&keyspace.name)
@@ -598,6 +600,7 @@ async fn read_on(
     if host == context.host_id {
         let started = Instant::now();
         let cell = context.store.read(keyspace.id, key)?;
+        context.hot_keys.record(&keyspace.id, Operation::Reads, key);
         context
             .metrics
             .keyspace(&keyspace.name)

@@ -216,6 +216,7 @@ fn node_context(
         keyspace_sizes: KeyspaceSizes::default(),
         read_latencies: Default::default(),
         read_flights: Default::default(),
+        hot_keys: Default::default(),
         settling_ring: Default::default(),
         serving: parts.serving,
         config,

@@ -1,7 +1,7 @@
 //! The `Admin` service: what `status`, `ring`, `info`, `describering`,
 //! `getendpoints`, the hint commands, `metrics`, `tpstats`,
-//! `proxyhistograms` and `tablestats` show, and `flush`, `drain` and the
-//! log levels.
+//! `proxyhistograms`, `tablestats` and `toppartitions` show, and `flush`,
+//! `drain` and the log levels.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use crate::context::NodeContext;
 use crate::error::NodeError;
 use crate::log_levels;
-use crate::services::node_stats;
+use crate::services::{node_stats, top_partitions};
 use crate::snapshots;
 
 /// Serves `Admin` from a node's context.
@@ -420,6 +420,14 @@ impl Admin for AdminService {
         Ok(Response::new(
             node_stats::table_stats(&self.context, &keyspace).await?,
         ))
+    }
+
+    async fn top_partitions(
+        &self,
+        request: Request<pb::TopPartitionsRequest>,
+    ) -> Result<Response<pb::TopPartitionsResponse>, Status> {
+        let answer = top_partitions::top_partitions(&self.context, request.into_inner()).await?;
+        Ok(Response::new(answer))
     }
 
     async fn drain(

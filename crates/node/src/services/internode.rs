@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ringstore_hints::Hint;
+use ringstore_hotkeys::Operation;
 use ringstore_metrics::{LocalOp, Stage};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
@@ -150,11 +151,12 @@ impl Internode for InternodeService {
         refused.sort_by_key(|r| r.index);
         // Each applied mutation is recorded with the whole call's latency.
         let elapsed = started.elapsed();
-        for (id, _, _) in &accepted.writes {
+        for (id, key, _) in &accepted.writes {
             self.context
                 .metrics
                 .keyspace(&self.context.keyspace_name(*id))
                 .record(LocalOp::Write, elapsed);
+            self.context.hot_keys.record(id, Operation::Writes, key);
         }
         Ok(Response::new(pb::ApplyResponse { refused }))
     }
@@ -173,6 +175,9 @@ impl Internode for InternodeService {
             .store
             .read(id, &request.key)
             .map_err(NodeError::from)?;
+        self.context
+            .hot_keys
+            .record(&id, Operation::Reads, &request.key);
         self.context
             .metrics
             .keyspace(&self.context.keyspace_name(id))

@@ -9,5 +9,6 @@ pub mod node_stats;
 pub mod repair;
 pub mod scan;
 pub mod schema;
+pub mod top_partitions;
 pub mod topology;
 pub mod users;

@@ -1,0 +1,126 @@
+//! `toppartitions`: samples this node's local reads and writes of one
+//! keyspace for a while and lists the keys it saw most (see
+//! `ringstore_hotkeys`).
+
+use std::time::Duration;
+
+use ringstore_hotkeys::{MAX_CAPACITY, Operation, OperationSample};
+use ringstore_proto::v1 as pb;
+
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+
+/// The longest sampling one call may ask for.
+pub const MAX_DURATION: Duration = Duration::from_secs(600);
+
+/// Counters per operation when the request leaves it at 0 (Cassandra's).
+const DEFAULT_CAPACITY: usize = 256;
+
+/// Keys listed per operation when the request leaves it at 0.
+const DEFAULT_TOP: usize = 10;
+
+/// Samples for the request's duration, then answers with the hottest keys.
+pub async fn top_partitions(
+    context: &NodeContext,
+    request: pb::TopPartitionsRequest,
+) -> Result<pb::TopPartitionsResponse> {
+    let asked = Asked::from_pb(&request)?;
+    let keyspace = context.keyspace(&request.keyspace)?;
+    let session = context
+        .hot_keys
+        .start(keyspace.id, &asked.operations, asked.capacity)
+        .map_err(|error| match error {
+            ringstore_hotkeys::SampleError::TooManySessions => {
+                NodeError::Unavailable(error.to_string())
+            }
+            _ => NodeError::InvalidArgument(error.to_string()),
+        })?;
+    tokio::time::sleep(asked.duration).await;
+    let samples = session.finish(asked.top);
+    Ok(pb::TopPartitionsResponse {
+        samples: samples.into_iter().map(sample_to_pb).collect(),
+    })
+}
+
+/// The request, checked, with its defaults filled in.
+struct Asked {
+    duration: Duration,
+    capacity: usize,
+    top: usize,
+    operations: Vec<Operation>,
+}
+
+impl Asked {
+    fn from_pb(request: &pb::TopPartitionsRequest) -> Result<Asked> {
+        let duration = Duration::from_millis(request.duration_ms);
+        if duration.is_zero() || duration > MAX_DURATION {
+            return Err(NodeError::InvalidArgument(format!(
+                "duration must be between 1 ms and {} s, not {} ms",
+                MAX_DURATION.as_secs(),
+                request.duration_ms
+            )));
+        }
+        let capacity = match request.capacity {
+            0 => DEFAULT_CAPACITY,
+            n => n as usize,
+        };
+        if capacity > MAX_CAPACITY {
+            return Err(NodeError::InvalidArgument(format!(
+                "capacity must be between 1 and {MAX_CAPACITY}, not {capacity}"
+            )));
+        }
+        let top = match request.top {
+            0 => DEFAULT_TOP.min(capacity),
+            n => n as usize,
+        };
+        if top > capacity {
+            return Err(NodeError::InvalidArgument(format!(
+                "cannot list the top {top} keys with a capacity of {capacity}: \
+                 raise the capacity or list fewer"
+            )));
+        }
+        Ok(Asked {
+            duration,
+            capacity,
+            top,
+            operations: operations_from_pb(&request.operations)?,
+        })
+    }
+}
+
+fn operations_from_pb(operations: &[i32]) -> Result<Vec<Operation>> {
+    if operations.is_empty() {
+        return Ok(Operation::ALL.to_vec());
+    }
+    operations
+        .iter()
+        .map(|&value| match pb::SampledOperation::try_from(value) {
+            Ok(pb::SampledOperation::Writes) => Ok(Operation::Writes),
+            Ok(pb::SampledOperation::Reads) => Ok(Operation::Reads),
+            _ => Err(NodeError::InvalidArgument(format!(
+                "unknown sampled operation {value} (expected writes or reads)"
+            ))),
+        })
+        .collect()
+}
+
+fn sample_to_pb(sample: OperationSample) -> pb::PartitionSample {
+    let operation = match sample.operation {
+        Operation::Writes => pb::SampledOperation::Writes,
+        Operation::Reads => pb::SampledOperation::Reads,
+    };
+    pb::PartitionSample {
+        operation: operation.into(),
+        sampled: sample.sampled,
+        capacity: u32::try_from(sample.capacity).unwrap_or(u32::MAX),
+        partitions: sample
+            .top
+            .into_iter()
+            .map(|c| pb::HotPartition {
+                key: c.key,
+                count: c.count,
+                error: c.error,
+            })
+            .collect(),
+    }
+}
