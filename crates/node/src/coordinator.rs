@@ -543,7 +543,9 @@ async fn apply_on(
     if host == context.host_id {
         let started = Instant::now();
         context.store.apply(keyspace.id, key, cell).await?;
-        context.hot_keys.record(&keyspace.id, Operation::Writes, key);
+        context
+            .hot_keys
+            .record(&keyspace.id, Operation::Writes, key);
         context
             .metrics
             .keyspace(&keyspace.name)
