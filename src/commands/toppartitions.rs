@@ -118,9 +118,9 @@ mod tests {
             ],
         };
         let expected = "WRITES Sampler:\n  Sampled: 12 operations (256 capacity)\n  \
-                        Top 2 partitions:\n\tPartition        Count         +/-\n\
-                        \thot                  9           0\n\
-                        \t0x00ff               3           1\n\
+                        Top 2 partitions:\n\tPartition       Count         +/-\n\
+                        \thot                 9           0\n\
+                        \t0x00ff              3           1\n\
                         READS Sampler:\n  Sampled: 0 operations (256 capacity)\n  \
                         Top 0 partitions:\n\tNothing recorded during sampling period...\n";
         assert_eq!(report_text(&answer), expected);
