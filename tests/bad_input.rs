@@ -184,6 +184,7 @@ async fn every_bad_request_gets_a_clear_status() {
                 keyspace_id: "not-a-uuid".into(),
                 key: b"k".to_vec(),
                 digest_only: false,
+                ring_checksum: 0,
             })
             .await,
         Code::InvalidArgument,
@@ -197,6 +198,7 @@ async fn every_bad_request_gets_a_clear_status() {
                 key: b"k".to_vec(),
                 cell: None,
             }],
+            ring_checksum: 0,
         })
         .await
         .unwrap()

@@ -83,6 +83,7 @@ async fn replica_value(
             keyspace_id: keyspace_id.into(),
             key: key.as_bytes().to_vec(),
             digest_only: false,
+            ring_checksum: 0,
         })
         .await
         .unwrap()

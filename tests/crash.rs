@@ -165,6 +165,7 @@ async fn copies_behind(
                     keyspace_id: keyspace_id.into(),
                     key: key.as_bytes().to_vec(),
                     digest_only: false,
+                    ring_checksum: 0,
                 })
                 .await
                 .unwrap()

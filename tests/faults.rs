@@ -99,6 +99,7 @@ async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey>
                     keyspace_id: keyspace_id.into(),
                     key: key.as_bytes().to_vec(),
                     digest_only: false,
+                    ring_checksum: 0,
                 })
                 .await
                 .unwrap_or_else(|s| panic!("reading {key} on node{node}: {s:?}"))
@@ -511,6 +512,7 @@ fn a_node_whose_disk_fills_up_stops_and_after_a_restart_gets_every_write_it_miss
             keyspace_id: keyspace_id.clone(),
             key: key.as_bytes().to_vec(),
             digest_only: false,
+            ring_checksum: 0,
         };
         let answer = runtime.block_on(cluster.servers.internode(2).read(request));
         answer

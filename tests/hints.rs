@@ -533,6 +533,7 @@ async fn a_replica_refuses_only_the_mutations_it_can_never_apply_and_applies_the
             mutation("not-a-uuid", "d"),
             mutation(&live, "e"),
         ],
+        ring_checksum: 0,
     };
     let response = cluster
         .internode(0)

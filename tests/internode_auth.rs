@@ -127,6 +127,7 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
             key: b"k".to_vec(),
             cell: Some(evil_cell()),
         }],
+        ring_checksum: 0,
     };
     let everything = pb::StreamRangeRequest {
         keyspace_id: ks_id.clone(),
@@ -188,7 +189,10 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
                 .expect("the original push");
             internode
                 .apply(with_proof(
-                    pb::ApplyRequest { mutations: vec![] },
+                    pb::ApplyRequest {
+                        mutations: vec![],
+                        ring_checksum: 0,
+                    },
                     apply.as_deref(),
                 ))
                 .await

@@ -75,6 +75,8 @@ pub struct NodeContext {
     pub(crate) read_flights: ReadFlights,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
+    /// Members replicas showed in a newer state than this node's view.
+    pub(crate) ring_lag: crate::ring_lag::RingLag,
     /// The `toppartitions` sessions sampling this node's local reads and
     /// writes, per keyspace.
     pub(crate) hot_keys: ringstore_hotkeys::Samplers<ringstore_storage::KeyspaceId>,

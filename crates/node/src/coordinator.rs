@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 use ringstore_hotkeys::Operation;
 use ringstore_membership::ClusterView;
 use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
-use ringstore_placement::{HostId, Murmur3Partitioner, ReplicaMap, Token};
+use ringstore_placement::{
+    HostId, Murmur3Partitioner, ReplicaMap, ReplicationStrategy, Ring, Token,
+};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{
     ConsistencyLevel, Digest, ReadAction, ReadRepair, ReadTracker, RepairAction, ReplicaCandidate,
@@ -43,7 +45,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{coalesced_reads, read_latencies};
+use crate::{coalesced_reads, read_latencies, ring_lag};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -82,7 +84,16 @@ pub async fn write(
     level: ConsistencyLevel,
 ) -> Result<()> {
     let started = Instant::now();
-    let result = write_unmeasured(context, keyspace, key, cell, level).await;
+    let write = Arc::new(ReplicaWrite {
+        keyspace: keyspace.clone(),
+        key,
+        cell,
+    });
+    let within = Duration::from_millis(context.config.timeouts.write_ms);
+    let result = ring_lag::retry_when_caught_up(context, within, || {
+        write_unmeasured(context, &write, level)
+    })
+    .await;
     measured(context, CoordinatorOp::Write, started, &result);
     result
 }
@@ -99,7 +110,7 @@ fn measured<T>(context: &NodeContext, op: CoordinatorOp, started: Instant, resul
     }
 }
 
-/// Writes `cell` for `key` at `level`.
+/// Writes `write` at `level`, placed with the node's current view.
 ///
 /// Every send to a replica and every hint runs in a task of its own that
 /// outlives the request: a client that cancels or times out cannot stop a
@@ -108,14 +119,12 @@ fn measured<T>(context: &NodeContext, op: CoordinatorOp, started: Instant, resul
 /// level was met.
 async fn write_unmeasured(
     context: &Arc<NodeContext>,
-    keyspace: &KeyspaceDef,
-    key: Vec<u8>,
-    cell: Cell,
+    write: &Arc<ReplicaWrite>,
     level: ConsistencyLevel,
 ) -> Result<()> {
+    let keyspace = &write.keyspace;
     let view = context.view();
-    let (natural, pending) = write_candidates(context, &view, keyspace, &key)?;
-    drop(view);
+    let (natural, pending) = write_candidates(context, &view, keyspace, &write.key)?;
     let local = natural
         .iter()
         .chain(&pending)
@@ -132,11 +141,6 @@ async fn write_unmeasured(
     )
     .map_err(|e| NodeError::Unavailable(e.to_string()))?;
     let mut tracker = WriteTracker::new(&plan);
-    let write = Arc::new(ReplicaWrite {
-        keyspace: keyspace.clone(),
-        key,
-        cell,
-    });
     let (outcomes, mut replies) = mpsc::unbounded_channel();
     for target in plan.targets() {
         tokio::spawn(send_to_replica(
@@ -144,6 +148,7 @@ async fn write_unmeasured(
             target.host,
             write.clone(),
             outcomes.clone(),
+            view.clone(),
         ));
     }
     // Replicas known down get hints; at ANY a stored hint counts as an ack.
@@ -186,13 +191,15 @@ async fn write_unmeasured(
     }
 }
 
-/// Sends `write` to replica `host` within the write timeout and reports
-/// the outcome; a replica that failed or did not answer in time gets a hint.
+/// Sends `write`, placed with `placed`, to replica `host` within the write
+/// timeout and reports the outcome; a replica that failed or did not answer
+/// in time gets a hint.
 async fn send_to_replica(
     context: Arc<NodeContext>,
     host: HostId,
     write: Arc<ReplicaWrite>,
     outcomes: mpsc::UnboundedSender<WriteOutcome>,
+    placed: Arc<ClusterView>,
 ) {
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
     let applied = apply_on(
@@ -201,6 +208,7 @@ async fn send_to_replica(
         &write.keyspace,
         &write.key,
         write.cell.clone(),
+        &placed,
     );
     let ok = match tokio::time::timeout(timeout, applied).await {
         Ok(Ok(())) => true,
@@ -295,17 +303,23 @@ impl coalesced_reads::AsyncRound for Round {
         key: Vec<u8>,
         level: ConsistencyLevel,
     ) -> Result<Option<Cell>> {
-        read_unmeasured(&context, &keyspace, key, level).await
+        let key = Arc::new(key);
+        let within = Duration::from_millis(context.config.timeouts.read_ms);
+        ring_lag::retry_when_caught_up(&context, within, || {
+            read_unmeasured(&context, &keyspace, &key, level)
+        })
+        .await
     }
 }
 
 async fn read_unmeasured(
     context: &Arc<NodeContext>,
     keyspace: &KeyspaceDef,
-    key: Vec<u8>,
+    key: &Arc<Vec<u8>>,
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
-    let natural = candidates(context, &context.view(), keyspace, token_of(&key)?);
+    let view = context.view();
+    let natural = candidates(context, &view, keyspace, token_of(key)?);
     let local = natural.iter().any(|c| c.host == context.host_id);
     context
         .metrics
@@ -318,10 +332,10 @@ async fn read_unmeasured(
     if let Some(delay) = latencies.speculation_delay(keyspace.id, setting, before_estimate) {
         tracker = tracker.with_speculative_retry(read_latencies::now() + delay);
     }
-    let key = Arc::new(key);
     let (sender, mut replies) = mpsc::channel::<ReplicaAnswer>(16);
     let round = Duration::from_millis(context.config.timeouts.read_ms);
-    send_reads(context, keyspace, &key, plan.requests(), &sender);
+    let send_reads = |requests| send_reads(context, keyspace, key, requests, &sender, &view);
+    send_reads(plan.requests());
     let deadline = tokio::time::sleep(round);
     tokio::pin!(deadline);
     // Armed at the tracker's speculation deadline while it has one.
@@ -357,15 +371,15 @@ async fn read_unmeasured(
             // A speculation adds a replica to the round; it does not restart it.
             ReadAction::Contact(requests) if speculative => {
                 context.metrics.speculative_retry();
-                send_reads(context, keyspace, &key, requests, &sender);
+                send_reads(requests);
             }
             ReadAction::Contact(requests) => {
-                send_reads(context, keyspace, &key, requests, &sender);
+                send_reads(requests);
                 deadline.as_mut().reset(tokio::time::Instant::now() + round);
             }
             ReadAction::Done(outcome) => {
                 if let Some(repair) = tracker.read_repair() {
-                    read_repair(context, keyspace, &key, repair).await?;
+                    read_repair(context, keyspace, key, repair, &view).await?;
                 }
                 return Ok(outcome.winner);
             }
@@ -385,6 +399,7 @@ async fn read_repair(
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
     mut repair: ReadRepair,
+    placed: &Arc<ClusterView>,
 ) -> Result<()> {
     let _stage = context.metrics.stage(Stage::ReadRepair);
     let write = Arc::new(ReplicaWrite {
@@ -395,7 +410,8 @@ async fn read_repair(
     let (outcomes, mut replies) = mpsc::unbounded_channel();
     let send = |hosts: Vec<HostId>| {
         for host in hosts {
-            let task = send_to_replica(context.clone(), host, write.clone(), outcomes.clone());
+            let (write, outcomes, placed) = (write.clone(), outcomes.clone(), placed.clone());
+            let task = send_to_replica(context.clone(), host, write, outcomes, placed);
             tokio::spawn(task);
         }
     };
@@ -435,17 +451,19 @@ fn send_reads(
     key: &Arc<Vec<u8>>,
     requests: Vec<(HostId, Request)>,
     replies: &mpsc::Sender<ReplicaAnswer>,
+    placed: &Arc<ClusterView>,
 ) {
     for (host, request) in requests {
-        let (context, keyspace, key, replies) = (
+        let (context, keyspace, key, replies, placed) = (
             context.clone(),
             keyspace.clone(),
             key.clone(),
             replies.clone(),
+            placed.clone(),
         );
         tokio::spawn(async move {
             let sent = tokio::time::Instant::now();
-            let reply = match read_on(&context, host, &keyspace, &key, request).await {
+            let reply = match read_on(&context, host, &keyspace, &key, request, &placed).await {
                 Ok(reply) => reply,
                 Err(error) => {
                     tracing::debug!(%host, %error, "replica read failed");
@@ -476,7 +494,7 @@ fn candidates(
 /// movement or a keyspace alter, its pending replicas (those the pending
 /// ring or the pending replication adds, on either ring), all from the one
 /// `view`, so a ring switch cannot fall between them; and for `ring_delay`
-/// after a switch, the replicas only the replaced ring has (see
+/// after a switch, the live replicas only the replaced ring has (see
 /// [`crate::settling_ring`]).
 fn write_candidates(
     context: &NodeContext,
@@ -487,23 +505,29 @@ fn write_candidates(
     let token = token_of(key)?;
     let natural = candidates(context, view, keyspace, token);
     let mut pending: Vec<ReplicaCandidate> = Vec::new();
-    let settle = Duration::from_millis(context.config.ring_delay_ms);
-    let replaced = context.settling_ring.previous(&view.ring, settle);
-    let rings = std::iter::once(&view.ring)
-        .chain(&view.pending_ring)
-        .chain(&replaced);
+    let mut add = |ring: &Arc<Ring>, strategy: &ReplicationStrategy, only_live: bool| {
+        let map = context
+            .replica_maps
+            .replica_map(ring, keyspace.id, strategy);
+        let extra = replica_candidates(view, &map, token, |host| {
+            let known = natural.iter().chain(&pending).any(|n| n.host == host);
+            !known && (!only_live || view.is_up(host))
+        });
+        pending.extend(extra);
+    };
+    let rings = std::iter::once(&view.ring).chain(&view.pending_ring);
     for (ring_index, ring) in rings.enumerate() {
         for (strategy_index, strategy) in keyspace.write_strategies().enumerate() {
             if ring_index == 0 && strategy_index == 0 {
                 continue; // the natural replicas
             }
-            let map = context
-                .replica_maps
-                .replica_map(ring, keyspace.id, strategy);
-            let extra = replica_candidates(view, &map, token, |host| {
-                !natural.iter().chain(&pending).any(|n| n.host == host)
-            });
-            pending.extend(extra);
+            add(ring, strategy, false);
+        }
+    }
+    let settle = Duration::from_millis(context.config.ring_delay_ms);
+    if let Some(replaced) = context.settling_ring.previous(&view.ring, settle) {
+        for strategy in keyspace.write_strategies() {
+            add(&replaced, strategy, true);
         }
     }
     Ok((natural, pending))
@@ -539,6 +563,7 @@ async fn apply_on(
     keyspace: &KeyspaceDef,
     key: &[u8],
     cell: Cell,
+    placed: &ClusterView,
 ) -> Result<()> {
     if host == context.host_id {
         let started = Instant::now();
@@ -557,23 +582,29 @@ async fn apply_on(
         key: key.to_vec(),
         cell: Some(cell_to_pb(&cell)),
     };
-    apply_remotely(context, host, vec![mutation]).await
+    apply_remotely(context, host, vec![mutation], placed).await
 }
 
-/// Sends `mutations` to replica `host` in one `Apply` call, timed in the
-/// internode metrics. The replica refuses a bad mutation on its own rather
-/// than failing the call; for the caller that is still a failure.
+/// Sends `mutations`, placed with `placed`, to replica `host` in one
+/// `Apply` call, timed in the internode metrics. The replica refuses a bad
+/// mutation on its own rather than failing the call; for the caller that is
+/// still a failure, as is an answer showing the placing ring behind the
+/// replica's ([`ring_lag`]).
 pub(crate) async fn apply_remotely(
     context: &NodeContext,
     host: HostId,
     mutations: Vec<pb::ReplicaMutation>,
+    placed: &ClusterView,
 ) -> Result<()> {
     let address = internode_address(context, host)?;
     let started = Instant::now();
     let response = context
         .peers
         .client(address)
-        .apply(pb::ApplyRequest { mutations })
+        .apply(pb::ApplyRequest {
+            mutations,
+            ring_checksum: placed.ring.checksum(),
+        })
         .await;
     context
         .metrics
@@ -587,7 +618,26 @@ pub(crate) async fn apply_remotely(
             refused.message
         )));
     }
-    Ok(())
+    check_ring(context, address, placed, &response.members)
+}
+
+/// Fails a replica's answer whose members show the placing ring behind the
+/// replica's, noting them (see [`ring_lag`]).
+fn check_ring(
+    context: &NodeContext,
+    replica: std::net::SocketAddr,
+    placed: &ClusterView,
+    members: &[pb::MemberStamp],
+) -> Result<()> {
+    let ahead = ring_lag::ahead(placed, members);
+    if ahead.is_empty() {
+        return Ok(());
+    }
+    context.ring_lag.note(&ahead);
+    Err(NodeError::RingBehind {
+        replica,
+        members: ahead.len(),
+    })
 }
 
 /// Reads `key` on replica `host` (locally when it is this node).
@@ -597,6 +647,7 @@ async fn read_on(
     keyspace: &KeyspaceDef,
     key: &[u8],
     request: Request,
+    placed: &ClusterView,
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
     if host == context.host_id {
@@ -622,6 +673,7 @@ async fn read_on(
             keyspace_id: keyspace.id.to_string(),
             key: key.to_vec(),
             digest_only,
+            ring_checksum: placed.ring.checksum(),
         })
         .await;
     context
@@ -630,6 +682,7 @@ async fn read_on(
     let response = response
         .map_err(NodeError::peer(address, "read"))?
         .into_inner();
+    check_ring(context, address, placed, &response.members)?;
     Ok(if digest_only {
         ReadReply::Digest(Digest(response.digest))
     } else {

@@ -55,6 +55,18 @@ pub enum NodeError {
         status: Box<tonic::Status>,
     },
 
+    /// A replica's answer showed that this node's ring is behind the
+    /// replica's (see [`crate::ring_lag`]): the answer does not count.
+    #[error(
+        "{replica}: this node's ring is behind the replica's ({members} members changed state)"
+    )]
+    RingBehind {
+        /// The replica.
+        replica: std::net::SocketAddr,
+        /// Members it knows in a newer state.
+        members: usize,
+    },
+
     /// Gossip knows no address for a member this node needs to call.
     #[error("no address known for host {0}")]
     NoAddress(ringstore_placement::HostId),
@@ -279,6 +291,7 @@ impl NodeError {
             // client should retry — on another coordinator.
             NodeError::Unavailable(_)
             | NodeError::ReplicaLost(_)
+            | NodeError::RingBehind { .. }
             | NodeError::ShuttingDown
             | NodeError::ClockSkewed { .. }
             | NodeError::TimestampsAhead { .. } => Code::Unavailable,

@@ -573,6 +573,9 @@ impl Handoff {
                     cell: Some(cell_to_pb(&hint.cell)),
                 })
                 .collect(),
+            // A hint goes to the replica it was stored for, whatever the
+            // ring: no checksum.
+            ring_checksum: 0,
         };
         let timeout = Duration::from_millis(context.write_timeout_ms().max(1000) * 5);
         let started = Instant::now();

@@ -38,11 +38,15 @@
 //!   and removals announce a pending ring first; writes go to the pending
 //!   replicas too while the ranges are streamed ([`streaming`]: pulled,
 //!   checksummed, throttled, resumable), and only then does the ring change.
+//!   For `ring_delay` after a switch, writes also reach the replaced ring's
+//!   replicas ([`settling_ring`]); a coordinator whose ring is behind its
+//!   replicas' learns it from their answers and tries again once gossip
+//!   caught it up ([`ring_lag`]).
 //!
 //! - **Clock bound** ([`clock_guard`]): a node whose clock gossip finds off
 //!   from the majority of the live members by more than `max_clock_offset`
 //!   refuses to coordinate writes until it is back, so last-write-wins
-//!   orders writes further apart than the bound as they happened. Every
+//!   orders writes further apart than twice the bound as they happened. Every
 //!   wall-clock reading goes through one [`clock::WallClock`], which tests
 //!   can skew.
 //!
@@ -87,6 +91,7 @@ pub mod read_flights;
 pub mod read_latencies;
 pub mod repair;
 pub mod replica_maps;
+pub mod ring_lag;
 pub mod scan;
 pub mod schema;
 pub mod services;

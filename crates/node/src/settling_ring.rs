@@ -13,24 +13,31 @@
 //! decommission (soak seeds 459 and 507). So for `ring_delay` after a
 //! switch — the time every node is given to see a gossiped change, as
 //! before a movement's streaming starts — a write also goes to the replaced
-//! ring's replicas, waiting for one more acknowledgement per replica only
-//! that ring has, as it does for pending replicas during the movement
-//! itself: any write acknowledged then is on a quorum of both rings.
+//! ring's live replicas, waiting for one more acknowledgement per replica
+//! only that ring has, as it does for pending replicas during the movement
+//! itself: any write acknowledged then is on a quorum of both rings. A
+//! replica only the replaced ring has that is down is skipped, not waited
+//! for: a reader still on the old ring cannot count it either, so its
+//! quorum holds the other two, which any quorum of the new ring meets.
 //!
 //! # Caveats
 //! - A coordinator cut off from gossip for longer than `ring_delay` at the
 //!   switch may still read the old ring alone once it is back; two faults
 //!   at once (a late view and a replica that missed the write) can still
 //!   show a stale read then.
-//! - Availability pays for it: a replica only the replaced ring has is
+//! - Availability pays for it: a live replica only the replaced ring has is
 //!   pending, so a write needs its acknowledgement or one more from the
 //!   others. After a decommission that replica is the node that left; it
 //!   stays up for twice `ring_delay` after announcing `Left`, so that every
 //!   coordinator that learned of it within `ring_delay` has closed its
 //!   window by then (the simulation, seed 179, found writes failing when it
-//!   stopped after one). A coordinator that learned later still counts on
-//!   it after it stopped, and then a `QUORUM` write needs every natural
-//!   replica until its window ends.
+//!   stopped after one), and once it is seen down it is skipped (seed 703:
+//!   a coordinator still counting on it after it stopped, with a disk full
+//!   elsewhere, failed its writes). Between its stop and that verdict a
+//!   `QUORUM` write needs every natural replica.
+//! - "Down" is this coordinator's verdict: a replaced-ring replica it cannot
+//!   reach but an old-ring reader can would be missed (two faults at once:
+//!   a late view and a partial partition).
 //! - Each change replaces the one before: two switches within `ring_delay`
 //!   keep only the later one's predecessor.
 

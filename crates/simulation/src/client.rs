@@ -337,6 +337,7 @@ async fn final_state(
                     keyspace_id: keyspace_id.into(),
                     key: key.as_bytes().to_vec(),
                     digest_only: false,
+                    ring_checksum: 0,
                 })
                 .await?
                 .into_inner()

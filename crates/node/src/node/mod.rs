@@ -217,6 +217,7 @@ fn node_context(
         read_latencies: Default::default(),
         read_flights: Default::default(),
         hot_keys: Default::default(),
+        ring_lag: Default::default(),
         settling_ring: Default::default(),
         serving: parts.serving,
         config,

@@ -307,7 +307,11 @@ impl<'a> RangeRepair<'a> {
     ) -> Result<()> {
         let replica = self.replicas[target].clone();
         let rows = mutations.len() as u64;
-        let request = pb::ApplyRequest { mutations };
+        // Repair places nothing with the ring of the moment: no checksum.
+        let request = pb::ApplyRequest {
+            mutations,
+            ring_checksum: 0,
+        };
         if replica.remote {
             self.context
                 .stream_throttle

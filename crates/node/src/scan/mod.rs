@@ -362,5 +362,5 @@ async fn apply_rows_on(
             cell: Some(cell_to_pb(&row.cell)),
         })
         .collect();
-    coordinator::apply_remotely(context, host, mutations).await
+    coordinator::apply_remotely(context, host, mutations, &context.view()).await
 }

@@ -20,6 +20,7 @@ use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry
 use crate::convert::{range_from_pb, ranges_from_pb};
 use crate::error::{NodeError, Result};
 use crate::repair::replica;
+use crate::ring_lag;
 use crate::schema::store::snapshot_of;
 use crate::schema::sync::merge_and_publish;
 use crate::services::client::check_key;
@@ -125,7 +126,9 @@ impl Internode for InternodeService {
         let started = Instant::now();
         let mut accepted = Accepted::default();
         let mut refused = Vec::new();
-        for (index, mutation) in request.into_inner().mutations.into_iter().enumerate() {
+        let request = request.into_inner();
+        let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
+        for (index, mutation) in request.mutations.into_iter().enumerate() {
             match self.replica_write(mutation) {
                 Ok(write) => accepted.push(index, write),
                 Err(error) => refused.push(refusal(index, &error)),
@@ -158,7 +161,7 @@ impl Internode for InternodeService {
                 .record(LocalOp::Write, elapsed);
             self.context.hot_keys.record(id, Operation::Writes, key);
         }
-        Ok(Response::new(pb::ApplyResponse { refused }))
+        Ok(Response::new(pb::ApplyResponse { refused, members }))
     }
 
     async fn read(
@@ -182,15 +185,18 @@ impl Internode for InternodeService {
             .metrics
             .keyspace(&self.context.keyspace_name(id))
             .record(LocalOp::Read, started.elapsed());
+        let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
         let response = if request.digest_only {
             pb::ReadResponse {
                 cell: None,
                 digest: Digest::of(cell.as_ref()).0,
+                members,
             }
         } else {
             pb::ReadResponse {
                 cell: cell.as_ref().map(cell_to_pb),
                 digest: 0,
+                members,
             }
         };
         Ok(Response::new(response))
