@@ -90,9 +90,12 @@ pub async fn write(
         cell,
     });
     let within = Duration::from_millis(context.config.timeouts.write_ms);
-    let result = ring_lag::retry_when_caught_up(context, within, || {
-        write_unmeasured(context, &write, level)
-    })
+    let result = ring_lag::retry_when_caught_up(
+        &context.ring_lag,
+        context.membership.watch_view(),
+        within,
+        || write_unmeasured(context, &write, level),
+    )
     .await;
     measured(context, CoordinatorOp::Write, started, &result);
     result
@@ -305,9 +308,12 @@ impl coalesced_reads::AsyncRound for Round {
     ) -> Result<Option<Cell>> {
         let key = Arc::new(key);
         let within = Duration::from_millis(context.config.timeouts.read_ms);
-        ring_lag::retry_when_caught_up(&context, within, || {
-            read_unmeasured(&context, &keyspace, &key, level)
-        })
+        ring_lag::retry_when_caught_up(
+            &context.ring_lag,
+            context.membership.watch_view(),
+            within,
+            || read_unmeasured(&context, &keyspace, &key, level),
+        )
         .await
     }
 }

@@ -100,6 +100,8 @@ pub mod settling_ring;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod streaming;
+#[cfg(test)]
+mod test_views;
 pub mod tls;
 pub mod topology;
 

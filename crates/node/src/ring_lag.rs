@@ -47,15 +47,15 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ringstore_membership::{ClusterView, Generation, MetadataStamp, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context::NodeContext;
 use crate::error::Result;
 
 /// How long a noted member is awaited at most, whatever requests wait on
@@ -105,10 +105,11 @@ impl RingLag {
     }
 }
 
-/// Runs `attempt`; if it failed while members were awaited, waits at most
-/// `within` for the node's view to hold them and runs it once more.
+/// Runs `attempt`; if it failed while `lag` awaited members, waits at most
+/// `within` for the node's `views` to hold them and runs it once more.
 pub async fn retry_when_caught_up<T, F, Fut>(
-    context: &NodeContext,
+    lag: &RingLag,
+    views: watch::Receiver<Arc<ClusterView>>,
     within: Duration,
     mut attempt: F,
 ) -> Result<T>
@@ -117,7 +118,7 @@ where
     Fut: Future<Output = Result<T>>,
 {
     let result = attempt().await;
-    if result.is_err() && caught_up(context, within).await {
+    if result.is_err() && caught_up(lag, views, within).await {
         tracing::debug!("this node's ring caught up with its replicas'; trying again");
         return attempt().await;
     }
@@ -126,15 +127,18 @@ where
 
 /// Whether members were awaited and the view now holds them all (waiting
 /// at most `within` for gossip to bring them).
-async fn caught_up(context: &NodeContext, within: Duration) -> bool {
-    if !context.ring_lag.any_awaited() {
+async fn caught_up(
+    lag: &RingLag,
+    mut views: watch::Receiver<Arc<ClusterView>>,
+    within: Duration,
+) -> bool {
+    if !lag.any_awaited() {
         return false;
     }
     let deadline = Instant::now() + within;
-    let mut views = context.membership.watch_view();
     loop {
         let view = views.borrow_and_update().clone();
-        if !context.ring_lag.still_awaited(&view) {
+        if !lag.still_awaited(&view) {
             return true;
         }
         match tokio::time::timeout_at(deadline, views.changed()).await {
@@ -205,61 +209,15 @@ fn state_from_pb(value: i32) -> Option<NodeState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::test_views::{self, at_version};
 
-    use ringstore_membership::{Liveness, MemberInfo, NodeMetadata};
-    use ringstore_placement::{Ring, RingMember, Token};
-
-    fn member(id: u128, state: NodeState, version: u64) -> MemberInfo {
-        let addr: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
-        MemberInfo {
-            metadata: Arc::new(NodeMetadata {
-                host_id: HostId::from_u128(id),
-                stamp: MetadataStamp {
-                    generation: Generation(1),
-                    version,
-                },
-                cluster_name: "c".into(),
-                dc: "dc1".into(),
-                rack: "r1".into(),
-                client_addr: addr,
-                internode_addr: addr,
-                gossip_addr: addr,
-                tokens: vec![Token(id as i64 * 1000)],
-                state,
-                load_bytes: version,
-                schema_version: uuid::Uuid::nil(),
-                software_version: "t".into(),
-                takeovers: Default::default(),
-            }),
-            liveness: Liveness::Up,
-        }
+    fn member(id: u128, state: NodeState, version: u64) -> ringstore_membership::MemberInfo {
+        let tokens = vec![ringstore_placement::Token(id as i64 * 1000)];
+        at_version(test_views::member(id, "r1", tokens, state), version)
     }
 
-    /// A view of `members`, its ring their `Normal` ones.
-    fn view(members: Vec<MemberInfo>) -> ClusterView {
-        let owners = members
-            .iter()
-            .filter(|m| m.metadata.state == NodeState::Normal)
-            .map(|m| {
-                let metadata = &m.metadata;
-                RingMember::new(
-                    metadata.host_id,
-                    metadata.location(),
-                    metadata.tokens.clone(),
-                )
-            });
-        ClusterView {
-            local: HostId::from_u128(1),
-            ring: Arc::new(Ring::new(0, owners).unwrap()),
-            members: members
-                .into_iter()
-                .map(|m| (m.metadata.host_id, m))
-                .collect(),
-            joining: BTreeMap::new(),
-            pending_ring: None,
-            removed: Default::default(),
-        }
+    fn view(members: Vec<ringstore_membership::MemberInfo>) -> ClusterView {
+        test_views::view(1, members)
     }
 
     /// The coordinator still sees node 3 joining; the replica saw it join,

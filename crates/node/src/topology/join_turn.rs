@@ -289,66 +289,16 @@ mod tests {
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
-    use ringstore_membership::{Generation, MemberInfo, MetadataStamp};
+    use ringstore_membership::MemberInfo;
     use ringstore_placement::ReplicaMap;
 
     use super::*;
+    use crate::test_views::{member, view};
 
     const TOKENS: usize = 16;
 
-    fn member(id: u128, rack: &str, tokens: Vec<Token>, state: NodeState) -> MemberInfo {
-        let addr: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
-        MemberInfo {
-            metadata: Arc::new(NodeMetadata {
-                host_id: HostId::from_u128(id),
-                stamp: MetadataStamp {
-                    generation: Generation(1),
-                    version: 1,
-                },
-                cluster_name: "c".into(),
-                dc: "dc1".into(),
-                rack: rack.into(),
-                client_addr: addr,
-                internode_addr: addr,
-                gossip_addr: addr,
-                tokens,
-                state,
-                load_bytes: 0,
-                schema_version: uuid::Uuid::nil(),
-                software_version: "t".into(),
-                takeovers: Default::default(),
-            }),
-            liveness: Liveness::Up,
-        }
-    }
-
     fn joiner(id: u128, rack: &str) -> MemberInfo {
         member(id, rack, Vec::new(), NodeState::Joining)
-    }
-
-    /// The view of `local` holding `members`, its ring their `Normal` ones.
-    fn view(local: u128, members: Vec<MemberInfo>) -> ClusterView {
-        let owners = members
-            .iter()
-            .filter(|m| m.metadata.state == NodeState::Normal)
-            .map(|m| {
-                RingMember::new(
-                    m.metadata.host_id,
-                    m.metadata.location(),
-                    m.metadata.tokens.clone(),
-                )
-            });
-        ClusterView {
-            local: HostId::from_u128(local),
-            ring: Arc::new(Ring::new(0, owners).unwrap()),
-            members: members
-                .into_iter()
-                .map(|m| (m.metadata.host_id, m))
-                .collect(),
-            joining: BTreeMap::new(),
-            pending_ring: None,
-            removed: Default::default(),
-        }
     }
 
     fn strategy() -> ReplicationStrategy {
