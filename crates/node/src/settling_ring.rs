@@ -28,10 +28,12 @@
 //! - Availability pays for it: a live replica only the replaced ring has is
 //!   pending, so a write needs its acknowledgement or one more from the
 //!   others. After a decommission that replica is the node that left; it
-//!   stays up for twice `ring_delay` after announcing `Left`, so that every
-//!   coordinator that learned of it within `ring_delay` has closed its
-//!   window by then (the simulation, seed 179, found writes failing when it
-//!   stopped after one), and once it is seen down it is skipped (seed 703:
+//!   stays up until every live node has seen its `Left` (asked, not
+//!   assumed), and one `ring_delay` more, so that every coordinator has
+//!   closed its window by then (the simulation found writes failing when it
+//!   stopped one `ring_delay` after `Left` (seed 179), and when `Left` took
+//!   longer than that to reach a node (seed 1815)), and once it is seen down
+//!   it is skipped (seed 703:
 //!   a coordinator still counting on it after it stopped, with a disk full
 //!   elsewhere, failed its writes). Between its stop and that verdict a
 //!   `QUORUM` write needs every natural replica.

@@ -271,7 +271,7 @@ seed_blocks!(
 /// a restart.
 #[test]
 fn seeds_that_found_bugs() {
-    run_seeds(&[179, 459, 507, 671, 703, 807, 931, 1147]);
+    run_seeds(&[179, 459, 507, 671, 703, 807, 931, 1147, 1815]);
 }
 
 /// The same seed, run twice in two processes, records the same history and

@@ -10,7 +10,7 @@ use crate::error::{NodeError, Result};
 use crate::topology::persisted::mark_decommissioned;
 use crate::topology::{
     announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
-    wait_ring_delay,
+    wait_ring_delay, wait_until_announced,
 };
 use ringstore_streaming::{FetchTotals, StreamOperation};
 
@@ -95,10 +95,14 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
         .membership
         .update_local(|m| m.state = NodeState::Left)
         .await?;
-    // Let gossip carry LEFT before the node goes quiet (one `ring_delay`),
-    // and keep taking writes while coordinators that learned it within that
-    // delay still send writes here too (one more: see `settling_ring`).
+    // Let gossip carry LEFT to every live node (checked, as for the
+    // announcement of the movement), then keep taking writes for one more
+    // `ring_delay`: the coordinators' settling windows, which open when they
+    // learn of LEFT, send writes here too until then (see `settling_ring`;
+    // the simulation, seed 1815, saw LEFT take longer than `ring_delay` to
+    // reach a node whose disk was full).
     wait_ring_delay(context).await;
+    wait_until_announced(context).await;
     wait_ring_delay(context).await;
     context.stop_requested.send_replace(true);
     Ok(Decommissioned {
