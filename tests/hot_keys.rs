@@ -159,7 +159,7 @@ async fn toppartitions_names_the_hottest_keys_in_order() {
     );
     eprintln!("{rounds} rounds of load during the sampling:\n{report}");
     assert!(
-        rounds >= 20,
+        rounds >= 5,
         "the load hardly overlapped the sampling: {rounds} rounds"
     );
     for sampler in ["WRITES", "READS"] {
