@@ -22,9 +22,9 @@
 //!
 //! # Caveats
 //! - A coordinator cut off from gossip for longer than `ring_delay` at the
-//!   switch may still read the old ring alone once it is back; two faults
-//!   at once (a late view and a replica that missed the write) can still
-//!   show a stale read then.
+//!   switch still places requests with the old ring once it is back; its
+//!   replicas' answers tell it so, and it waits for gossip and tries again
+//!   ([`crate::ring_lag`]).
 //! - Availability pays for it: a live replica only the replaced ring has is
 //!   pending, so a write needs its acknowledgement or one more from the
 //!   others. After a decommission that replica is the node that left; it
@@ -33,10 +33,9 @@
 //!   closed its window by then (the simulation found writes failing when it
 //!   stopped one `ring_delay` after `Left` (seed 179), and when `Left` took
 //!   longer than that to reach a node (seed 1815)), and once it is seen down
-//!   it is skipped (seed 703:
-//!   a coordinator still counting on it after it stopped, with a disk full
-//!   elsewhere, failed its writes). Between its stop and that verdict a
-//!   `QUORUM` write needs every natural replica.
+//!   it is skipped (seed 703: a coordinator still counting on it after it
+//!   stopped, with a disk full elsewhere, failed its writes). Between its
+//!   stop and that verdict a `QUORUM` write needs every natural replica.
 //! - "Down" is this coordinator's verdict: a replaced-ring replica it cannot
 //!   reach but an old-ring reader can would be missed (two faults at once:
 //!   a late view and a partial partition).
