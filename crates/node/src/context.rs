@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ringstore_membership::{ClusterView, Generation, MembershipHandle};
-use ringstore_metrics::NodeMetrics;
+use ringstore_metrics::{LocalOp, NodeMetrics};
 use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
@@ -121,6 +121,25 @@ impl NodeContext {
             .keyspace(name)
             .cloned()
             .ok_or_else(|| NodeError::KeyspaceNotFound(name.to_string()))
+    }
+
+    /// Records a replica-local `op` on `key` of keyspace `id` (named
+    /// `name`) that took `elapsed`: in the keyspace's metrics, and in the
+    /// `toppartitions` sessions sampling it.
+    pub(crate) fn served_locally(
+        &self,
+        id: KeyspaceId,
+        name: &str,
+        op: LocalOp,
+        key: &[u8],
+        elapsed: std::time::Duration,
+    ) {
+        self.metrics.keyspace(name).record(op, elapsed);
+        let sampled = match op {
+            LocalOp::Read => ringstore_hotkeys::Operation::Reads,
+            LocalOp::Write => ringstore_hotkeys::Operation::Writes,
+        };
+        self.hot_keys.record(&id, sampled, key);
     }
 
     /// The name of the keyspace with `id` (its id when the schema does not know it).

@@ -27,7 +27,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_hotkeys::Operation;
 use ringstore_membership::ClusterView;
 use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
 use ringstore_placement::{
@@ -92,7 +91,7 @@ pub async fn write(
     let within = Duration::from_millis(context.config.timeouts.write_ms);
     let result = ring_lag::retry_when_caught_up(
         &context.ring_lag,
-        context.membership.watch_view(),
+        || context.membership.watch_view(),
         within,
         || write_unmeasured(context, &write, level),
     )
@@ -310,7 +309,7 @@ impl coalesced_reads::AsyncRound for Round {
         let within = Duration::from_millis(context.config.timeouts.read_ms);
         ring_lag::retry_when_caught_up(
             &context.ring_lag,
-            context.membership.watch_view(),
+            || context.membership.watch_view(),
             within,
             || read_unmeasured(&context, &keyspace, &key, level),
         )
@@ -574,13 +573,8 @@ async fn apply_on(
     if host == context.host_id {
         let started = Instant::now();
         context.store.apply(keyspace.id, key, cell).await?;
-        context
-            .hot_keys
-            .record(&keyspace.id, Operation::Writes, key);
-        context
-            .metrics
-            .keyspace(&keyspace.name)
-            .record(LocalOp::Write, started.elapsed());
+        let elapsed = started.elapsed();
+        context.served_locally(keyspace.id, &keyspace.name, LocalOp::Write, key, elapsed);
         return Ok(());
     }
     let mutation = pb::ReplicaMutation {
@@ -659,11 +653,8 @@ async fn read_on(
     if host == context.host_id {
         let started = Instant::now();
         let cell = context.store.read(keyspace.id, key)?;
-        context.hot_keys.record(&keyspace.id, Operation::Reads, key);
-        context
-            .metrics
-            .keyspace(&keyspace.name)
-            .record(LocalOp::Read, started.elapsed());
+        let elapsed = started.elapsed();
+        context.served_locally(keyspace.id, &keyspace.name, LocalOp::Read, key, elapsed);
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {

@@ -106,10 +106,11 @@ impl RingLag {
 }
 
 /// Runs `attempt`; if it failed while `lag` awaited members, waits at most
-/// `within` for the node's `views` to hold them and runs it once more.
+/// `within` for the node's views (`watch` subscribes to them, only then) to
+/// hold them and runs it once more.
 pub async fn retry_when_caught_up<T, F, Fut>(
     lag: &RingLag,
-    views: watch::Receiver<Arc<ClusterView>>,
+    watch: impl FnOnce() -> watch::Receiver<Arc<ClusterView>>,
     within: Duration,
     mut attempt: F,
 ) -> Result<T>
@@ -118,23 +119,20 @@ where
     Fut: Future<Output = Result<T>>,
 {
     let result = attempt().await;
-    if result.is_err() && caught_up(lag, views, within).await {
+    if result.is_err() && lag.any_awaited() && caught_up(lag, watch(), within).await {
         tracing::debug!("this node's ring caught up with its replicas'; trying again");
         return attempt().await;
     }
     result
 }
 
-/// Whether members were awaited and the view now holds them all (waiting
-/// at most `within` for gossip to bring them).
+/// Whether the view now holds every awaited member (waiting at most
+/// `within` for gossip to bring them).
 async fn caught_up(
     lag: &RingLag,
     mut views: watch::Receiver<Arc<ClusterView>>,
     within: Duration,
 ) -> bool {
-    if !lag.any_awaited() {
-        return false;
-    }
     let deadline = Instant::now() + within;
     loop {
         let view = views.borrow_and_update().clone();

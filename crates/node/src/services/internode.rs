@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ringstore_hints::Hint;
-use ringstore_hotkeys::Operation;
 use ringstore_metrics::{LocalOp, Stage};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
@@ -155,11 +154,9 @@ impl Internode for InternodeService {
         // Each applied mutation is recorded with the whole call's latency.
         let elapsed = started.elapsed();
         for (id, key, _) in &accepted.writes {
+            let name = self.context.keyspace_name(*id);
             self.context
-                .metrics
-                .keyspace(&self.context.keyspace_name(*id))
-                .record(LocalOp::Write, elapsed);
-            self.context.hot_keys.record(id, Operation::Writes, key);
+                .served_locally(*id, &name, LocalOp::Write, key, elapsed);
         }
         Ok(Response::new(pb::ApplyResponse { refused, members }))
     }
@@ -178,13 +175,9 @@ impl Internode for InternodeService {
             .store
             .read(id, &request.key)
             .map_err(NodeError::from)?;
+        let name = self.context.keyspace_name(id);
         self.context
-            .hot_keys
-            .record(&id, Operation::Reads, &request.key);
-        self.context
-            .metrics
-            .keyspace(&self.context.keyspace_name(id))
-            .record(LocalOp::Read, started.elapsed());
+            .served_locally(id, &name, LocalOp::Read, &request.key, started.elapsed());
         let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
         let response = if request.digest_only {
             pb::ReadResponse {
