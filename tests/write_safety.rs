@@ -1,11 +1,14 @@
 //! Ways a write or delete could be acknowledged and then silently not kept:
 //! a client timestamp poisoning a coordinator's clock, two nodes creating
 //! one keyspace at once, hints lost to a cancelled request, unbounded
-//! batches. In-process clusters on address blocks 70–74.
+//! batches, replica writes coalesced into shared internode calls.
+//! In-process clusters on address blocks 58 and 70–74.
 
 mod common;
 
 use std::time::Duration;
+
+use futures::future::join_all;
 
 use common::{TestCluster, eventually, get, put};
 use ringstore_proto::v1 as pb;
@@ -311,5 +314,59 @@ async fn batches_beyond_their_caps_are_refused_naming_the_cap() {
     for i in 0..100 {
         assert!(common::is_found(&mut client, "ks", &format!("k{i}"), One).await);
     }
+    cluster.shutdown().await;
+}
+
+/// Node 0 coordinates QUORUM writes from 48 concurrent clients, so writes
+/// bound for nodes 1 and 2 queue behind busy call slots and leave in
+/// shared calls; every write must still land on every replica, each key at
+/// its last version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_coalesced_into_shared_calls_all_land_on_every_replica() {
+    let cluster = TestCluster::start(58, 3, 3).await;
+    cluster.create_keyspace(0, "ks", 3).await;
+    let before = cluster.context(0).metrics.coalesced_writes_total();
+    const CLIENTS: usize = 48;
+    const KEYS: usize = 40;
+    let clients = (0..CLIENTS).map(|c| {
+        let cluster = &cluster;
+        async move {
+            let mut client = cluster.client(0).await;
+            for version in 1..=2 {
+                for k in 0..KEYS {
+                    let key = format!("c{c}k{k}");
+                    let value = format!("{key}v{version}");
+                    client.put(put("ks", &key, &value, Quorum)).await.unwrap();
+                }
+            }
+        }
+    });
+    join_all(clients).await;
+    let coalesced = cluster.context(0).metrics.coalesced_writes_total() - before;
+    eprintln!(
+        "{coalesced} of {} replica writes to peers left in shared calls",
+        CLIENTS * KEYS * 2 * 2
+    );
+    assert!(coalesced > 0, "no replica write shared a call");
+
+    let id = cluster.context(0).keyspace("ks").unwrap().id;
+    let stale = |node: usize| {
+        let store = &cluster.context(node).store;
+        (0..CLIENTS)
+            .flat_map(|c| (0..KEYS).map(move |k| format!("c{c}k{k}")))
+            .filter(|key| {
+                let held = store.read(id, key.as_bytes()).unwrap();
+                let now = ringstore_storage::Timestamp::now();
+                let value = held.and_then(|cell| cell.visible_value(now).map(<[u8]>::to_vec));
+                value != Some(format!("{key}v2").into_bytes())
+            })
+            .count()
+    };
+    eventually(
+        Duration::from_secs(10),
+        "every replica holds every key at its last version",
+        || async { (0..3).all(|node| stale(node) == 0) },
+    )
+    .await;
     cluster.shutdown().await;
 }

@@ -76,6 +76,7 @@ pub struct NodeMetrics {
     read_repairs: IntCounter,
     speculative_retries: IntCounter,
     coalesced_reads: IntCounter,
+    coalesced_writes: IntCounter,
     auth_refusals: IntCounterVec,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
@@ -181,6 +182,10 @@ impl NodeMetrics {
             coalesced_reads: f.counter(
                 "ringstore_coalesced_reads_total",
                 "Reads of one key that queued for a replica round shared with concurrent reads of the key at the same level (hot keys).",
+            )?,
+            coalesced_writes: f.counter(
+                "ringstore_coalesced_writes_total",
+                "Replica writes to another node that queued behind its busy call slots and left in a call shared with others.",
             )?,
             auth_refusals: f.counters(
                 "ringstore_client_auth_refusals_total",
@@ -321,6 +326,16 @@ impl NodeMetrics {
     /// Reads that queued for a shared replica round since start.
     pub fn coalesced_reads(&self) -> u64 {
         self.coalesced_reads.get()
+    }
+
+    /// Counts `count` replica writes that left in a shared call.
+    pub fn coalesced_writes(&self, count: usize) {
+        self.coalesced_writes.inc_by(count as u64);
+    }
+
+    /// Replica writes that left in a shared call since start.
+    pub fn coalesced_writes_total(&self) -> u64 {
+        self.coalesced_writes.get()
     }
 
     /// Records an internode call to `peer` that took `elapsed`.

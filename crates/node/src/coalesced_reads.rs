@@ -11,8 +11,9 @@ use tokio::sync::oneshot;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::read_flights::{FlightKey, Shared, SharedError};
+use crate::read_flights::{FlightKey, Shared};
 use crate::schema::KeyspaceDef;
+use crate::shared_error::SharedError;
 
 /// Reads `key` at `level`, sharing the replica round with concurrent reads
 /// of the same key and level (see the module docs); `round` runs one round.

@@ -8,6 +8,7 @@ use ringstore_metrics::{LocalOp, NodeMetrics};
 use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
+use crate::apply_queues::ApplyQueues;
 use crate::clock::TimestampSource;
 use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
@@ -73,6 +74,8 @@ pub struct NodeContext {
     pub(crate) read_latencies: ReadLatencies,
     /// Reads in flight per key, for coalescing reads of hot keys.
     pub(crate) read_flights: ReadFlights,
+    /// Replica writes queued per peer, for coalescing them into calls.
+    pub(crate) apply_queues: ApplyQueues,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
     /// Members replicas showed in a newer state than this node's view.
@@ -140,6 +143,14 @@ impl NodeContext {
             LocalOp::Write => ringstore_hotkeys::Operation::Writes,
         };
         self.hot_keys.record(&id, sampled, key);
+    }
+
+    /// The internode address of `host`, from the current view.
+    pub(crate) fn internode_address(&self, host: HostId) -> Result<std::net::SocketAddr> {
+        self.view()
+            .member(host)
+            .map(|m| m.metadata.internode_addr)
+            .ok_or(NodeError::NoAddress(host))
     }
 
     /// The name of the keyspace with `id` (its id when the schema does not know it).

@@ -40,11 +40,12 @@ use ringstore_replication::{
 use ringstore_storage::Cell;
 use tokio::sync::mpsc;
 
+use crate::apply_calls::check_ring;
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{coalesced_reads, read_latencies, ring_lag};
+use crate::{batched_applies, coalesced_reads, read_latencies, ring_lag};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -92,6 +93,7 @@ pub async fn write(
     let result = ring_lag::retry_when_caught_up(
         &context.ring_lag,
         || context.membership.watch_view(),
+        || context.view().ring.checksum(),
         within,
         || write_unmeasured(context, &write, level),
     )
@@ -310,6 +312,7 @@ impl coalesced_reads::AsyncRound for Round {
         ring_lag::retry_when_caught_up(
             &context.ring_lag,
             || context.membership.watch_view(),
+            || context.view().ring.checksum(),
             within,
             || read_unmeasured(&context, &keyspace, &key, level),
         )
@@ -561,9 +564,10 @@ fn dc_of(context: &NodeContext) -> ringstore_placement::Datacenter {
     context.config.dc.as_str().into()
 }
 
-/// Applies `cell` on replica `host` (locally when it is this node).
+/// Applies `cell` on replica `host` (locally when it is this node; through
+/// the peer's queue of coalesced writes otherwise, `apply_queues.rs`).
 async fn apply_on(
-    context: &NodeContext,
+    context: &Arc<NodeContext>,
     host: HostId,
     keyspace: &KeyspaceDef,
     key: &[u8],
@@ -582,62 +586,8 @@ async fn apply_on(
         key: key.to_vec(),
         cell: Some(cell_to_pb(&cell)),
     };
-    apply_remotely(context, host, vec![mutation], placed).await
-}
-
-/// Sends `mutations`, placed with `placed`, to replica `host` in one
-/// `Apply` call, timed in the internode metrics. The replica refuses a bad
-/// mutation on its own rather than failing the call; for the caller that is
-/// still a failure, as is an answer showing the placing ring behind the
-/// replica's ([`ring_lag`]).
-pub(crate) async fn apply_remotely(
-    context: &NodeContext,
-    host: HostId,
-    mutations: Vec<pb::ReplicaMutation>,
-    placed: &ClusterView,
-) -> Result<()> {
-    let address = internode_address(context, host)?;
-    let started = Instant::now();
-    let response = context
-        .peers
-        .client(address)
-        .apply(pb::ApplyRequest {
-            mutations,
-            ring_checksum: placed.ring.checksum(),
-        })
-        .await;
-    context
-        .metrics
-        .internode(address, InternodeRpc::Apply, started.elapsed());
-    let response = response
-        .map_err(NodeError::peer(address, "apply"))?
-        .into_inner();
-    if let Some(refused) = response.refused.first() {
-        return Err(NodeError::Internal(format!(
-            "{address}: {}",
-            refused.message
-        )));
-    }
-    check_ring(context, address, placed, &response.members)
-}
-
-/// Fails a replica's answer whose members show the placing ring behind the
-/// replica's, noting them (see [`ring_lag`]).
-fn check_ring(
-    context: &NodeContext,
-    replica: std::net::SocketAddr,
-    placed: &ClusterView,
-    members: &[pb::MemberStamp],
-) -> Result<()> {
-    let ahead = ring_lag::ahead(placed, members);
-    if ahead.is_empty() {
-        return Ok(());
-    }
-    context.ring_lag.note(&ahead);
-    Err(NodeError::RingBehind {
-        replica,
-        members: ahead.len(),
-    })
+    let address = context.internode_address(host)?;
+    batched_applies::apply(context, address, mutation, placed).await
 }
 
 /// Reads `key` on replica `host` (locally when it is this node).
@@ -661,7 +611,7 @@ async fn read_on(
             ReadReply::Data(cell)
         });
     }
-    let address = internode_address(context, host)?;
+    let address = context.internode_address(host)?;
     let started = Instant::now();
     let response = context
         .peers
@@ -685,16 +635,4 @@ async fn read_on(
     } else {
         ReadReply::Data(response.cell.map(cell_from_pb))
     })
-}
-
-/// The internode address of `host`, from the current view.
-pub(crate) fn internode_address(
-    context: &NodeContext,
-    host: HostId,
-) -> Result<std::net::SocketAddr> {
-    context
-        .view()
-        .member(host)
-        .map(|m| m.metadata.internode_addr)
-        .ok_or(NodeError::NoAddress(host))
 }

@@ -8,7 +8,10 @@
 //! `Topology` on the client port, `Internode` on the internode port. Any node coordinates any
 //! request ([`coordinator`]): it finds the key's replicas on the current ring,
 //! plans the request with `ringstore_replication`, and talks to the replicas
-//! (itself included, directly) in parallel.
+//! (itself included, directly) in parallel. Writes bound for one peer
+//! while its call slots are busy leave together in its next call
+//! ([`apply_queues`]), and reads of one hot key share replica rounds
+//! ([`read_flights`]).
 //!
 //! - **Schema** ([`schema`]) is a last-write-wins map of keyspace entries,
 //!   merged identically everywhere. A change is pushed to every live node and
@@ -66,6 +69,9 @@
 
 #![deny(missing_docs)]
 
+pub mod apply_calls;
+pub mod apply_queues;
+pub mod batched_applies;
 pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
@@ -97,6 +103,7 @@ pub mod schema;
 pub mod services;
 pub mod serving;
 pub mod settling_ring;
+pub mod shared_error;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod streaming;

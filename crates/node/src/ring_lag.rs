@@ -28,7 +28,9 @@
 //!   of the replica, and the members are noted ([`RingLag::note`]).
 //! - A request that failed while members were noted waits, at most its
 //!   timeout, for the node's view to hold them (gossip brings them), then
-//!   runs once more, placed with the new ring ([`retry_when_caught_up`]). In
+//!   runs once more, placed with the new ring ([`retry_when_caught_up`]);
+//!   so does a request that failed while the node's ring changed (another
+//!   request may have noted the members and seen them arrive already). In
 //!   a healthy cluster that wait is the few milliseconds a ring change takes
 //!   to spread; a coordinator still cut off fails the request, and the
 //!   client retries it elsewhere.
@@ -105,12 +107,18 @@ impl RingLag {
     }
 }
 
-/// Runs `attempt`; if it failed while `lag` awaited members, waits at most
+/// Runs `attempt`; if it failed, runs it once more when the node's ring
+/// moved on meanwhile: when `lag` awaited members, after waiting at most
 /// `within` for the node's views (`watch` subscribes to them, only then) to
-/// hold them and runs it once more.
+/// hold them; or when the ring (`ring_now`, its checksum) changed during
+/// the attempt. The second case covers a request that failed on members
+/// another request had noted and then seen arrive, so that it found
+/// nothing awaited any more (the whole-cluster simulation's seed 35: writes
+/// that failed together, answered by one call, only one of them retried).
 pub async fn retry_when_caught_up<T, F, Fut>(
     lag: &RingLag,
     watch: impl FnOnce() -> watch::Receiver<Arc<ClusterView>>,
+    ring_now: impl Fn() -> u64,
     within: Duration,
     mut attempt: F,
 ) -> Result<T>
@@ -118,8 +126,13 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    let ring_before = ring_now();
     let result = attempt().await;
-    if result.is_err() && lag.any_awaited() && caught_up(lag, watch(), within).await {
+    if result.is_ok() {
+        return result;
+    }
+    let caught_up = lag.any_awaited() && caught_up(lag, watch(), within).await;
+    if caught_up || ring_now() != ring_before {
         tracing::debug!("this node's ring caught up with its replicas'; trying again");
         return attempt().await;
     }

@@ -44,6 +44,9 @@
 //!   on a coordinator share replica rounds; a read arriving during a round
 //!   queues for the next one, never taking an answer from a round that
 //!   began before it.
+//! - **Coalesced replica writes** ([`ApplyBatches`]): mutations bound for
+//!   one peer while its few call slots are busy leave together in the next
+//!   call, so the batch size follows the load and an idle node adds no delay.
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants
@@ -77,6 +80,7 @@
 
 #![deny(missing_docs)]
 
+mod apply_batches;
 mod consistency;
 mod digest;
 mod error;
@@ -94,6 +98,7 @@ mod write_tracker;
 #[cfg(test)]
 mod testkit;
 
+pub use apply_batches::{ApplyBatches, Batch, BatchLimits};
 pub use consistency::ConsistencyLevel;
 pub use digest::Digest;
 pub use error::{ReplicationError, Result, Unavailable};

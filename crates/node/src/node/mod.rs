@@ -216,6 +216,7 @@ fn node_context(
         keyspace_sizes: KeyspaceSizes::default(),
         read_latencies: Default::default(),
         read_flights: Default::default(),
+        apply_queues: Default::default(),
         hot_keys: Default::default(),
         ring_lag: Default::default(),
         settling_ring: Default::default(),

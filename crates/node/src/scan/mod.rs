@@ -47,9 +47,9 @@ use ringstore_replication::{
 };
 use tokio::sync::mpsc;
 
+use crate::apply_calls;
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
-use crate::coordinator::{self, internode_address};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 
@@ -261,7 +261,7 @@ async fn read_page_on(
         )
         .await;
     }
-    let address = internode_address(context, host)?;
+    let address = context.internode_address(host)?;
     let (after_token, after_key) = match point {
         ScanPoint::AfterToken(token) => (token.0, None),
         ScanPoint::AfterRow(row) => (row.token.0, Some(row.key.clone())),
@@ -362,5 +362,5 @@ async fn apply_rows_on(
             cell: Some(cell_to_pb(&row.cell)),
         })
         .collect();
-    coordinator::apply_remotely(context, host, mutations, &context.view()).await
+    apply_calls::apply_remotely(context, host, mutations, &context.view()).await
 }

@@ -334,7 +334,7 @@ async fn clean_up_on(
         let keyspace = context.keyspace(&keyspace.name)?;
         return Ok(clean_keyspace(context, &keyspace).await?.keys_removed);
     }
-    let address = crate::coordinator::internode_address(context, host)?;
+    let address = context.internode_address(host)?;
     let response = context
         .peers
         .client(address)

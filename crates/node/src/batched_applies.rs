@@ -1,0 +1,180 @@
+//! Sending the coordinator's replica writes, coalesced per peer: a write
+//! joins its peer's queue ([`ApplyQueues`](crate::apply_queues::ApplyQueues));
+//! the write that finds a free call slot spawns the task that sends the
+//! peer's calls. See `apply_queues.rs` for the design.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringstore_membership::ClusterView;
+use ringstore_proto::v1 as pb;
+use ringstore_replication::Batch;
+use tokio::sync::oneshot;
+
+use crate::apply_calls::{call_apply, check_ring};
+use crate::apply_queues::{Delivered, Delivery, Waiter};
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::shared_error::SharedError;
+
+/// Applies `mutation`, placed with `placed`, on the replica at `address`,
+/// in a call shared with the other writes queued for it meanwhile. Fails
+/// as a call of its own would: the call failed, the replica refused the
+/// mutation, or its answer shows the placing ring behind its own.
+pub(crate) async fn apply(
+    context: &Arc<NodeContext>,
+    address: SocketAddr,
+    mutation: pb::ReplicaMutation,
+    placed: &ClusterView,
+) -> Result<()> {
+    let (answer, delivery) = oneshot::channel();
+    let bytes = prost::Message::encoded_len(&mutation);
+    let ring = placed.ring.checksum();
+    let waiter = Waiter { mutation, answer };
+    let leave_now = context
+        .apply_queues
+        .lock()
+        .submit(address, waiter, ring, bytes);
+    if let Some(batch) = leave_now {
+        tokio::spawn(send_calls(context.clone(), address, batch));
+    }
+    let delivered = delivery
+        .await
+        .map_err(|_| NodeError::Internal(format!("{address}: the replica write was abandoned")))?
+        .map_err(NodeError::from)?;
+    if let Some(message) = delivered.refused {
+        return Err(NodeError::Internal(format!("{address}: {message}")));
+    }
+    check_ring(context, address, placed, &delivered.members)
+}
+
+/// Sends `first`, then the batches queued for `address` meanwhile, one
+/// call at a time, until a call ends with nobody queued.
+async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<Waiter>) {
+    // Should a call panic, the slot is given back and every write queued
+    // behind it fails (its sender drops) rather than waiting forever.
+    struct Abandon<'a>(&'a NodeContext, SocketAddr, bool);
+    impl Drop for Abandon<'_> {
+        fn drop(&mut self) {
+            if self.2 {
+                while self.0.apply_queues.lock().call_finished(&self.1).is_some() {}
+            }
+        }
+    }
+    let mut guard = Abandon(&context, address, true);
+    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+    let mut batch = first;
+    // The first batch is a write that found a free slot; the later ones
+    // queued behind busy slots.
+    let mut queued = false;
+    loop {
+        send_one_call(&context, address, batch, queued, timeout).await;
+        match context.apply_queues.lock().call_finished(&address) {
+            Some(next) => batch = next,
+            None => break,
+        }
+        queued = true;
+    }
+    guard.2 = false;
+}
+
+/// Sends `batch` (counted as coalesced writes if it had `queued`) in one
+/// `Apply` call, given up after `timeout`, and hands each write its part of
+/// the answer.
+async fn send_one_call(
+    context: &NodeContext,
+    address: SocketAddr,
+    batch: Batch<Waiter>,
+    queued: bool,
+    timeout: Duration,
+) {
+    // A write that stopped waiting (its timeout passed while it queued)
+    // gets a hint instead: it is not sent.
+    let (mutations, answers): (Vec<_>, Vec<_>) = batch
+        .items
+        .into_iter()
+        .filter(|w| !w.answer.is_closed())
+        .map(|w| (w.mutation, w.answer))
+        .unzip();
+    if mutations.is_empty() {
+        return;
+    }
+    if queued {
+        context.metrics.coalesced_writes(mutations.len());
+    }
+    let count = mutations.len();
+    let call = call_apply(context, address, mutations, batch.ring);
+    let answered = match tokio::time::timeout(timeout, call).await {
+        Ok(answered) => answered.map_err(SharedError::from),
+        Err(_) => Err(SharedError::Timeout(format!(
+            "{address}: no answer to apply within {timeout:?}"
+        ))),
+    };
+    for (answer, delivery) in answers.into_iter().zip(deliveries(answered, count)) {
+        // The write may have given up waiting: nobody listening is fine.
+        let _ = answer.send(delivery);
+    }
+}
+
+/// Each of `count` writes' part of a call's answer, in call order.
+fn deliveries(
+    answered: std::result::Result<pb::ApplyResponse, SharedError>,
+    count: usize,
+) -> Vec<Delivery> {
+    let response = match answered {
+        Ok(response) => response,
+        Err(error) => return vec![Err(error); count],
+    };
+    let mut refused: Vec<Option<String>> = vec![None; count];
+    for refusal in response.refused {
+        if let Some(slot) = refused.get_mut(refusal.index as usize) {
+            *slot = Some(refusal.message);
+        }
+    }
+    let members: Arc<[pb::MemberStamp]> = Arc::from(response.members);
+    refused
+        .into_iter()
+        .map(|refused| {
+            Ok(Delivered {
+                refused,
+                members: Arc::clone(&members),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_write_gets_its_own_refusal_and_the_call_s_members() {
+        let response = pb::ApplyResponse {
+            refused: vec![pb::RefusedMutation {
+                index: 1,
+                message: "keyspace dropped".into(),
+                ..Default::default()
+            }],
+            members: vec![pb::MemberStamp::default()],
+        };
+        let parts: Vec<Delivery> = deliveries(Ok(response), 3);
+        let refused: Vec<Option<String>> = parts
+            .iter()
+            .map(|p| p.as_ref().expect("answered").refused.clone())
+            .collect();
+        assert_eq!(refused, vec![None, Some("keyspace dropped".into()), None]);
+        assert!(parts.iter().all(|p| p.as_ref().unwrap().members.len() == 1));
+    }
+
+    #[test]
+    fn a_failed_call_fails_every_write_in_it_with_its_code() {
+        let failed = Err(SharedError::Unavailable("peer gone".into()));
+        let parts: Vec<Delivery> = deliveries(failed, 2);
+        assert_eq!(parts.len(), 2);
+        for part in parts {
+            let error = NodeError::from(part.expect_err("failed"));
+            assert_eq!(error.code(), tonic::Code::Unavailable);
+        }
+    }
+}
