@@ -175,6 +175,18 @@ mod tests {
         ApplyBatches::new(LIMITS)
     }
 
+    /// Peer "a" with both call slots taken, then `queued` (item, ring,
+    /// bytes) submitted behind them.
+    fn busy_with(queued: &[(u32, u64, usize)]) -> ApplyBatches<&'static str, u32> {
+        let mut b = batches();
+        b.submit("a", 0, 7, 1);
+        b.submit("a", 0, 7, 1);
+        for &(item, ring, bytes) in queued {
+            assert!(b.submit("a", item, ring, bytes).is_none(), "{item} waits");
+        }
+        b
+    }
+
     fn items(batch: Option<Batch<u32>>) -> Vec<u32> {
         batch.map(|b| b.items).unwrap_or_default()
     }
@@ -212,13 +224,7 @@ mod tests {
 
     #[test]
     fn a_batch_stays_within_its_bytes_but_an_oversized_mutation_leaves_alone() {
-        let mut b = batches();
-        b.submit("a", 0, 7, 1);
-        b.submit("a", 0, 7, 1);
-        b.submit("a", 1, 7, 60);
-        b.submit("a", 2, 7, 60);
-        b.submit("a", 3, 7, 500);
-        b.submit("a", 4, 7, 10);
+        let mut b = busy_with(&[(1, 7, 60), (2, 7, 60), (3, 7, 500), (4, 7, 10)]);
         assert_eq!(items(b.call_finished(&"a")), vec![1]);
         assert_eq!(items(b.call_finished(&"a")), vec![2]);
         assert_eq!(items(b.call_finished(&"a")), vec![3]);
@@ -227,12 +233,7 @@ mod tests {
 
     #[test]
     fn a_batch_holds_mutations_placed_with_one_ring() {
-        let mut b = batches();
-        b.submit("a", 0, 7, 1);
-        b.submit("a", 0, 7, 1);
-        b.submit("a", 1, 7, 10);
-        b.submit("a", 2, 8, 10);
-        b.submit("a", 3, 8, 10);
+        let mut b = busy_with(&[(1, 7, 10), (2, 8, 10), (3, 8, 10)]);
         let first = b.call_finished(&"a").expect("a batch");
         assert_eq!((first.ring, first.items), (7, vec![1]));
         let second = b.call_finished(&"a").expect("a batch");
