@@ -14,10 +14,11 @@
 //! 1. **Trees** ([`TreeBuilder`], [`MerkleTree`]): every replica scans its
 //!    cells of the range in token order and folds each row's
 //!    [`row_hash`] (key, timestamp, tombstone, expiry, value) into a Merkle
-//!    tree of [`MAX_DEPTH`] (2^16 leaves, fewer for a range narrower than
-//!    that in tokens), and keeps it for the session. The walk below only
-//!    descends where hashes differ, so depth costs nothing on identical
-//!    replicas, and deep leaves list the fewest rows.
+//!    tree and keeps it for the session. The tree is as deep as
+//!    [`depth_for`] says for the most rows a replica estimates it holds
+//!    there: about one row per leaf, at most [`MAX_DEPTH`] (2^16 leaves).
+//!    Deeper leaves would list hardly fewer rows, and a tree costs 16
+//!    bytes per leaf however few rows it holds.
 //! 2. **Compare** ([`TreeComparison`], sans-IO): the coordinator compares the
 //!    roots; if they differ it asks every replica for the same node hashes,
 //!    four levels per round, only below the nodes that differ, down to the
@@ -87,6 +88,6 @@ pub use error::RepairError;
 pub use gc::{GcRule, TombstoneGc};
 pub use history::RepairHistory;
 pub use job::{JobTotals, RepairJob, RepairOptions, RepairUnit, UnitReport, UnitState};
-pub use merkle::{MAX_DEPTH, MerkleTree, TreeBuilder, leaf_range};
+pub use merkle::{MAX_DEPTH, MerkleTree, TreeBuilder, depth_for, leaf_range};
 pub use rows::{KeySync, ListedRow, RowAligner};
 pub use schedule::{ScheduleDecision, ScheduledRange, next_repair, overdue};

@@ -21,6 +21,24 @@ use xxhash_rust::xxh3::xxh3_64;
 /// The deepest tree built: 65,536 leaves, 1 MiB of node hashes.
 pub const MAX_DEPTH: u8 = 16;
 
+/// The depth of the tree to build over `range` when its replicas hold
+/// about `rows` rows there: ⌈log2 rows⌉, so that a leaf holds about one row
+/// (as Cassandra sizes its trees by the estimated partitions), capped at
+/// [`MAX_DEPTH`] and at the range's width. A deeper tree would name no
+/// fewer rows per differing leaf, but every tree costs 16 bytes per leaf
+/// to build and keep, and most ranges of a small keyspace hold a few rows.
+pub fn depth_for(range: TokenRange, rows: u64) -> u8 {
+    // ⌈log2 rows⌉ for rows ≥ 1: the bits of rows − 1.
+    let wanted = 64 - (rows.max(1) - 1).leading_zeros();
+    capped_depth(range, u8::try_from(wanted).unwrap_or(MAX_DEPTH))
+}
+
+/// `depth` capped at [`MAX_DEPTH`] and at the width of `range` (a leaf
+/// spans at least one token).
+fn capped_depth(range: TokenRange, depth: u8) -> u8 {
+    depth.min(MAX_DEPTH).min(width(range).ilog2() as u8)
+}
+
 /// The number of tokens in `range` (2^64 for the whole ring).
 fn width(range: TokenRange) -> u128 {
     if range.is_full_ring() {
@@ -68,7 +86,7 @@ impl TreeBuilder {
     /// [`MAX_DEPTH`] and at the range's width).
     pub fn new(range: TokenRange, depth: u8) -> TreeBuilder {
         let width = width(range);
-        let depth = depth.min(MAX_DEPTH).min(width.ilog2() as u8);
+        let depth = capped_depth(range, depth);
         TreeBuilder {
             range,
             depth,
@@ -246,6 +264,17 @@ mod tests {
     fn depth_stops_at_the_limit_and_at_the_range_width() {
         assert_eq!(TreeBuilder::new(range(0, 0), 99).depth(), MAX_DEPTH);
         assert_eq!(TreeBuilder::new(range(0, 4), 9).depth(), 2);
+    }
+
+    #[test]
+    fn a_tree_is_as_deep_as_its_rows_need_within_the_limits() {
+        let ring = range(0, 0);
+        let depths: Vec<u8> = [0, 1, 2, 3, 4, 5, 1000, 1024, 1025]
+            .map(|rows| depth_for(ring, rows))
+            .to_vec();
+        assert_eq!(depths, [0, 0, 1, 2, 2, 3, 10, 10, 11]);
+        assert_eq!(depth_for(ring, u64::MAX), MAX_DEPTH);
+        assert_eq!(depth_for(range(0, 4), 1000), 2, "capped by the width");
     }
 
     proptest! {

@@ -2,8 +2,9 @@
 //! comparison, row lists, and the sync of the rows that differ.
 //!
 //! Every replica (this node included, through its own internode port, so
-//! all replicas are treated alike) builds its tree of the range, as deep as
-//! [`MAX_DEPTH`] allows; the coordinator walks the trees down to the
+//! all replicas are treated alike) estimates its rows in the range, then
+//! builds its tree of the range at the depth those estimates call for
+//! ([`depth_for`]); the coordinator walks the trees down to the
 //! differing leaves ([`TreeComparison`]), asks every replica for its row
 //! versions there, lines them up ([`RowAligner`]) and, batch by batch,
 //! reads each differing row from a replica holding the winning version and
@@ -26,8 +27,7 @@ use ringstore_metrics::{InternodeRpc, NodeMetrics};
 use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{
-    CompareStep, KeySync, MAX_DEPTH, RepairOptions, RowAligner, TreeBuilder, TreeComparison,
-    UnitReport,
+    CompareStep, KeySync, RepairOptions, RowAligner, TreeComparison, UnitReport, depth_for,
 };
 use ringstore_storage::{Cell, KeyspaceId};
 use tokio::sync::watch;
@@ -131,10 +131,7 @@ impl<'a> RangeRepair<'a> {
         if self.replicas.len() < 2 {
             return Ok(self.report);
         }
-        // The deepest tree (capped by the range's width): the walk only
-        // descends where hashes differ, so identical replicas cost their
-        // roots whatever the depth, and deep leaves list the fewest rows.
-        let depth = TreeBuilder::new(self.range, MAX_DEPTH).depth();
+        let depth = depth_for(self.range, self.estimate_rows().await?);
         let roots = self.build_trees(depth).await?;
         let mut comparison = TreeComparison::new(self.range, depth, &roots);
         let differing = loop {
@@ -150,6 +147,25 @@ impl<'a> RangeRepair<'a> {
             self.sync_rows(differing).await?;
         }
         Ok(self.report)
+    }
+
+    /// The most rows any replica estimates it holds in the range.
+    async fn estimate_rows(&mut self) -> Result<u64> {
+        let request = pb::RangeStatsRequest {
+            keyspace_id: self.keyspace.to_string(),
+            ranges: vec![range_to_pb(self.range)],
+        };
+        let responses = self
+            .call_all(request, CALL_TIMEOUT, |mut c, r| async move {
+                c.range_stats(r).await
+            })
+            .await?;
+        Ok(responses
+            .iter()
+            .filter_map(|response| response.ranges.first())
+            .map(|stats| stats.estimated_keys)
+            .max()
+            .unwrap_or(0))
     }
 
     /// Every replica builds its tree; their roots.
