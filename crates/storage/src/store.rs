@@ -180,19 +180,39 @@ impl Store {
             // One write is a single-key apply: inline (see "Threads").
             return Ok(vec![self.apply(*ks, key, cell.clone()).await?]);
         }
-        let writes = writes.to_vec();
-        let (winners, ticket) = self
-            .off_worker(move |store| {
-                store.write(|| {
-                    writes
-                        .into_iter()
-                        .map(|(ks, key, cell)| store.merge(ks, &key, cell))
-                        .collect::<Result<Vec<Cell>>>()
-                })
-            })
-            .await?;
+        let (winners, ticket) = self.merge_many(writes.to_vec()).await?;
         self.settle(ticket).await?;
         Ok(winners)
+    }
+
+    /// [`Store::apply_many`] without waiting for durability, whatever the
+    /// mode: the writes become durable with the store's next flush (a batch
+    /// write's group commit, the periodic flush, [`Store::sync`], a
+    /// [`Store::meta_put`]). For bulk loads that make their progress
+    /// durable themselves, now and then, where a flush per chunk of cells
+    /// would cost more than the cells.
+    pub async fn apply_many_unflushed(
+        &self,
+        writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
+    ) -> Result<Vec<Cell>> {
+        Ok(self.merge_many(writes).await?.0)
+    }
+
+    /// Merges `writes` off the async workers; the winners and the ticket
+    /// of their flush.
+    async fn merge_many(
+        &self,
+        writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
+    ) -> Result<(Vec<Cell>, Ticket)> {
+        self.off_worker(move |store| {
+            store.write(|| {
+                writes
+                    .into_iter()
+                    .map(|(ks, key, cell)| store.merge(ks, &key, cell))
+                    .collect::<Result<Vec<Cell>>>()
+            })
+        })
+        .await
     }
 
     /// The stored cell of `key` in `ks` — tombstones and expired cells
@@ -340,13 +360,28 @@ impl Store {
 
     /// Sets the metadata value called `name`; durable on return, whatever the mode.
     pub async fn meta_put(&self, name: &str, value: &[u8]) -> Result<()> {
+        let ticket = self.meta_insert(name, value).await?;
+        self.inner.group.wait(ticket).await
+    }
+
+    /// Sets the metadata value called `name`, durable with the store's next
+    /// flush (see [`Store::apply_many_unflushed`]). A flush makes every
+    /// write made before it durable, so a value recorded after some writes
+    /// is never durable without them: a resume point may follow the data
+    /// it points past this way.
+    pub async fn meta_put_unflushed(&self, name: &str, value: &[u8]) -> Result<()> {
+        self.meta_insert(name, value).await.map(drop)
+    }
+
+    /// Inserts a metadata value off the async workers; its flush's ticket.
+    async fn meta_insert(&self, name: &str, value: &[u8]) -> Result<Ticket> {
         let (name, value) = (name.to_string(), value.to_vec());
         let ((), ticket) = self
             .off_worker(move |store| {
                 store.write(|| store.inner.system.insert(name.as_bytes(), &value).map(drop))
             })
             .await?;
-        self.inner.group.wait(ticket).await
+        Ok(ticket)
     }
 
     /// The tree reserved for hinted handoff. Writes through it bypass the

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringstore_placement::Murmur3Partitioner;
-use ringstore_storage::{Cell, Durability, KeyspaceId, StorageError, Store, Timestamp};
+use ringstore_storage::{
+    Cell, Durability, KeyspaceId, SimulatedDisk, StorageError, Store, Timestamp,
+};
 use support::CountingEngine;
 
 const WRITERS: usize = 64;
@@ -291,4 +293,69 @@ async fn every_engine_flush_is_reported_to_the_sync_observer() {
         engine.flushes().len()
     );
     assert!(engine.flushes().len() >= 4);
+}
+
+/// Unflushed writes and metadata wait for no flush, are lost together in a
+/// crash before one, and the next flush, whoever asks for it, keeps both.
+#[tokio::test]
+async fn unflushed_writes_become_durable_with_the_next_flush() {
+    let disk = SimulatedDisk::new();
+    let open = || Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    let writes = |version: &str| -> Vec<(KeyspaceId, Vec<u8>, Cell)> {
+        (0..20)
+            .map(|i| {
+                let key = format!("key{i}").into_bytes();
+                (ks, key, cell(format!("{version}-{i}").as_bytes()))
+            })
+            .collect()
+    };
+    let value_of = |store: &Store, i: usize| {
+        store
+            .read(ks, format!("key{i}").as_bytes())
+            .unwrap()
+            .and_then(|cell| cell.value)
+    };
+
+    let store = open();
+    store.apply_many_unflushed(writes("first")).await.unwrap();
+    store
+        .meta_put_unflushed("progress", b"first")
+        .await
+        .unwrap();
+    assert_eq!(
+        value_of(&store, 3),
+        Some(b"first-3".to_vec()),
+        "reads see them"
+    );
+    drop(store);
+    disk.crash();
+    let store = open();
+    assert_eq!(
+        value_of(&store, 3),
+        None,
+        "no flush: the crash lost the cells"
+    );
+    assert_eq!(store.meta_get("progress").unwrap(), None, "and the record");
+
+    store.apply_many_unflushed(writes("second")).await.unwrap();
+    store
+        .meta_put_unflushed("progress", b"second")
+        .await
+        .unwrap();
+    // Another writer's durable write flushes everything before it.
+    store.meta_put("other", b"x").await.unwrap();
+    drop(store);
+    disk.crash();
+    let store = open();
+    for i in 0..20 {
+        assert_eq!(
+            value_of(&store, i),
+            Some(format!("second-{i}").into_bytes())
+        );
+    }
+    assert_eq!(
+        store.meta_get("progress").unwrap(),
+        Some(b"second".to_vec())
+    );
 }

@@ -65,16 +65,41 @@ impl Checkpoints {
         range: TokenRange,
         position: Option<Position>,
     ) -> Result<()> {
-        let bytes = {
-            let mut positions = self.lock();
-            match position {
-                Some(position) => positions.insert((keyspace, range), position),
-                None => positions.remove(&(keyspace, range)),
-            };
-            encode(&positions)
-        };
+        let bytes = self.update(keyspace, range, position);
         self.store.meta_put(&self.name, &bytes).await?;
         Ok(())
+    }
+
+    /// Records progress within a range, durable with the store's next flush
+    /// ([`Store::meta_put_unflushed`]): the cells up to `position` must
+    /// have been written before. A flush that keeps the record keeps those
+    /// cells too, and a record lost in a crash only means its cells are
+    /// fetched again.
+    pub async fn advance(
+        &self,
+        keyspace: KeyspaceId,
+        range: TokenRange,
+        position: Position,
+    ) -> Result<()> {
+        let bytes = self.update(keyspace, range, Some(position));
+        self.store.meta_put_unflushed(&self.name, &bytes).await?;
+        Ok(())
+    }
+
+    /// Sets (or, for `None`, forgets) the position of a range; the encoded
+    /// record.
+    fn update(
+        &self,
+        keyspace: KeyspaceId,
+        range: TokenRange,
+        position: Option<Position>,
+    ) -> Vec<u8> {
+        let mut positions = self.lock();
+        match position {
+            Some(position) => positions.insert((keyspace, range), position),
+            None => positions.remove(&(keyspace, range)),
+        };
+        encode(&positions)
     }
 
     /// Forgets every position: the operation is over.

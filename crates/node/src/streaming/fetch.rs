@@ -25,6 +25,10 @@ use crate::error::{NodeError, Result};
 
 /// How long a stream may go without a message before it counts as failed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes of cells applied to a range between two durable checkpoints: at
+/// most what a receiver that crashed fetches again per range. The
+/// checkpoints between them wait for no flush (see [`apply`]).
+const DURABLE_CHECKPOINT_BYTES: u64 = 64 << 20;
 
 /// One range to fetch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +169,7 @@ async fn fetch_range(
         checkpoints.position(keyspace, range),
     );
     let mut stream: Option<Streaming<pb::StreamChunk>> = None;
+    let mut unflushed_bytes = 0u64;
     let mut action = next_attempt(context, &mut fetcher, &fetch.sources, now());
     loop {
         let event = match action {
@@ -199,7 +204,12 @@ async fn fetch_range(
                     .into_iter()
                     .map(|(key, cell)| (keyspace, key, cell))
                     .collect();
-                match apply(context, checkpoints, fetch, &writes, checkpoint).await {
+                unflushed_bytes += bytes;
+                let flush = unflushed_bytes >= DURABLE_CHECKPOINT_BYTES;
+                if flush {
+                    unflushed_bytes = 0;
+                }
+                match apply(context, checkpoints, fetch, writes, checkpoint, flush).await {
                     Ok(()) => {
                         session.add_bytes(bytes);
                         FetchEvent::Applied
@@ -328,17 +338,29 @@ async fn receive(stream: &mut Streaming<pb::StreamChunk>) -> FetchEvent {
     }
 }
 
-/// Applies a verified chunk, then records its checkpoint, durably.
+/// Applies a verified chunk, then records its checkpoint. Neither waits
+/// for a flush unless `flush`: the next flush makes both durable, the cells
+/// first (see [`Checkpoints::advance`]), so a flush per chunk, which cost
+/// more than its cells, is not needed for a correct resume. A durable
+/// checkpoint now and then bounds what a crash makes the range fetch
+/// again, and the range's `Done` record, durable too, makes every cell of
+/// the range durable before the operation goes on.
 async fn apply(
     context: &NodeContext,
     checkpoints: &Checkpoints,
     fetch: &RangeFetch,
-    writes: &[(KeyspaceId, Vec<u8>, Cell)],
+    writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
     checkpoint: Position,
+    flush: bool,
 ) -> Result<()> {
-    context.store.apply_many(writes).await?;
-    checkpoints
-        .record(fetch.keyspace, fetch.range, Some(checkpoint))
-        .await?;
+    let (keyspace, range) = (fetch.keyspace, fetch.range);
+    context.store.apply_many_unflushed(writes).await?;
+    if flush {
+        checkpoints
+            .record(keyspace, range, Some(checkpoint))
+            .await?;
+    } else {
+        checkpoints.advance(keyspace, range, checkpoint).await?;
+    }
     Ok(())
 }
