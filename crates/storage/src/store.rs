@@ -14,6 +14,8 @@
 //! [`Cell::reconcile`] winner whatever their order. It then waits according to
 //! the [`Durability`]: in batch mode for a group-committed flush covering the
 //! write ([`group_commit`](crate::group_commit)), in periodic mode not at all.
+//! [`Store::apply_many_unflushed`] and [`Store::meta_put_unflushed`] never
+//! wait: bulk loads (stream chunks) make their progress durable themselves.
 //!
 //! # Load
 //! Every write moves its keyspace's count of live bytes by the change in the
