@@ -24,7 +24,7 @@ pub const MAX_DEPTH: u8 = 16;
 /// The depth of the tree to build over `range` when its replicas hold
 /// about `rows` rows there: ⌈log2 rows⌉, so that a leaf holds about one row
 /// (as Cassandra sizes its trees by the estimated partitions), capped at
-/// [`MAX_DEPTH`] and at the range's width. A deeper tree would name no
+/// [`MAX_DEPTH`] and at the range's width. A deeper tree would name hardly
 /// fewer rows per differing leaf, but every tree costs 16 bytes per leaf
 /// to build and keep, and most ranges of a small keyspace hold a few rows.
 pub fn depth_for(range: TokenRange, rows: u64) -> u8 {
