@@ -58,6 +58,31 @@ async fn coordinated(servers: &Processes, i: usize, replica_local: bool) -> u64 
         .sum()
 }
 
+/// Waits (at most 30 s) until nodes `0..n` each list `n` members and all
+/// have the same ring checksum. Node 0 showing every node `UN` says nothing
+/// of the others: a node whose ring still lacks a member's tokens places
+/// keys elsewhere and counts itself no replica of keys it holds.
+async fn wait_until_rings_agree(servers: &Processes, n: usize) {
+    eventually(
+        Duration::from_secs(30),
+        "every node has the same ring",
+        || async {
+            let mut checksums = Vec::new();
+            for i in 0..n {
+                let mut admin = AdminClient::new(servers.channel(i, 7100));
+                match admin.ring(pb::RingRequest {}).await {
+                    Ok(ring) if ring.get_ref().nodes.len() == n => {
+                        checksums.push(ring.into_inner().ring_checksum)
+                    }
+                    _ => return false,
+                }
+            }
+            checksums.windows(2).all(|pair| pair[0] == pair[1])
+        },
+    )
+    .await;
+}
+
 /// [`coordinated`] summed over nodes `0..n`.
 async fn coordinated_by_all(servers: &Processes, n: usize, replica_local: bool) -> u64 {
     let mut total = 0;
@@ -105,6 +130,7 @@ async fn token_aware_requests_are_coordinated_by_a_replica_and_round_robin_ones_
         servers.start(i, &[]);
     }
     servers.wait_until_all_un(0, 4);
+    wait_until_rings_agree(&servers, 4).await;
     // RF 2 of 4 nodes: half the nodes are no replica of a given key.
     servers.create_keyspace("ks", "SimpleStrategy:2");
 
