@@ -8,7 +8,9 @@
 #     size, divided by the bytes of keys and values written (every node
 #     holds every key at RF 3 of 3);
 #   - the join: MiB the joiner applied (its received stream bytes), seconds
-#     from its start to 4 nodes `UN`, MiB/s end to end, and the CPU seconds
+#     from its start to 4 nodes `UN`, MiB/s end to end, the streaming phase
+#     alone (from the joiner's "took tokens" log line to its "streamed every
+#     gained range", so without the ring delay and gossip), and the CPU seconds
 #     of the joiner and of the three sources over that time
 #     (/proc/PID/stat, steadier than wall time on a shared machine);
 #   - the joiner's `Load` over its share of the bytes written (3/4 of it).
@@ -25,9 +27,9 @@ block=107
 host="127.$block.0.1:7100"
 tck=$(getconf CLK_TCK)
 
-start_node() { # i (1-based)
+start_node() { # i (1-based) [log filter]
   local i=$1
-  RINGSTORE_STREAM_THROUGHPUT_MIB_PER_SEC=0 RINGSTORE_RING_DELAY_MS=300 RUST_LOG=${BENCH_RUST_LOG:-warn} \
+  RINGSTORE_STREAM_THROUGHPUT_MIB_PER_SEC=0 RINGSTORE_RING_DELAY_MS=300 RUST_LOG=${BENCH_RUST_LOG:-${2:-warn}} \
     "$bin" server --cluster-name bootstrap --data-dir "$work/$i" \
     --listen-address "127.$block.0.$i:7100" --internode-address "127.$block.0.$i:7101" \
     --gossip-address "127.$block.0.$i:7000" --seeds "127.$block.0.1:7000" --rack "rack$(( (i - 1) % 3 + 1 ))" \
@@ -99,7 +101,8 @@ done
 sources_cpu_before=0
 for i in 1 2 3; do sources_cpu_before=$(echo "$sources_cpu_before + $(cpu_seconds "${pids[$i]}")" | bc); done
 start=$(date +%s.%N)
-start_node 4
+# The joiner logs its join's steps (info of ringstore_node::topology).
+start_node 4 warn,ringstore_node::topology=info
 [ -n "${BENCH_JOINER_PID_FILE:-}" ] && echo "${pids[4]}" >"$BENCH_JOINER_PID_FILE"
 wait_un 4 900
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
@@ -110,10 +113,23 @@ sources_cpu=$(echo "$sources_cpu - $sources_cpu_before" | bc)
 received=$(metric 4 'ringstore_stream_bytes_total{direction="received"}')
 joiner_load=$(metric 4 ringstore_storage_load_bytes)
 joiner_disk=$(metric 4 ringstore_storage_disk_bytes)
-python3 - <<EOF
+python3 - "$work/4.log" <<EOF
+import re, sys
+from datetime import datetime
 received, elapsed, written = $received, $elapsed, $written
 print(f"join: {received / 1048576:.1f} MiB applied, 4 nodes UN after {elapsed:.1f} s: "
       f"{received / 1048576 / elapsed:.1f} MiB/s end to end")
+def logged(step):  # when the joiner's log first shows step
+    for line in open(sys.argv[1]):
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        if step in line:
+            return datetime.fromisoformat(line.split()[0].rstrip("Z"))
+took, streamed = logged("took tokens"), logged("streamed every gained range")
+if took and streamed:
+    phase = (streamed - took).total_seconds()
+    print(f"streaming phase: {phase:.2f} s: {received / 1048576 / phase:.1f} MiB/s applied")
+else:
+    print("streaming phase: the joiner's log has no 'took tokens'/'streamed every gained range'")
 print(f"CPU during the join: joiner {$joiner_cpu:.1f} s, the three sources {$sources_cpu:.1f} s")
 share = written * 3 / 4
 print(f"joiner: Load {$joiner_load / 1048576:.1f} MiB = {$joiner_load / share:.2f}x, "
