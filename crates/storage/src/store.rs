@@ -46,6 +46,7 @@
 //!   must not reuse them after a restart (it never does: a re-created
 //!   keyspace derives its id from the dropped one's).
 
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -508,27 +509,36 @@ impl Store {
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
         let (tree, live_bytes) = self.keyspace_tree(ks)?;
+        // `Ok(Some(stored))` when the stored cell wins, `Ok(None)` when
+        // `cell` does: it is moved out at the end, never cloned per try.
         let mut outcome = None;
         let mut sizes = (None, None);
         tree.update(&data_key, &mut |stored| {
             // Overwrites `outcome` and `sizes` on every call: the engine may retry.
             let old = stored.map(<[u8]>::len);
-            let merged = match stored.map(Cell::decode).transpose() {
-                Ok(Some(stored)) => stored.reconcile(cell.clone()),
-                Ok(None) => cell.clone(),
+            match stored.map(Cell::decode).transpose() {
+                Ok(Some(kept)) if cell.compare(&kept) != Ordering::Greater => {
+                    // As `Cell::reconcile`: the newcomer wins only if greater.
+                    outcome = Some(Ok(Some(kept)));
+                    sizes = (old, old);
+                    stored.map(<[u8]>::to_vec)
+                }
+                Ok(_) => {
+                    let bytes = cell.encode();
+                    sizes = (old, Some(bytes.len()));
+                    outcome = Some(Ok(None));
+                    Some(bytes)
+                }
                 Err(corrupt) => {
                     outcome = Some(Err(corrupt));
                     sizes = (old, old);
-                    return stored.map(<[u8]>::to_vec);
+                    stored.map(<[u8]>::to_vec)
                 }
-            };
-            let bytes = merged.encode();
-            sizes = (old, Some(bytes.len()));
-            outcome = Some(Ok(merged));
-            Some(bytes)
+            }
         })?;
         live_size::account(&live_bytes, &data_key, sizes.0, sizes.1);
-        outcome.expect("Tree::update calls its closure at least once")
+        let kept = outcome.expect("Tree::update calls its closure at least once")?;
+        Ok(kept.unwrap_or(cell))
     }
 
     /// The data tree of `ks`, opened on first use.
