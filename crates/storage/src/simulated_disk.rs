@@ -185,6 +185,10 @@ impl Tree for DiskTree {
         self.write(key, |tree| tree.update(key, f))
     }
 
+    fn update_expecting_absent(&self, key: &[u8], f: &mut Updater<'_>) -> Result<Option<Vec<u8>>> {
+        self.write(key, |tree| tree.update_expecting_absent(key, f))
+    }
+
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> KvIter {
         self.tree.range(from, to)
     }

@@ -3,8 +3,11 @@
 //! # Design
 //! One `sled::Db` per node; each [`Tree`] is a `sled::Tree` (sled's trees
 //! share one log and page cache, so [`Engine::flush`] — `Db::flush`, an fsync
-//! of the shared log — covers every tree at once). [`Tree::update`] is sled's
-//! `update_and_fetch`, a compare-and-swap loop.
+//! of the shared log — covers every tree at once). [`Tree::update`] is a
+//! compare-and-swap loop, as sled's `update_and_fetch`;
+//! [`Tree::update_expecting_absent`] starts that loop from a guess of
+//! "absent" instead of a lookup, one walk down the tree per new key instead
+//! of two.
 //!
 //! # Invariants
 //! - Writes are durable once a flush that started after them has returned;
@@ -177,6 +180,31 @@ fn to_vec(value: Option<sled::IVec>) -> Option<Vec<u8>> {
     value.map(|v| v.to_vec())
 }
 
+impl SledTree {
+    /// sled's `update_and_fetch` from a guess of the current value: swaps
+    /// `f(guess)` in if the key still holds `guess`, otherwise takes the
+    /// value the failed swap reports as the next guess. Each try is one walk
+    /// down the tree; `update_and_fetch` adds a lookup before the first.
+    fn swap_until_settled(
+        &self,
+        key: &[u8],
+        mut guess: Option<sled::IVec>,
+        f: &mut Updater<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        loop {
+            let next = f(guess.as_deref()).map(sled::IVec::from);
+            match self
+                .tree
+                .compare_and_swap(key, guess.as_ref(), next.clone())
+                .map_err(from_sled)?
+            {
+                Ok(()) => return Ok(to_vec(next)),
+                Err(changed) => guess = changed.current,
+            }
+        }
+    }
+}
+
 impl Tree for SledTree {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.tree.get(key).map(to_vec).map_err(from_sled)
@@ -191,10 +219,14 @@ impl Tree for SledTree {
     }
 
     fn update(&self, key: &[u8], f: &mut Updater<'_>) -> Result<Option<Vec<u8>>> {
-        self.tree
-            .update_and_fetch(key, f)
-            .map(to_vec)
-            .map_err(from_sled)
+        let current = self.tree.get(key).map_err(from_sled)?;
+        self.swap_until_settled(key, current, f)
+    }
+
+    fn update_expecting_absent(&self, key: &[u8], f: &mut Updater<'_>) -> Result<Option<Vec<u8>>> {
+        // The guess costs nothing to check: a compare-and-swap from `None`
+        // that fails hands back the current value, as the lookup would have.
+        self.swap_until_settled(key, None, f)
     }
 
     fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> KvIter {

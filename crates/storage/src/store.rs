@@ -70,6 +70,17 @@ pub const SYSTEM_TREE: &str = "system";
 /// The tree reserved for hinted handoff.
 pub const HINTS_TREE: &str = "hints";
 
+/// What a write expects at its key, which decides how the engine looks
+/// first (the outcome is the same either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyPresence {
+    /// No idea: look the key up, then swap.
+    Unknown,
+    /// Most likely absent (a bulk load into a range new to the node): try
+    /// the insert first, look only if that fails.
+    LikelyAbsent,
+}
+
 /// The node's storage: cells by keyspace and key, merged by last-write-wins,
 /// durable as its [`Durability`] says (see the crate docs).
 ///
@@ -170,7 +181,7 @@ impl Store {
     /// last-write-wins and returns the winner (which is what is now stored).
     /// Returns when the write is as durable as the [`Durability`] promises.
     pub async fn apply(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
-        let (winner, ticket) = self.write(|| self.merge(ks, key, cell))?;
+        let (winner, ticket) = self.write(|| self.merge(ks, key, cell, KeyPresence::Unknown))?;
         self.settle(ticket).await?;
         Ok(winner)
     }
@@ -183,7 +194,9 @@ impl Store {
             // One write is a single-key apply: inline (see "Threads").
             return Ok(vec![self.apply(*ks, key, cell.clone()).await?]);
         }
-        let (winners, ticket) = self.merge_many(writes.to_vec()).await?;
+        let (winners, ticket) = self
+            .merge_many(writes.to_vec(), KeyPresence::Unknown)
+            .await?;
         self.settle(ticket).await?;
         Ok(winners)
     }
@@ -194,11 +207,17 @@ impl Store {
     /// [`Store::meta_put`]). For bulk loads that make their progress
     /// durable themselves, now and then, where a flush per chunk of cells
     /// would cost more than the cells.
+    ///
+    /// Tuned for keys this node does not hold yet (a range it is taking
+    /// over): each cell is first tried as an insert into an absent key, and
+    /// merged with the stored cell only if one is there
+    /// ([`Tree::update_expecting_absent`]). The result is the same either
+    /// way; only the cost differs.
     pub async fn apply_many_unflushed(
         &self,
         writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
     ) -> Result<Vec<Cell>> {
-        Ok(self.merge_many(writes).await?.0)
+        Ok(self.merge_many(writes, KeyPresence::LikelyAbsent).await?.0)
     }
 
     /// Merges `writes` off the async workers; the winners and the ticket
@@ -206,12 +225,13 @@ impl Store {
     async fn merge_many(
         &self,
         writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
+        presence: KeyPresence,
     ) -> Result<(Vec<Cell>, Ticket)> {
         self.off_worker(move |store| {
             store.write(|| {
                 writes
                     .into_iter()
-                    .map(|(ks, key, cell)| store.merge(ks, &key, cell))
+                    .map(|(ks, key, cell)| store.merge(ks, &key, cell, presence))
                     .collect::<Result<Vec<Cell>>>()
             })
         })
@@ -506,14 +526,14 @@ impl Store {
 
     /// Merges `cell` into the stored cell by LWW, atomically; the winner.
     /// A corrupt stored cell is left as it is and reported.
-    fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
+    fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell, presence: KeyPresence) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
         let (tree, live_bytes) = self.keyspace_tree(ks)?;
         // `Ok(Some(stored))` when the stored cell wins, `Ok(None)` when
         // `cell` does: it is moved out at the end, never cloned per try.
         let mut outcome = None;
         let mut sizes = (None, None);
-        tree.update(&data_key, &mut |stored| {
+        let mut keep_the_winner = |stored: Option<&[u8]>| {
             // Overwrites `outcome` and `sizes` on every call: the engine may retry.
             let old = stored.map(<[u8]>::len);
             match stored.map(Cell::decode).transpose() {
@@ -535,7 +555,13 @@ impl Store {
                     stored.map(<[u8]>::to_vec)
                 }
             }
-        })?;
+        };
+        match presence {
+            KeyPresence::Unknown => tree.update(&data_key, &mut keep_the_winner)?,
+            KeyPresence::LikelyAbsent => {
+                tree.update_expecting_absent(&data_key, &mut keep_the_winner)?
+            }
+        };
         live_size::account(&live_bytes, &data_key, sizes.0, sizes.1);
         let kept = outcome.expect("Tree::update calls its closure at least once")?;
         Ok(kept.unwrap_or(cell))

@@ -59,6 +59,7 @@ macro_rules! engine_suite {
 engine_suite!(
     get_insert_and_remove_round_trip,
     update_sees_the_current_value_and_none_removes_the_key,
+    an_update_expecting_absent_keys_still_sees_a_present_value,
     concurrent_updates_never_lose_an_increment,
     range_scans_honour_every_bound_kind_in_byte_order,
     empty_and_inverted_ranges_yield_nothing,
@@ -116,20 +117,47 @@ fn update_sees_the_current_value_and_none_removes_the_key(engine: &dyn Engine) {
     assert_eq!(tree.get(b"k").unwrap(), None);
 }
 
+fn an_update_expecting_absent_keys_still_sees_a_present_value(engine: &dyn Engine) {
+    let tree = engine.open_tree("t").unwrap();
+    tree.insert(b"present", b"old").unwrap();
+    for (key, expected) in [(&b"present"[..], Some(&b"old"[..])), (b"absent", None)] {
+        let mut last_seen = None;
+        let new = tree
+            .update_expecting_absent(key, &mut |current| {
+                last_seen = Some(current.map(<[u8]>::to_vec));
+                let mut next = current.unwrap_or(b"none").to_vec();
+                next.extend_from_slice(b"+1");
+                Some(next)
+            })
+            .unwrap();
+        let expected_new = [expected.unwrap_or(b"none"), b"+1"].concat();
+        assert_eq!(last_seen, Some(expected.map(<[u8]>::to_vec)), "{key:?}");
+        assert_eq!(new, Some(expected_new.clone()));
+        assert_eq!(tree.get(key).unwrap(), Some(expected_new));
+    }
+}
+
 fn concurrent_updates_never_lose_an_increment(engine: &dyn Engine) {
     const THREADS: u64 = 8;
     const INCREMENTS: u64 = 250;
     let tree: Arc<dyn Tree> = engine.open_tree("counters").unwrap();
     std::thread::scope(|scope| {
-        for _ in 0..THREADS {
+        for thread in 0..THREADS {
             let tree = Arc::clone(&tree);
+            // Half the threads guess "absent" and are wrong after the first
+            // increment: the guess must never cost an increment.
+            let guess_absent = thread % 2 == 1;
             scope.spawn(move || {
                 for _ in 0..INCREMENTS {
-                    tree.update(b"n", &mut |current| {
+                    let mut increment = |current: Option<&[u8]>| {
                         let n = current.map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap()));
                         Some((n + 1).to_be_bytes().to_vec())
-                    })
-                    .unwrap();
+                    };
+                    if guess_absent {
+                        tree.update_expecting_absent(b"n", &mut increment).unwrap();
+                    } else {
+                        tree.update(b"n", &mut increment).unwrap();
+                    }
                 }
             });
         }

@@ -117,6 +117,49 @@ async fn apply_many_applies_every_write_and_returns_the_winners() {
     );
 }
 
+/// A bulk load guesses each key absent (one lookup saved per new key);
+/// where a cell is there after all, last-write-wins still decides, and the
+/// load counts each key once. On sled, whose engine acts on the guess.
+#[tokio::test]
+async fn a_bulk_load_into_keys_already_written_keeps_the_newer_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(SledEngine::open(dir.path(), SledOptions::small()).unwrap());
+    let store = Store::open(engine, Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    store
+        .apply(ks, b"newer there", live(50, b"kept"))
+        .await
+        .unwrap();
+    store
+        .apply(ks, b"older there", live(5, b"stale"))
+        .await
+        .unwrap();
+    let bulk = |key: &[u8], value: &[u8]| (ks, key.to_vec(), live(10, value));
+    let winners = store
+        .apply_many_unflushed(vec![
+            bulk(b"newer there", b"loses"),
+            bulk(b"older there", b"wins"),
+            bulk(b"absent", b"new"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        winners,
+        vec![live(50, b"kept"), live(10, b"wins"), live(10, b"new")]
+    );
+    let expected = [
+        (&b"newer there"[..], live(50, b"kept")),
+        (b"older there", live(10, b"wins")),
+        (b"absent", live(10, b"new")),
+    ];
+    let mut bytes = 0;
+    for (key, cell) in expected {
+        assert_eq!(store.read(ks, key).unwrap(), Some(cell.clone()), "{key:?}");
+        bytes += (key.len() + cell.encode().len()) as u64;
+    }
+    assert_eq!(store.keyspace_bytes(ks), bytes, "each key counted once");
+}
+
 #[tokio::test]
 async fn the_empty_key_is_refused() {
     let store = memory_store();
