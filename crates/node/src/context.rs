@@ -14,7 +14,6 @@ use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
 use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
-use crate::keyspace_sizes::KeyspaceSizes;
 use crate::peers::Peers;
 use crate::read_flights::ReadFlights;
 use crate::read_latencies::ReadLatencies;
@@ -68,8 +67,6 @@ pub struct NodeContext {
     /// Its metrics: the Prometheus families, `tpstats` stages and latency
     /// histograms (shared with the storage's sync observer).
     pub metrics: Arc<NodeMetrics>,
-    /// Keyspace sizes for scrapes, rescanned at most every few seconds.
-    pub(crate) keyspace_sizes: KeyspaceSizes,
     /// Each keyspace's recent replica read latency, for speculative retry.
     pub(crate) read_latencies: ReadLatencies,
     /// Reads in flight per key, for coalescing reads of hot keys.

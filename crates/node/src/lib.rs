@@ -85,7 +85,6 @@ pub mod drain;
 pub mod error;
 pub mod handoff;
 pub mod internode_auth;
-pub mod keyspace_sizes;
 pub mod known_members;
 pub mod log_levels;
 pub mod metrics;

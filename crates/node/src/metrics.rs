@@ -5,7 +5,6 @@
 //! Counters restart at zero with the process.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use ringstore_membership::{Liveness, MembershipStats, NodeState};
 use ringstore_metrics::{
@@ -14,33 +13,35 @@ use ringstore_metrics::{
 
 use crate::context::NodeContext;
 use crate::error::Result;
-use crate::keyspace_sizes::SCRAPE_MAX_AGE;
 use crate::repair::scheduler::scheduled_ranges;
 
 /// The page a scrape gets, in the Prometheus text format.
 pub async fn page(context: &NodeContext) -> Result<String> {
     // A drained node's gossip has stopped: its counters are then unknown.
     let gossip = context.membership.stats().await.unwrap_or_default();
-    let keyspaces = keyspace_sizes(context, SCRAPE_MAX_AGE).await?;
+    let keyspaces = keyspace_sizes(context);
     let snapshot = snapshot(context, &gossip, keyspaces);
     Ok(context.metrics.render(&snapshot)?)
 }
 
-/// The sizes of every keyspace this node holds, scanned at most `max_age` ago.
-pub async fn keyspace_sizes(
-    context: &NodeContext,
-    max_age: Duration,
-) -> Result<Vec<KeyspaceSample>> {
-    let mut keyspaces: Vec<_> = context
+/// The sizes of every keyspace this node holds, by name, from the store's
+/// live counts (no cell is read).
+pub fn keyspace_sizes(context: &NodeContext) -> Vec<KeyspaceSample> {
+    let mut keyspaces: Vec<KeyspaceSample> = context
         .keyspaces()
         .into_iter()
-        .map(|k| (k.name, k.id))
+        .map(|keyspace| {
+            let counts = context.store.keyspace_counts(keyspace.id);
+            KeyspaceSample {
+                name: keyspace.name,
+                keys: counts.keys,
+                bytes: counts.bytes,
+                tombstones: counts.tombstones,
+            }
+        })
         .collect();
-    keyspaces.sort();
-    context
-        .keyspace_sizes
-        .get(&context.store, keyspaces, max_age)
-        .await
+    keyspaces.sort_by(|a, b| a.name.cmp(&b.name));
+    keyspaces
 }
 
 /// The sampled numbers of `context`'s node.

@@ -130,6 +130,15 @@ impl Cell {
         self.value.is_none()
     }
 
+    /// Whether the encoded cell `bytes` ([`Cell::encode`]) is a tombstone,
+    /// read from its flags without decoding it (`false` for bytes too short
+    /// to hold them).
+    pub(crate) fn encoded_is_tombstone(bytes: &[u8]) -> bool {
+        bytes
+            .get(1)
+            .is_some_and(|flags| flags & FLAG_TOMBSTONE != 0)
+    }
+
     /// Whether the cell hides the key at `now`: a tombstone, or expired.
     pub fn is_deleted_at(&self, now: Timestamp) -> bool {
         self.is_tombstone() || self.expires_at.is_some_and(|at| at <= now)

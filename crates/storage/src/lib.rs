@@ -57,7 +57,9 @@
 //! - [`Store::load_bytes`] (the node's `Load`) is the bytes of the keys and
 //!   cells the keyspaces hold, kept by every write, purge and drop and
 //!   carried across restarts (`live_size`); it falls when garbage collection
-//!   purges, where sled's files ([`Store::disk_bytes`]) never shrink.
+//!   purges, where sled's files ([`Store::disk_bytes`]) never shrink. The
+//!   keys and tombstones of each keyspace are counted the same way
+//!   ([`Store::keyspace_counts`]), so reporting them reads no cell.
 //! - Stored cells start with a format version byte. Data keys have none: their
 //!   layout is versioned by the tree prefix (`data/` is version 1), so a new
 //!   layout would live in new trees and be migrated by copying.
@@ -95,6 +97,7 @@ pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError};
 pub use keyspace::KeyspaceId;
+pub use live_size::KeyspaceCounts;
 pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
 pub use simulated_disk::SimulatedDisk;

@@ -19,8 +19,9 @@
 //!
 //! # Load
 //! Every write moves its keyspace's count of live bytes by the change in the
-//! bytes stored for its key ([`Store::load_bytes`]; `live_size` explains how
-//! the counts survive restarts). sled's file size is [`Store::disk_bytes`].
+//! bytes stored for its key ([`Store::load_bytes`]), and its counts of keys
+//! and tombstones likewise ([`Store::keyspace_counts`]; `live_size` explains
+//! how the counts survive restarts). sled's file size is [`Store::disk_bytes`].
 //!
 //! # Shutdown
 //! [`Store::close`] refuses further writes, waits for writes in progress,
@@ -61,7 +62,7 @@ use crate::error::{Result, StorageError};
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
-use crate::live_size::{self, LiveBytes};
+use crate::live_size::{self, KeyspaceCounts, LiveCounts, StoredCell};
 use crate::periodic_flush::PeriodicFlusher;
 use crate::scan::Scan;
 
@@ -112,7 +113,7 @@ struct Inner {
 #[derive(Default)]
 struct KeyspaceTrees {
     open: HashMap<KeyspaceId, Arc<dyn Tree>>,
-    live_bytes: HashMap<KeyspaceId, LiveBytes>,
+    live_counts: HashMap<KeyspaceId, LiveCounts>,
     dropped: HashSet<KeyspaceId>,
 }
 
@@ -147,7 +148,7 @@ impl Store {
     pub fn open(engine: Arc<dyn Engine>, durability: Durability) -> Result<Store> {
         let system = engine.open_tree(SYSTEM_TREE)?;
         let hints = engine.open_tree(HINTS_TREE)?;
-        let live_bytes = live_size::recover(engine.as_ref(), system.as_ref())?;
+        let live_counts = live_size::recover(engine.as_ref(), system.as_ref())?;
         let group = Arc::new(GroupCommit::new(Arc::clone(&engine)));
         let flusher = match durability {
             Durability::Batch => None,
@@ -161,7 +162,7 @@ impl Store {
                 durability,
                 group,
                 keyspaces: Mutex::new(KeyspaceTrees {
-                    live_bytes,
+                    live_counts,
                     ..KeyspaceTrees::default()
                 }),
                 system,
@@ -278,12 +279,13 @@ impl Store {
         let (removed, ticket) = self
             .off_worker(move |store| {
                 store.write(|| {
-                    let (tree, live_bytes) = store.keyspace_tree(ks)?;
+                    let (tree, live_counts) = store.keyspace_tree(ks)?;
                     let mut removed = 0;
                     for key in &keys {
                         let data_key = encode_data_key(token_of(key)?, key);
                         if let Some(old) = tree.remove(&data_key)? {
-                            live_size::account(&live_bytes, &data_key, Some(old.len()), None);
+                            let old = StoredCell::of(&old);
+                            live_size::account(&live_counts, &data_key, Some(old), None);
                             removed += 1;
                         }
                     }
@@ -307,7 +309,7 @@ impl Store {
         let (removed, ticket) = self
             .off_worker(move |store| {
                 store.write(|| {
-                    let (tree, live_bytes) = store.keyspace_tree(ks)?;
+                    let (tree, live_counts) = store.keyspace_tree(ks)?;
                     let mut removed = 0;
                     for (key, expected) in &cells {
                         let data_key = encode_data_key(token_of(key)?, key);
@@ -317,7 +319,7 @@ impl Store {
                             let unchanged = stored.is_some_and(|bytes| {
                                 Cell::decode(bytes).is_ok_and(|c| &c == expected)
                             });
-                            purged = stored.filter(|_| unchanged).map(<[u8]>::len);
+                            purged = stored.filter(|_| unchanged).map(StoredCell::of);
                             if unchanged {
                                 None
                             } else {
@@ -325,7 +327,7 @@ impl Store {
                             }
                         })?;
                         if let Some(old) = purged {
-                            live_size::account(&live_bytes, &data_key, Some(old), None);
+                            live_size::account(&live_counts, &data_key, Some(old), None);
                             removed += 1;
                         }
                     }
@@ -348,7 +350,7 @@ impl Store {
                         let mut keyspaces = lock(&store.inner.keyspaces);
                         keyspaces.dropped.insert(ks);
                         keyspaces.open.remove(&ks);
-                        keyspaces.live_bytes.remove(&ks);
+                        keyspaces.live_counts.remove(&ks);
                     }
                     // Outside the lock: dropping a big tree takes a while, and
                     // no one can open it again now that its id is marked
@@ -418,18 +420,26 @@ impl Store {
     /// is purged, where the disk size does not (see `live_size`).
     pub fn load_bytes(&self) -> u64 {
         lock(&self.inner.keyspaces)
-            .live_bytes
+            .live_counts
             .values()
-            .map(|counter| live_size::bytes_of(counter))
+            .map(|counters| counters.get().bytes)
             .sum()
     }
 
     /// The live bytes of keyspace `ks` (see [`Store::load_bytes`]).
     pub fn keyspace_bytes(&self, ks: KeyspaceId) -> u64 {
+        self.keyspace_counts(ks).bytes
+    }
+
+    /// What keyspace `ks` holds on this node: live bytes, keys and
+    /// tombstones, kept by every write (see `live_size`), so asking costs
+    /// no scan. Zero for a keyspace never written or dropped.
+    pub fn keyspace_counts(&self, ks: KeyspaceId) -> KeyspaceCounts {
         lock(&self.inner.keyspaces)
-            .live_bytes
+            .live_counts
             .get(&ks)
-            .map_or(0, |counter| live_size::bytes_of(counter))
+            .map(|counters| counters.get())
+            .unwrap_or_default()
     }
 
     /// The bytes the engine's files occupy on disk: data, metadata, hints
@@ -489,7 +499,7 @@ impl Store {
         // for the next open (see `live_size`).
         live_size::save(
             self.inner.system.as_ref(),
-            &lock(&self.inner.keyspaces).live_bytes,
+            &lock(&self.inner.keyspaces).live_counts,
         )?;
         self.sync().await
     }
@@ -528,30 +538,30 @@ impl Store {
     /// A corrupt stored cell is left as it is and reported.
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell, presence: KeyPresence) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
-        let (tree, live_bytes) = self.keyspace_tree(ks)?;
+        let (tree, live_counts) = self.keyspace_tree(ks)?;
         // `Ok(Some(stored))` when the stored cell wins, `Ok(None)` when
         // `cell` does: it is moved out at the end, never cloned per try.
         let mut outcome = None;
-        let mut sizes = (None, None);
+        let mut change = (None, None);
         let mut keep_the_winner = |stored: Option<&[u8]>| {
-            // Overwrites `outcome` and `sizes` on every call: the engine may retry.
-            let old = stored.map(<[u8]>::len);
+            // Overwrites `outcome` and `change` on every call: the engine may retry.
+            let old = stored.map(StoredCell::of);
             match stored.map(Cell::decode).transpose() {
                 Ok(Some(kept)) if cell.compare(&kept) != Ordering::Greater => {
                     // As `Cell::reconcile`: the newcomer wins only if greater.
                     outcome = Some(Ok(Some(kept)));
-                    sizes = (old, old);
+                    change = (old, old);
                     stored.map(<[u8]>::to_vec)
                 }
                 Ok(_) => {
                     let bytes = cell.encode();
-                    sizes = (old, Some(bytes.len()));
+                    change = (old, Some(StoredCell::of(&bytes)));
                     outcome = Some(Ok(None));
                     Some(bytes)
                 }
                 Err(corrupt) => {
                     outcome = Some(Err(corrupt));
-                    sizes = (old, old);
+                    change = (old, old);
                     stored.map(<[u8]>::to_vec)
                 }
             }
@@ -562,7 +572,7 @@ impl Store {
                 tree.update_expecting_absent(&data_key, &mut keep_the_winner)?
             }
         };
-        live_size::account(&live_bytes, &data_key, sizes.0, sizes.1);
+        live_size::account(&live_counts, &data_key, change.0, change.1);
         let kept = outcome.expect("Tree::update calls its closure at least once")?;
         Ok(kept.unwrap_or(cell))
     }
@@ -573,17 +583,17 @@ impl Store {
     }
 
     /// The data tree of `ks`, opened on first use, and its live bytes.
-    fn keyspace_tree(&self, ks: KeyspaceId) -> Result<(Arc<dyn Tree>, LiveBytes)> {
+    fn keyspace_tree(&self, ks: KeyspaceId) -> Result<(Arc<dyn Tree>, LiveCounts)> {
         let mut keyspaces = lock(&self.inner.keyspaces);
         if keyspaces.dropped.contains(&ks) {
             return Err(StorageError::KeyspaceDropped { keyspace: ks });
         }
-        let live_bytes = Arc::clone(keyspaces.live_bytes.entry(ks).or_default());
+        let live_counts = Arc::clone(keyspaces.live_counts.entry(ks).or_default());
         if let Some(tree) = keyspaces.open.get(&ks) {
-            return Ok((Arc::clone(tree), live_bytes));
+            return Ok((Arc::clone(tree), live_counts));
         }
         let tree = self.inner.engine.open_tree(&ks.data_tree_name())?;
         keyspaces.open.insert(ks, Arc::clone(&tree));
-        Ok((tree, live_bytes))
+        Ok((tree, live_counts))
     }
 }

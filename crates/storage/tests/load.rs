@@ -1,26 +1,31 @@
-//! The store's `Load`: the live bytes of its keys and cells, kept by every
-//! write, purge and drop, and carried across restarts (a clean one through a
-//! saved record, a crash through a recount).
+//! The store's `Load` and keyspace counts: the live bytes of its keys and
+//! cells, its keys and its tombstones, kept by every write, purge and drop,
+//! and carried across restarts (a clean one through a saved record, a crash
+//! through a recount).
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use ringstore_placement::{Token, TokenRange};
 use ringstore_storage::{
-    Cell, Durability, KeyspaceId, MemoryEngine, SledEngine, SledOptions, Store, Timestamp,
+    Cell, Durability, KeyspaceCounts, KeyspaceId, MemoryEngine, SledEngine, SledOptions, Store,
+    Timestamp,
 };
 
-/// The live bytes of `keyspaces` in `store`, counted from a scan.
-fn counted(store: &Store, keyspaces: &[KeyspaceId]) -> u64 {
+/// The bytes, keys and tombstones of `keyspaces` in `store`, counted from a scan.
+fn counted(store: &Store, keyspaces: &[KeyspaceId]) -> KeyspaceCounts {
     let whole = TokenRange::new(Token::MIN, Token::MIN);
-    keyspaces
+    let mut counts = KeyspaceCounts::default();
+    for entry in keyspaces
         .iter()
         .flat_map(|ks| store.scan(*ks, whole).unwrap())
-        .map(|entry| {
-            let (_, key, cell) = entry.unwrap();
-            (key.len() + cell.encode().len()) as u64
-        })
-        .sum()
+    {
+        let (_, key, cell) = entry.unwrap();
+        counts.bytes += (key.len() + cell.encode().len()) as u64;
+        counts.keys += 1;
+        counts.tombstones += u64::from(cell.is_tombstone());
+    }
+    counts
 }
 
 fn value(n: usize, len: usize) -> Vec<u8> {
@@ -104,7 +109,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn load_is_the_live_bytes_after_any_sequence_of_writes_purges_and_drops(
+    fn load_and_counts_are_exact_after_any_sequence_of_writes_purges_and_drops(
         steps in prop::collection::vec(step(), 1..60),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -113,9 +118,10 @@ proptest! {
             let mut keyspaces = [KeyspaceId::random(), KeyspaceId::random()];
             for step in &steps {
                 run(&store, &mut keyspaces, step).await;
-                assert_eq!(store.load_bytes(), counted(&store, &keyspaces), "after {step:?}");
+                assert_eq!(store.load_bytes(), counted(&store, &keyspaces).bytes, "after {step:?}");
                 for ks in keyspaces {
-                    assert_eq!(store.keyspace_bytes(ks), counted(&store, &[ks]));
+                    assert_eq!(store.keyspace_counts(ks), counted(&store, &[ks]), "after {step:?}");
+                    assert_eq!(store.keyspace_bytes(ks), counted(&store, &[ks]).bytes);
                 }
             }
         });
@@ -142,27 +148,44 @@ fn open_sled(dir: &std::path::Path) -> Store {
 async fn load_survives_a_clean_restart_and_is_recounted_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
+    let delete = |store: &Store, keys: std::ops::Range<usize>| {
+        let store = store.clone();
+        async move {
+            for n in keys {
+                let tombstone = Cell::deletion(Timestamp(2), Timestamp(2));
+                store
+                    .apply(ks, format!("k{n}").as_bytes(), tombstone)
+                    .await
+                    .unwrap();
+            }
+        }
+    };
     let before = {
         let store = open_sled(dir.path());
         fill(&store, ks, 0..300, 1).await;
+        delete(&store, 0..40).await;
         store.close().await.unwrap();
-        store.load_bytes()
+        store.keyspace_counts(ks)
     };
-    assert!(before > 300 * 1024, "{before}");
+    assert!(before.bytes > 260 * 1024, "{before:?}");
+    assert_eq!((before.keys, before.tombstones), (300, 40));
     // A clean restart takes the saved counts.
     let after_crash = {
         let store = open_sled(dir.path());
-        assert_eq!(store.load_bytes(), before);
-        assert_eq!(store.load_bytes(), counted(&store, &[ks]));
+        assert_eq!(store.keyspace_counts(ks), before);
+        assert_eq!(store.keyspace_counts(ks), counted(&store, &[ks]));
+        assert_eq!(store.load_bytes(), before.bytes);
         // More writes, then a crash: the store is dropped without `close`,
         // so the record read at this open must not be trusted again.
         fill(&store, ks, 300..400, 1).await;
+        delete(&store, 300..310).await;
         store.sync().await.unwrap();
         counted(&store, &[ks])
     };
     let store = open_sled(dir.path());
-    assert_eq!(store.load_bytes(), after_crash);
-    assert!(after_crash > before);
+    assert_eq!(store.keyspace_counts(ks), after_crash);
+    assert_eq!((after_crash.keys, after_crash.tombstones), (400, 50));
+    assert!(after_crash.bytes > before.bytes);
 }
 
 #[tokio::test]

@@ -31,7 +31,6 @@ use crate::context::NodeContext;
 use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::internode_auth::CallSigner;
-use crate::keyspace_sizes::KeyspaceSizes;
 use crate::known_members;
 use crate::peers::Peers;
 use crate::platform::{Network, Platform};
@@ -213,7 +212,6 @@ fn node_context(
         repair,
         stop_requested: watch::channel(false).0,
         metrics,
-        keyspace_sizes: KeyspaceSizes::default(),
         read_latencies: Default::default(),
         read_flights: Default::default(),
         apply_queues: Default::default(),

@@ -1,8 +1,6 @@
 //! What `tpstats`, `proxyhistograms` and `tablestats` show, read from the
 //! node's metrics ([`ringstore_metrics::NodeMetrics`]) and storage.
 
-use std::time::Duration;
-
 use ringstore_metrics::{CoordinatorOp, LatencySummary, LocalOp, Stage};
 use ringstore_proto::v1 as pb;
 
@@ -70,13 +68,13 @@ pub fn proxy_histograms(context: &NodeContext) -> pb::ProxyHistogramsResponse {
     }
 }
 
-/// Each keyspace's (or only `keyspace`'s) size and local request numbers,
-/// from a fresh scan of its cells.
+/// Each keyspace's (or only `keyspace`'s) size and local request numbers;
+/// the sizes from the store's live counts.
 pub async fn table_stats(context: &NodeContext, keyspace: &str) -> Result<pb::TableStatsResponse> {
     if !keyspace.is_empty() {
         context.keyspace(keyspace)?;
     }
-    let sizes = crate::metrics::keyspace_sizes(context, Duration::ZERO).await?;
+    let sizes = crate::metrics::keyspace_sizes(context);
     let keyspaces = sizes
         .into_iter()
         .filter(|k| keyspace.is_empty() || k.name == keyspace)
