@@ -40,6 +40,12 @@ const DETECTION: Duration = Duration::from_secs(6);
 /// How long after a fault heals requests may still fail: a node that was
 /// paused or cut off works off what queued up meanwhile.
 const HEAL_GRACE: Duration = Duration::from_secs(3);
+/// How long after a node cut off from the others is back the members it
+/// declared down meanwhile may still be seen down by the others, through
+/// any coordinator: each subject must learn of the verdict and rejoin (a
+/// probe period or two a step; the others announce to down members every
+/// 2 s). The simulation's verdict allows the same (`REJOIN` there).
+const REJOIN: Duration = Duration::from_secs(8);
 /// Keys the clients share.
 const KEYS: usize = 40;
 
@@ -277,6 +283,10 @@ fn excuse(op: &Op, faults: &[FaultWindow], kinds: &[Option<FaultKind>]) -> Optio
         }
         if slow && during(until, until + HEAL_GRACE) {
             return Some("a timeout while the healed node caught up");
+        }
+        let unavailable = failure.kind == FailureKind::Unavailable;
+        if kind.is_some_and(FaultKind::isolates) && unavailable && during(until, until + REJOIN) {
+            return Some("the isolated node's stale down verdicts, until their subjects rejoined");
         }
     }
     None

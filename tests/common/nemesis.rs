@@ -49,6 +49,21 @@ impl FaultKind {
     pub fn makes_unresponsive(self) -> bool {
         !matches!(self, FaultKind::DiskFull | FaultKind::Kill)
     }
+
+    /// Whether the node is cut off from the others (in at least one
+    /// direction, or by pauses that outlast its probes) long enough to
+    /// declare them down: verdicts it spreads once it is back, which the
+    /// others hold until their subjects learn of them and rejoin. As the
+    /// simulation's `FaultKind::isolates`.
+    pub fn isolates(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Isolate
+                | FaultKind::Flap
+                | FaultKind::DropOutgoing
+                | FaultKind::DropIncoming
+        )
+    }
 }
 
 /// One fault of a schedule.

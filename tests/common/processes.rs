@@ -110,6 +110,10 @@ impl Processes {
             ])
             .env("RINGSTORE_RING_DELAY_MS", "300")
             .env("RUST_LOG", "warn")
+            // The fault suite's own knob: the server reads `RINGSTORE_*` as
+            // settings and refuses one it does not know, so a replay with
+            // the seed set would never start.
+            .env_remove("RINGSTORE_FAULT_SEED")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(
