@@ -9,9 +9,8 @@
 //! them), the same bytes `tablestats` reports; the keys stored; and how many
 //! of their cells are tombstones. Every write moves its keyspace's counts by
 //! the difference between the new and the old stored cell of its key, so
-//! reading them costs nothing, where a scan would read every cell (a scrape
-//! used to, every 10 s). The engine's file size is still reported, as the
-//! disk the node uses.
+//! reading them costs nothing, where a scan would read every cell. The
+//! engine's file size is still reported, as the disk the node uses.
 //!
 //! # Across restarts
 //! [`Store::close`](crate::Store::close) saves the counts in the `system`
