@@ -190,6 +190,50 @@ async fn every_bad_request_gets_a_clear_status() {
         Code::InvalidArgument,
         "invalid keyspace id",
     );
+    // In a ReadMany, a bad read is refused on its own, with the code a Read
+    // of its own gets; a call of too many reads is refused whole.
+    let read = |keyspace_id: String, key: &[u8]| pb::ReplicaRead {
+        keyspace_id,
+        key: key.to_vec(),
+        digest_only: false,
+    };
+    let results = internode
+        .read_many(pb::ReadManyRequest {
+            reads: vec![
+                read("not-a-uuid".into(), b"k"),
+                read(uuid_text(), b""),
+                read(uuid_text(), b"k"),
+            ],
+            ring_checksum: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[0].refused_code, Code::InvalidArgument as i32);
+    assert!(
+        results[0].refused.contains("invalid keyspace id"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].refused.contains("key must not be empty"),
+        "{results:?}"
+    );
+    assert_eq!(
+        results[2].refused, "",
+        "an unknown keyspace id is read: {results:?}"
+    );
+    assert_status(
+        internode
+            .read_many(pb::ReadManyRequest {
+                reads: vec![read(uuid_text(), b"k"); 5000],
+                ring_checksum: 0,
+            })
+            .await,
+        Code::InvalidArgument,
+        "the limit is 1024",
+    );
     // A bad mutation is refused on its own, with its reason, not the batch.
     let refused = internode
         .apply(pb::ApplyRequest {

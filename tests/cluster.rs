@@ -1,6 +1,7 @@
 //! A three-node cluster at RF 3, in process on loopback: quorum reads and
 //! writes from every node, a node down, read repair, tombstones, TTL,
-//! restarts, and re-created keyspaces.
+//! restarts, re-created keyspaces, and replica reads coalesced into shared
+//! internode calls.
 
 mod common;
 
@@ -397,5 +398,70 @@ async fn six_fresh_nodes_started_together_choose_distinct_balanced_tokens() {
         max / min
     );
     assert!(max / min <= 1.25, "unbalanced: {owns:?}");
+    cluster.shutdown().await;
+}
+
+/// Node 0 coordinates reads from 48 concurrent clients, so reads bound for
+/// nodes 1 and 2 queue behind busy call slots and leave together in
+/// `ReadMany` calls. Every read must get its own key's answer: at RF 1 and
+/// `ONE` the remote answers are cells (a result handed to the wrong read
+/// shows as another key's value), at RF 3 and `QUORUM` digests too. Every
+/// key's value is distinct. Address block 199.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
+    let cluster = TestCluster::start(199, 3, 3).await;
+    cluster.create_keyspace(0, "one", 1).await;
+    cluster.create_keyspace(0, "three", 3).await;
+    const KEYS: usize = 150;
+    const CLIENTS: usize = 48;
+    let value_of = |keyspace: &str, k: usize| format!("{keyspace}/k{k}/value");
+    let mut writer = cluster.client(0).await;
+    for (keyspace, level) in [("one", All), ("three", All)] {
+        for k in 0..KEYS {
+            let request = put(keyspace, &format!("k{k}"), &value_of(keyspace, k), level);
+            writer.put(request).await.unwrap();
+        }
+    }
+    let before = cluster.context(0).metrics.coalesced_replica_reads_total();
+    for (keyspace, level) in [("one", One), ("three", Quorum)] {
+        let clients = (0..CLIENTS).map(|c| {
+            let cluster = &cluster;
+            async move {
+                let mut client = cluster.client(0).await;
+                let mut wrong = Vec::new();
+                // Each client reads every key, starting at its own offset.
+                for i in 0..KEYS {
+                    let k = (i + c * 7) % KEYS;
+                    let got = client
+                        .get(get(keyspace, &format!("k{k}"), level))
+                        .await
+                        .unwrap()
+                        .into_inner();
+                    if got.value != value_of(keyspace, k).into_bytes() {
+                        wrong.push((k, String::from_utf8_lossy(&got.value).into_owned()));
+                    }
+                }
+                wrong
+            }
+        });
+        let wrong: Vec<_> = futures::future::join_all(clients)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{keyspace}: {} of {} reads got another answer than their key's, e.g. {:?}",
+            wrong.len(),
+            CLIENTS * KEYS,
+            &wrong[..wrong.len().min(5)]
+        );
+    }
+    let coalesced = cluster.context(0).metrics.coalesced_replica_reads_total() - before;
+    eprintln!(
+        "{coalesced} replica reads left in shared calls, of {} client reads",
+        2 * CLIENTS * KEYS
+    );
+    assert!(coalesced > 0, "no replica read shared a call");
     cluster.shutdown().await;
 }

@@ -229,6 +229,10 @@ fn internode_port_rpcs() -> Vec<(&'static str, Undecodable)> {
             undecodable::<pb::ReadRequest>,
         ),
         (
+            "/ringstore.v1.Internode/ReadMany",
+            undecodable::<pb::ReadManyRequest>,
+        ),
+        (
             "/ringstore.v1.Internode/PushSchema",
             undecodable::<pb::SchemaSnapshot>,
         ),

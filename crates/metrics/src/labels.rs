@@ -91,6 +91,9 @@ pub enum InternodeRpc {
     Apply,
     /// `Read`: replica reads and digests.
     Read,
+    /// `ReadMany`: replica reads and digests that queued behind busy call
+    /// slots, sent together.
+    ReadMany,
     /// `ReadRange`: replica pages of a scan.
     ReadRange,
     /// `Apply` of a batch of hints, replayed to the node they were kept for.
@@ -110,6 +113,7 @@ impl InternodeRpc {
         match self {
             InternodeRpc::Apply => "apply",
             InternodeRpc::Read => "read",
+            InternodeRpc::ReadMany => "read_many",
             InternodeRpc::ReadRange => "read_range",
             InternodeRpc::HintReplay => "hint_replay",
             InternodeRpc::TakeHints => "take_hints",
@@ -127,7 +131,8 @@ pub enum Stage {
     /// Replica writes received from coordinators (`Internode.Apply`,
     /// read repairs and replayed hints included).
     InternodeApply,
-    /// Replica reads received from coordinators (`Internode.Read`).
+    /// Replica reads received from coordinators (`Internode.Read`,
+    /// `Internode.ReadMany`).
     InternodeRead,
     /// Blocking read repairs a coordinator runs.
     ReadRepair,

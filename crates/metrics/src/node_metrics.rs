@@ -77,6 +77,7 @@ pub struct NodeMetrics {
     speculative_retries: IntCounter,
     coalesced_reads: IntCounter,
     coalesced_writes: IntCounter,
+    coalesced_replica_reads: IntCounter,
     auth_refusals: IntCounterVec,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
@@ -186,6 +187,10 @@ impl NodeMetrics {
             coalesced_writes: f.counter(
                 "ringstore_coalesced_writes_total",
                 "Replica writes to another node that queued behind its busy call slots and left in a call shared with others.",
+            )?,
+            coalesced_replica_reads: f.counter(
+                "ringstore_coalesced_replica_reads_total",
+                "Replica reads to another node that queued behind its busy call slots and left in a call shared with others.",
             )?,
             auth_refusals: f.counters(
                 "ringstore_client_auth_refusals_total",
@@ -336,6 +341,16 @@ impl NodeMetrics {
     /// Replica writes that left in a shared call since start.
     pub fn coalesced_writes_total(&self) -> u64 {
         self.coalesced_writes.get()
+    }
+
+    /// Counts `count` replica reads that left in a shared call.
+    pub fn coalesced_replica_reads(&self, count: usize) {
+        self.coalesced_replica_reads.inc_by(count as u64);
+    }
+
+    /// Replica reads that left in a shared call since start.
+    pub fn coalesced_replica_reads_total(&self) -> u64 {
+        self.coalesced_replica_reads.get()
     }
 
     /// Records an internode call to `peer` that took `elapsed`.

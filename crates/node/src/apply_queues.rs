@@ -1,45 +1,35 @@
-//! The coordinator's replica writes, coalesced per peer: the node's queues
-//! (the state, over `ringstore_replication::ApplyBatches`) and what each
-//! write gets back; `batched_applies.rs` sends the calls.
+//! The coordinator's replica writes, coalesced per peer (`peer_queues.rs`
+//! has the design): how calls to a peer are shaped, and what each write
+//! gets back; `batched_applies.rs` sends the calls.
 //!
-//! A replica write bound for another node is submitted to that peer's
-//! queue. If the peer has a free call slot, the write leaves at once as a
-//! call of its own, in a task spawned for it; that task then sends the
-//! writes that queued behind busy slots, a batch per call, until it ends a
-//! call with nobody queued. Each write waits on a oneshot channel for its
-//! part of the call's answer: refused or applied, and the members the
-//! replica showed (which each write checks against the ring it was placed
-//! with, `ring_lag.rs`).
-//!
-//! The calls run in tasks of their own, not in the requests that submitted
-//! the writes: a client that cancels cannot strand the writes queued behind
-//! it, and each write's own timeout still applies: a write that gave up
-//! waiting gets its hint, and is left out of the call if it had not left
-//! yet (so a queue that built up behind a stalled peer drains at once
-//! instead of being sent to it call after call).
+//! Each write waits for its part of the call's answer: refused or applied,
+//! and the members the replica showed (which each write checks against the
+//! ring it was placed with, `ring_lag.rs`). A write that gave up waiting
+//! while it queued gets its hint, and is not sent.
 //!
 //! # Caveats
-//! - Under load a write waits for a call ahead of it to end before its own
-//!   leaves (at most one call's time); an idle node pays a map lookup under
-//!   a short `std::sync::Mutex`.
 //! - A call that fails fails every write in it (each gets a hint), as it
 //!   would have failed each of them sent alone over the same connection.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use ringstore_proto::v1 as pb;
-use ringstore_replication::{ApplyBatches, BatchLimits};
+use ringstore_replication::BatchLimits;
 use tokio::sync::oneshot;
 
+use crate::peer_queues::PeerQueues;
 use crate::shared_error::SharedError;
 
-/// How calls to one peer are shaped. Two slots keep a call in flight while
-/// the next one fills; the caps keep one call well under the internode
-/// message limit and its apply short.
+/// How calls to one peer are shaped. One slot: while a call is in flight
+/// the next one fills. Measured on 3 nodes (`benches/compare_builds.sh`,
+/// five rounds over two sessions), one slot against two gave 4-11 % more
+/// QUORUM puts per second for 4-12 % less CPU per put, and four slots were
+/// worse than two; an idle peer's first write still leaves at once. The
+/// caps keep one call well under the internode message limit and its apply
+/// short.
 pub(crate) const LIMITS: BatchLimits = BatchLimits {
-    calls_in_flight: 2,
-    max_mutations: 256,
+    calls_in_flight: 1,
+    max_items: 256,
     max_bytes: 4 * 1024 * 1024,
 };
 
@@ -61,22 +51,11 @@ pub(crate) struct Waiter {
     pub answer: oneshot::Sender<Delivery>,
 }
 
-/// The node's per-peer queues of replica writes. See the module docs.
-pub struct ApplyQueues {
-    batches: Mutex<ApplyBatches<SocketAddr, Waiter>>,
-}
+/// The node's per-peer queues of replica writes.
+pub(crate) type ApplyQueues = PeerQueues<Waiter>;
 
 impl Default for ApplyQueues {
     fn default() -> ApplyQueues {
-        ApplyQueues {
-            batches: Mutex::new(ApplyBatches::new(LIMITS)),
-        }
-    }
-}
-
-impl ApplyQueues {
-    /// The queues, for one short step (never held across an await).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ApplyBatches<SocketAddr, Waiter>> {
-        self.batches.lock().unwrap_or_else(PoisonError::into_inner)
+        PeerQueues::new(LIMITS)
     }
 }

@@ -1,7 +1,7 @@
 //! Sending the coordinator's replica writes, coalesced per peer: a write
 //! joins its peer's queue ([`ApplyQueues`](crate::apply_queues::ApplyQueues));
 //! the write that finds a free call slot spawns the task that sends the
-//! peer's calls. See `apply_queues.rs` for the design.
+//! peer's calls. See `peer_queues.rs` for the design.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use crate::apply_calls::{call_apply, check_ring};
 use crate::apply_queues::{Delivered, Delivery, Waiter};
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::peer_queues;
 use crate::shared_error::SharedError;
 
 /// Applies `mutation`, placed with `placed`, on the replica at `address`,
@@ -52,31 +53,11 @@ pub(crate) async fn apply(
 /// Sends `first`, then the batches queued for `address` meanwhile, one
 /// call at a time, until a call ends with nobody queued.
 async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<Waiter>) {
-    // Should a call panic, the slot is given back and every write queued
-    // behind it fails (its sender drops) rather than waiting forever.
-    struct Abandon<'a>(&'a NodeContext, SocketAddr, bool);
-    impl Drop for Abandon<'_> {
-        fn drop(&mut self) {
-            if self.2 {
-                while self.0.apply_queues.lock().call_finished(&self.1).is_some() {}
-            }
-        }
-    }
-    let mut guard = Abandon(&context, address, true);
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
-    let mut batch = first;
-    // The first batch is a write that found a free slot; the later ones
-    // queued behind busy slots.
-    let mut queued = false;
-    loop {
-        send_one_call(&context, address, batch, queued, timeout).await;
-        match context.apply_queues.lock().call_finished(&address) {
-            Some(next) => batch = next,
-            None => break,
-        }
-        queued = true;
-    }
-    guard.2 = false;
+    peer_queues::send_calls(&context.apply_queues, address, first, |batch, queued| {
+        send_one_call(&context, address, batch, queued, timeout)
+    })
+    .await;
 }
 
 /// Sends `batch` (counted as coalesced writes if it had `queued`) in one

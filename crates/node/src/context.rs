@@ -17,6 +17,7 @@ use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
 use crate::read_flights::ReadFlights;
 use crate::read_latencies::ReadLatencies;
+use crate::read_queues::ReadQueues;
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
@@ -73,6 +74,8 @@ pub struct NodeContext {
     pub(crate) read_flights: ReadFlights,
     /// Replica writes queued per peer, for coalescing them into calls.
     pub(crate) apply_queues: ApplyQueues,
+    /// The coordinator's replica reads, coalesced per peer.
+    pub(crate) read_queues: ReadQueues,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
     /// Members replicas showed in a newer state than this node's view.
@@ -148,6 +151,19 @@ impl NodeContext {
             .member(host)
             .map(|m| m.metadata.internode_addr)
             .ok_or(NodeError::NoAddress(host))
+    }
+
+    /// A keyspace id, as a replica receives it, that the schema has not
+    /// dropped. An id this node does not know yet is accepted: its schema
+    /// may lag, and data lives by id.
+    pub fn live_keyspace(&self, id: &str) -> Result<KeyspaceId> {
+        let id = crate::convert::keyspace_id_from_pb(id)?;
+        let schema = self.schema.current();
+        let dropped = schema.entries().any(|e| e.dropped && e.keyspace.id == id);
+        if dropped {
+            return Err(NodeError::KeyspaceNotFound(id.to_string()));
+        }
+        Ok(id)
     }
 
     /// The name of the keyspace with `id` (its id when the schema does not know it).

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringstore_membership::ClusterView;
-use ringstore_metrics::{CoordinatorOp, InternodeRpc, LocalOp, Stage};
+use ringstore_metrics::{CoordinatorOp, LocalOp, Stage};
 use ringstore_placement::{
     HostId, Murmur3Partitioner, ReplicaMap, ReplicationStrategy, Ring, Token,
 };
@@ -40,12 +40,11 @@ use ringstore_replication::{
 use ringstore_storage::Cell;
 use tokio::sync::mpsc;
 
-use crate::apply_calls::check_ring;
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{batched_applies, coalesced_reads, read_latencies, ring_lag};
+use crate::{batched_applies, batched_reads, coalesced_reads, read_latencies, ring_lag};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -590,9 +589,10 @@ async fn apply_on(
     batched_applies::apply(context, address, mutation, placed).await
 }
 
-/// Reads `key` on replica `host` (locally when it is this node).
+/// Reads `key` on replica `host` (locally when it is this node; through
+/// the peer's queue of coalesced reads otherwise, `read_queues.rs`).
 async fn read_on(
-    context: &NodeContext,
+    context: &Arc<NodeContext>,
     host: HostId,
     keyspace: &KeyspaceDef,
     key: &[u8],
@@ -612,27 +612,11 @@ async fn read_on(
         });
     }
     let address = context.internode_address(host)?;
-    let started = Instant::now();
-    let response = context
-        .peers
-        .client(address)
-        .read(pb::ReadRequest {
-            keyspace_id: keyspace.id.to_string(),
-            key: key.to_vec(),
-            digest_only,
-            ring_checksum: placed.ring.checksum(),
-        })
-        .await;
-    context
-        .metrics
-        .internode(address, InternodeRpc::Read, started.elapsed());
-    let response = response
-        .map_err(NodeError::peer(address, "read"))?
-        .into_inner();
-    check_ring(context, address, placed, &response.members)?;
+    let (cell, digest) =
+        batched_reads::read(context, address, keyspace.id, key, digest_only, placed).await?;
     Ok(if digest_only {
-        ReadReply::Digest(Digest(response.digest))
+        ReadReply::Digest(Digest(digest))
     } else {
-        ReadReply::Data(response.cell.map(cell_from_pb))
+        ReadReply::Data(cell.map(cell_from_pb))
     })
 }

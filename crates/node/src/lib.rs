@@ -8,9 +8,9 @@
 //! `Topology` on the client port, `Internode` on the internode port. Any node coordinates any
 //! request ([`coordinator`]): it finds the key's replicas on the current ring,
 //! plans the request with `ringstore_replication`, and talks to the replicas
-//! (itself included, directly) in parallel. Writes bound for one peer
-//! while its call slots are busy leave together in its next call
-//! ([`apply_queues`]), and reads of one hot key share replica rounds
+//! (itself included, directly) in parallel. Writes and reads bound for
+//! one peer while its call slots are busy leave together in its next call
+//! ([`peer_queues`]), and reads of one hot key share replica rounds
 //! ([`read_flights`]).
 //!
 //! - **Schema** ([`schema`]) is a last-write-wins map of keyspace entries,
@@ -72,6 +72,7 @@
 pub mod apply_calls;
 pub mod apply_queues;
 pub mod batched_applies;
+pub mod batched_reads;
 pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
@@ -90,10 +91,12 @@ pub mod log_levels;
 pub mod metrics;
 mod metrics_http;
 mod node;
+pub mod peer_queues;
 pub mod peers;
 pub mod platform;
 pub mod read_flights;
 pub mod read_latencies;
+pub mod read_queues;
 pub mod repair;
 pub mod replica_maps;
 pub mod ring_lag;

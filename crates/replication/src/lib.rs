@@ -44,9 +44,10 @@
 //!   on a coordinator share replica rounds; a read arriving during a round
 //!   queues for the next one, never taking an answer from a round that
 //!   began before it.
-//! - **Coalesced replica writes** ([`ApplyBatches`]): mutations bound for
-//!   one peer while its few call slots are busy leave together in the next
-//!   call, so the batch size follows the load and an idle node adds no delay.
+//! - **Coalesced replica requests** ([`PeerBatches`]): writes (or reads)
+//!   bound for one peer while its few call slots are busy leave together in
+//!   the next call, so the batch size follows the load and an idle node adds
+//!   no delay.
 //! - Not enough live replicas: [`Unavailable`], before anything is sent.
 //!
 //! # Invariants
@@ -80,10 +81,10 @@
 
 #![deny(missing_docs)]
 
-mod apply_batches;
 mod consistency;
 mod digest;
 mod error;
+mod peer_batches;
 mod plan;
 mod range_page;
 mod range_tracker;
@@ -98,10 +99,10 @@ mod write_tracker;
 #[cfg(test)]
 mod testkit;
 
-pub use apply_batches::{ApplyBatches, Batch, BatchLimits};
 pub use consistency::ConsistencyLevel;
 pub use digest::Digest;
 pub use error::{ReplicationError, Result, Unavailable};
+pub use peer_batches::{Batch, BatchLimits, PeerBatches};
 pub use plan::{ReadPlan, ReplicaCandidate, WritePlan, WriteTarget, plan_read, plan_write};
 pub use range_page::{
     MergedPage, PageEnd, PageError, RangeRow, ReplicaPage, RowPosition, RowRepair, ScanPoint,

@@ -1,25 +1,25 @@
-//! Coalescing replica mutations per peer: which mutations leave together, in
-//! one internode call, and when.
+//! Coalescing replica requests per peer: which requests (mutations, reads)
+//! leave together, in one internode call, and when.
 //!
-//! A coordinator under load sends every replica write as an internode call
-//! of its own: one HTTP/2 stream, its frames, its wakeups on both sides, and
-//! on the replica one storage write and one durability wait each. Batching
-//! the mutations bound for one peer into one call shares all of that, and
-//! lets the replica apply them as one storage batch with one sync (group
-//! commit). The price is latency, so batching here only happens when there
-//! is a queue anyway:
+//! A coordinator under load sends every replica write or read as an
+//! internode call of its own: one HTTP/2 stream, its frames, its wakeups on
+//! both sides, and on the replica one task and, for a write, one storage
+//! write and one durability wait each. Batching the requests bound for one
+//! peer into one call shares all of that, and lets the replica apply
+//! mutations as one storage batch with one sync (group commit). The price
+//! is latency, so batching here only happens when there is a queue anyway:
 //!
-//! - Each peer has a few call slots (`calls_in_flight`). A mutation that
+//! - Each peer has a few call slots (`calls_in_flight`). A request that
 //!   finds a free slot leaves at once, alone: an idle or lightly loaded node
 //!   adds no delay.
-//! - A mutation that finds every slot busy waits in the peer's queue. When a
+//! - A request that finds every slot busy waits in the peer's queue. When a
 //!   call ends, its slot takes the longest prefix of the queue that fits the
-//!   limits (`max_mutations`, `max_bytes`, one ring checksum) as the next
-//!   call. So the batch size follows the load: a mutation waits for at most
+//!   limits (`max_items`, `max_bytes`, one ring checksum) as the next
+//!   call. So the batch size follows the load: a request waits for at most
 //!   the calls ahead of it, never for a timer.
 //!
 //! The caller owns the I/O: it sends each [`Batch`] handed out and reports
-//! [`ApplyBatches::call_finished`] when the call ends, however it ends.
+//! [`PeerBatches::call_finished`] when the call ends, however it ends.
 //!
 //! # Invariants
 //! - A peer's queue is non-empty only while all its slots are busy: a free
@@ -27,7 +27,7 @@
 //! - Every submitted item leaves in exactly one batch, in submission order
 //!   per peer.
 //! - A batch holds at least one item; beyond the first, it stays within
-//!   `max_mutations` and `max_bytes` (a single item larger than `max_bytes`
+//!   `max_items` and `max_bytes` (a single item larger than `max_bytes`
 //!   leaves alone).
 //! - A batch's items were placed with the same ring (its checksum): the
 //!   replica checks the coordinator's ring once per call.
@@ -42,14 +42,14 @@ use std::hash::Hash;
 pub struct BatchLimits {
     /// Calls one peer may have in flight at once (at least 1).
     pub calls_in_flight: usize,
-    /// The most mutations in one call (at least 1).
-    pub max_mutations: usize,
-    /// The most bytes of mutations in one call, unless its first alone is
+    /// The most requests in one call (at least 1).
+    pub max_items: usize,
+    /// The most bytes of requests in one call, unless its first alone is
     /// larger.
     pub max_bytes: usize,
 }
 
-/// Mutations that leave together in one call to a peer.
+/// Requests that leave together in one call to a peer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Batch<T> {
     /// The checksum of the ring every item was placed with.
@@ -75,18 +75,18 @@ struct PeerQueue<T> {
 
 /// Every peer's queue. See the module docs.
 #[derive(Debug)]
-pub struct ApplyBatches<P, T> {
+pub struct PeerBatches<P, T> {
     limits: BatchLimits,
     peers: HashMap<P, PeerQueue<T>>,
 }
 
-impl<P: Hash + Eq + Clone, T> ApplyBatches<P, T> {
+impl<P: Hash + Eq + Clone, T> PeerBatches<P, T> {
     /// No peers yet; `limits` with every count raised to at least 1.
-    pub fn new(limits: BatchLimits) -> ApplyBatches<P, T> {
-        ApplyBatches {
+    pub fn new(limits: BatchLimits) -> PeerBatches<P, T> {
+        PeerBatches {
             limits: BatchLimits {
                 calls_in_flight: limits.calls_in_flight.max(1),
-                max_mutations: limits.max_mutations.max(1),
+                max_items: limits.max_items.max(1),
                 max_bytes: limits.max_bytes,
             },
             peers: HashMap::new(),
@@ -148,7 +148,7 @@ fn take_batch<T>(waiting: &mut VecDeque<Queued<T>>, limits: BatchLimits) -> Batc
     let mut bytes = first.bytes;
     let mut items = vec![first.item];
     while let Some(next) = waiting.front() {
-        let fits = items.len() < limits.max_mutations
+        let fits = items.len() < limits.max_items
             && next.ring == ring
             && bytes.saturating_add(next.bytes) <= limits.max_bytes;
         if !fits {
@@ -167,17 +167,17 @@ mod tests {
 
     const LIMITS: BatchLimits = BatchLimits {
         calls_in_flight: 2,
-        max_mutations: 3,
+        max_items: 3,
         max_bytes: 100,
     };
 
-    fn batches() -> ApplyBatches<&'static str, u32> {
-        ApplyBatches::new(LIMITS)
+    fn batches() -> PeerBatches<&'static str, u32> {
+        PeerBatches::new(LIMITS)
     }
 
     /// Peer "a" with both call slots taken, then `queued` (item, ring,
     /// bytes) submitted behind them.
-    fn busy_with(queued: &[(u32, u64, usize)]) -> ApplyBatches<&'static str, u32> {
+    fn busy_with(queued: &[(u32, u64, usize)]) -> PeerBatches<&'static str, u32> {
         let mut b = batches();
         b.submit("a", 0, 7, 1);
         b.submit("a", 0, 7, 1);
@@ -192,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mutation_that_finds_a_free_slot_leaves_alone_at_once() {
+    fn a_request_that_finds_a_free_slot_leaves_alone_at_once() {
         let mut b = batches();
         assert_eq!(items(b.submit("a", 1, 7, 10)), vec![1]);
         assert_eq!(items(b.submit("a", 2, 7, 10)), vec![2]);
@@ -203,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn mutations_queued_behind_busy_slots_leave_together_when_a_call_ends() {
+    fn requests_queued_behind_busy_slots_leave_together_when_a_call_ends() {
         let mut b = batches();
         b.submit("a", 1, 7, 10);
         b.submit("a", 2, 7, 10);
@@ -216,14 +216,14 @@ mod tests {
         assert_eq!(b.in_flight(&"a"), 2);
         assert_eq!(b.call_finished(&"a"), None);
         assert_eq!(b.call_finished(&"a"), None);
-        // Idle again: forgotten, and the next mutation leaves at once.
+        // Idle again: forgotten, and the next request leaves at once.
         assert_eq!(b.in_flight(&"a"), 0);
         assert!(b.peers.is_empty());
         assert_eq!(items(b.submit("a", 8, 7, 10)), vec![8]);
     }
 
     #[test]
-    fn a_batch_stays_within_its_bytes_but_an_oversized_mutation_leaves_alone() {
+    fn a_batch_stays_within_its_bytes_but_an_oversized_request_leaves_alone() {
         let mut b = busy_with(&[(1, 7, 60), (2, 7, 60), (3, 7, 500), (4, 7, 10)]);
         assert_eq!(items(b.call_finished(&"a")), vec![1]);
         assert_eq!(items(b.call_finished(&"a")), vec![2]);
@@ -232,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_holds_mutations_placed_with_one_ring() {
+    fn a_batch_holds_requests_placed_with_one_ring() {
         let mut b = busy_with(&[(1, 7, 10), (2, 8, 10), (3, 8, 10)]);
         let first = b.call_finished(&"a").expect("a batch");
         assert_eq!((first.ring, first.items), (7, vec![1]));
@@ -241,9 +241,9 @@ mod tests {
     }
 
     #[test]
-    fn every_mutation_leaves_once_in_order_whatever_the_interleaving() {
+    fn every_request_leaves_once_in_order_whatever_the_interleaving() {
         // A deterministic interleaving of submissions and finished calls.
-        let mut b: ApplyBatches<u8, u32> = ApplyBatches::new(LIMITS);
+        let mut b: PeerBatches<u8, u32> = PeerBatches::new(LIMITS);
         let mut sent: Vec<u32> = Vec::new();
         let mut in_flight = 0usize;
         let mut state = 12345u64;
@@ -273,9 +273,9 @@ mod tests {
 
     #[test]
     fn zero_limits_are_raised_to_one() {
-        let mut b: ApplyBatches<u8, u32> = ApplyBatches::new(BatchLimits {
+        let mut b: PeerBatches<u8, u32> = PeerBatches::new(BatchLimits {
             calls_in_flight: 0,
-            max_mutations: 0,
+            max_items: 0,
             max_bytes: 0,
         });
         assert_eq!(items(b.submit(0, 1, 1, 5)), vec![1]);

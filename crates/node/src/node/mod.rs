@@ -215,6 +215,7 @@ fn node_context(
         read_latencies: Default::default(),
         read_flights: Default::default(),
         apply_queues: Default::default(),
+        read_queues: Default::default(),
         hot_keys: Default::default(),
         ring_lag: Default::default(),
         settling_ring: Default::default(),

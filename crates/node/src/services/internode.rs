@@ -9,7 +9,6 @@ use ringstore_metrics::{LocalOp, Stage};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
-use ringstore_replication::Digest;
 use ringstore_storage::{Cell, KeyspaceId, StorageError, Timestamp};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -23,6 +22,7 @@ use crate::ring_lag;
 use crate::schema::store::snapshot_of;
 use crate::schema::sync::merge_and_publish;
 use crate::services::client::check_key;
+use crate::services::replica_reads;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};
 use crate::streaming::source::send_range;
 use crate::topology::cleanup::clean_keyspace;
@@ -93,24 +93,12 @@ impl InternodeService {
     /// One mutation of an `Apply` as a write; an error if it can never be
     /// applied (a dropped keyspace, an invalid id, key or cell).
     fn replica_write(&self, mutation: pb::ReplicaMutation) -> Result<Write> {
-        let id = self.live_keyspace(&mutation.keyspace_id)?;
+        let id = self.context.live_keyspace(&mutation.keyspace_id)?;
         check_key(&mutation.key)?;
         let cell = mutation
             .cell
             .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
         Ok((id, mutation.key, cell_from_pb(cell)))
-    }
-
-    /// A keyspace id the schema has not dropped. An id this node does not
-    /// know yet is accepted: its schema may lag, and data lives by id.
-    fn live_keyspace(&self, id: &str) -> Result<ringstore_storage::KeyspaceId> {
-        let id = keyspace_id_from_pb(id)?;
-        let schema = self.context.schema.current();
-        let dropped = schema.entries().any(|e| e.dropped && e.keyspace.id == id);
-        if dropped {
-            return Err(NodeError::KeyspaceNotFound(id.to_string()));
-        }
-        Ok(id)
     }
 }
 
@@ -166,33 +154,30 @@ impl Internode for InternodeService {
         request: Request<pb::ReadRequest>,
     ) -> Result<Response<pb::ReadResponse>, Status> {
         let _stage = self.context.metrics.stage(Stage::InternodeRead);
-        let started = Instant::now();
         let request = request.into_inner();
-        let id = self.live_keyspace(&request.keyspace_id)?;
-        check_key(&request.key)?;
-        let cell = self
-            .context
-            .store
-            .read(id, &request.key)
-            .map_err(NodeError::from)?;
-        let name = self.context.keyspace_name(id);
-        self.context
-            .served_locally(id, &name, LocalOp::Read, &request.key, started.elapsed());
-        let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
-        let response = if request.digest_only {
-            pb::ReadResponse {
-                cell: None,
-                digest: Digest::of(cell.as_ref()).0,
-                members,
-            }
-        } else {
-            pb::ReadResponse {
-                cell: cell.as_ref().map(cell_to_pb),
-                digest: 0,
-                members,
-            }
+        let read = pb::ReplicaRead {
+            keyspace_id: request.keyspace_id,
+            key: request.key,
+            digest_only: request.digest_only,
         };
-        Ok(Response::new(response))
+        let (cell, digest) = replica_reads::read_one(&self.context, &read)?;
+        let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
+        Ok(Response::new(pb::ReadResponse {
+            cell,
+            digest,
+            members,
+        }))
+    }
+
+    async fn read_many(
+        &self,
+        request: Request<pb::ReadManyRequest>,
+    ) -> Result<Response<pb::ReadManyResponse>, Status> {
+        let _stage = self.context.metrics.stage(Stage::InternodeRead);
+        let request = request.into_inner();
+        let results = replica_reads::read_many(&self.context, &request.reads)?;
+        let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
+        Ok(Response::new(pb::ReadManyResponse { results, members }))
     }
 
     async fn push_schema(
@@ -224,7 +209,7 @@ impl Internode for InternodeService {
     ) -> Result<Response<pb::ReadRangeResponse>, Status> {
         let _stage = self.context.metrics.stage(Stage::InternodeRead);
         let request = request.into_inner();
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let (page, last) = crate::scan::replica::request_from_pb(&request)?;
         let page = crate::scan::replica::read_range(
             &self.context,
@@ -256,7 +241,7 @@ impl Internode for InternodeService {
         request: Request<pb::StreamRangeRequest>,
     ) -> Result<Response<Self::StreamRangeStream>, Status> {
         let request = request.into_inner();
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let range = range_from_pb(request.range)?;
         let peer = request.requester_host_id.parse().ok().map(HostId);
         let operation = stream_operation(&request.operation)?;
@@ -282,7 +267,7 @@ impl Internode for InternodeService {
                 })
                 .collect::<Result<Vec<HostId>>>()?;
             fetches.push(RangeFetch {
-                keyspace: self.live_keyspace(&fetch.keyspace_id)?,
+                keyspace: self.context.live_keyspace(&fetch.keyspace_id)?,
                 range: range_from_pb(fetch.range)?,
                 sources,
             });
@@ -299,7 +284,7 @@ impl Internode for InternodeService {
         request: Request<pb::RangeStatsRequest>,
     ) -> Result<Response<pb::RangeStatsResponse>, Status> {
         let request = request.into_inner();
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let ranges = ranges_from_pb(request.ranges)?;
         let ranges = estimate_ranges(&self.context.store, keyspace, ranges)
             .await
@@ -393,7 +378,7 @@ impl Internode for InternodeService {
     ) -> Result<Response<pb::BuildTreeResponse>, Status> {
         let request = request.into_inner();
         let session = session_from_pb(&request.session_id)?;
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let range = range_from_pb(request.range)?;
         let depth = u8::try_from(request.depth)
             .ok()
@@ -431,7 +416,7 @@ impl Internode for InternodeService {
         request: Request<pb::ListRowsRequest>,
     ) -> Result<Response<Self::ListRowsStream>, Status> {
         let request = request.into_inner();
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let ranges = ranges_from_pb(request.ranges)?;
         let pages = replica::list_rows(&self.context, keyspace, ranges);
         Ok(Response::new(ReceiverStream::new(pages)))
@@ -442,7 +427,7 @@ impl Internode for InternodeService {
         request: Request<pb::ReadCellsRequest>,
     ) -> Result<Response<pb::ReadCellsResponse>, Status> {
         let request = request.into_inner();
-        let keyspace = self.live_keyspace(&request.keyspace_id)?;
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         for key in &request.keys {
             check_key(key)?;
         }

@@ -7,6 +7,7 @@ pub mod client;
 pub mod internode;
 pub mod node_stats;
 pub mod repair;
+pub(crate) mod replica_reads;
 pub mod scan;
 pub mod schema;
 pub mod top_partitions;

@@ -1,0 +1,342 @@
+//! Sending the coordinator's replica reads, coalesced per peer: a read joins
+//! its peer's queue ([`ReadQueues`](crate::read_queues::ReadQueues)); the
+//! read that finds a free call slot spawns the task that sends the peer's
+//! calls. See `peer_queues.rs` for the design and `read_queues.rs` for what
+//! each read gets back.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringstore_membership::ClusterView;
+use ringstore_metrics::InternodeRpc;
+use ringstore_proto::v1 as pb;
+use ringstore_replication::Batch;
+use ringstore_storage::KeyspaceId;
+use tokio::sync::oneshot;
+
+use crate::apply_calls::check_ring;
+use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::peer_queues;
+use crate::read_queues::{ReadAnswer, ReadDelivered, ReadDelivery, ReadWaiter};
+use crate::shared_error::SharedError;
+
+/// What a replica read returns: the cell (absent when the replica has none,
+/// or a digest was asked for) and the digest (0 unless asked for).
+pub(crate) type Answered = (Option<pb::Cell>, u64);
+
+/// Reads `key` of `keyspace` (or only its digest) on the replica at
+/// `address`, placed with `placed`, in a call shared with the other reads
+/// queued for it meanwhile. Fails as a `Read` of its own would: the call
+/// failed, the replica refused the read, or its answer shows the placing
+/// ring behind its own.
+pub(crate) async fn read(
+    context: &Arc<NodeContext>,
+    address: SocketAddr,
+    keyspace: KeyspaceId,
+    key: &[u8],
+    digest_only: bool,
+    placed: &ClusterView,
+) -> Result<Answered> {
+    let read = || pb::ReplicaRead {
+        keyspace_id: keyspace.to_string(),
+        key: key.to_vec(),
+        digest_only,
+    };
+    let (answer, delivery) = oneshot::channel();
+    let bytes = key.len();
+    let ring = placed.ring.checksum();
+    let waiter = ReadWaiter {
+        read: read(),
+        answer,
+    };
+    let leave_now = context
+        .read_queues
+        .lock()
+        .submit(address, waiter, ring, bytes);
+    if let Some(batch) = leave_now {
+        tokio::spawn(send_calls(context.clone(), address, batch));
+    }
+    let delivered = delivery
+        .await
+        .map_err(|_| NodeError::Internal(format!("{address}: the replica read was abandoned")))?
+        .map_err(NodeError::from)?;
+    check_ring(context, address, placed, &delivered.members)?;
+    match delivered.answer {
+        ReadAnswer::Answered { cell, digest } => Ok((cell, digest)),
+        ReadAnswer::Refused { code, message } => Err(NodeError::peer(address, "read")(
+            tonic::Status::new(code, message),
+        )),
+        ReadAnswer::Deferred => {
+            let response = call_read(context, address, read(), ring).await?;
+            check_ring(context, address, placed, &response.members)?;
+            Ok((response.cell, response.digest))
+        }
+    }
+}
+
+/// Sends `first`, then the batches queued for `address` meanwhile, one
+/// call at a time, until a call ends with nobody queued.
+async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<ReadWaiter>) {
+    let timeout = Duration::from_millis(context.config.timeouts.read_ms);
+    peer_queues::send_calls(&context.read_queues, address, first, |batch, queued| {
+        send_one_call(&context, address, batch, queued, timeout)
+    })
+    .await;
+}
+
+/// Sends `batch` (counted as coalesced reads if it had `queued`) in one
+/// call, given up after `timeout`, and hands each read its part of the
+/// answer.
+async fn send_one_call(
+    context: &NodeContext,
+    address: SocketAddr,
+    batch: Batch<ReadWaiter>,
+    queued: bool,
+    timeout: Duration,
+) {
+    // A read nobody waits for any more (its round ended, or it timed out
+    // while it queued) is not sent.
+    let (reads, answers): (Vec<_>, Vec<_>) = batch
+        .items
+        .into_iter()
+        .filter(|w| !w.answer.is_closed())
+        .map(|w| (w.read, w.answer))
+        .unzip();
+    if reads.is_empty() {
+        return;
+    }
+    if queued {
+        context.metrics.coalesced_replica_reads(reads.len());
+    }
+    let count = reads.len();
+    let call = call_reads(context, address, reads, batch.ring);
+    let delivered = match tokio::time::timeout(timeout, call).await {
+        Ok(delivered) => delivered,
+        Err(_) => vec![
+            Err(SharedError::Timeout(format!(
+                "{address}: no answer to read within {timeout:?}"
+            )));
+            count
+        ],
+    };
+    for (answer, delivery) in answers.into_iter().zip(delivered) {
+        // The read may have stopped waiting: nobody listening is fine.
+        let _ = answer.send(delivery);
+    }
+}
+
+/// One call for `reads`: a `Read` when it is alone, a `ReadMany` otherwise.
+/// Each read's part of the answer, in order.
+async fn call_reads(
+    context: &NodeContext,
+    address: SocketAddr,
+    mut reads: Vec<pb::ReplicaRead>,
+    ring: u64,
+) -> Vec<ReadDelivery> {
+    if reads.len() == 1 {
+        let read = reads.pop().expect("one read");
+        let delivered = call_read(context, address, read, ring)
+            .await
+            .map(|response| ReadDelivered {
+                answer: ReadAnswer::Answered {
+                    cell: response.cell,
+                    digest: response.digest,
+                },
+                members: Arc::from(response.members),
+            })
+            .map_err(SharedError::from);
+        return vec![delivered];
+    }
+    let count = reads.len();
+    let started = Instant::now();
+    let response = context
+        .peers
+        .client(address)
+        .read_many(pb::ReadManyRequest {
+            reads,
+            ring_checksum: ring,
+        })
+        .await;
+    context
+        .metrics
+        .internode(address, InternodeRpc::ReadMany, started.elapsed());
+    let response = response
+        .map(tonic::Response::into_inner)
+        .map_err(|status| SharedError::from(NodeError::peer(address, "read")(status)));
+    deliveries(response, count)
+}
+
+/// One `Read` call, timed in the internode metrics.
+async fn call_read(
+    context: &NodeContext,
+    address: SocketAddr,
+    read: pb::ReplicaRead,
+    ring: u64,
+) -> Result<pb::ReadResponse> {
+    let started = Instant::now();
+    let response = context
+        .peers
+        .client(address)
+        .read(pb::ReadRequest {
+            keyspace_id: read.keyspace_id,
+            key: read.key,
+            digest_only: read.digest_only,
+            ring_checksum: ring,
+        })
+        .await;
+    context
+        .metrics
+        .internode(address, InternodeRpc::Read, started.elapsed());
+    Ok(response
+        .map_err(NodeError::peer(address, "read"))?
+        .into_inner())
+}
+
+/// Each of `count` reads' part of a `ReadMany`'s answer, in call order. A
+/// read the answer has no result for (a replica that broke the protocol)
+/// fails.
+fn deliveries(
+    answered: std::result::Result<pb::ReadManyResponse, SharedError>,
+    count: usize,
+) -> Vec<ReadDelivery> {
+    let response = match answered {
+        Ok(response) => response,
+        Err(error) => return vec![Err(error); count],
+    };
+    let members: Arc<[pb::MemberStamp]> = Arc::from(response.members);
+    let mut results = response.results.into_iter();
+    (0..count)
+        .map(|_| {
+            let answer = match results.next() {
+                Some(result) => answer_of(result),
+                None => ReadAnswer::Refused {
+                    code: tonic::Code::Internal,
+                    message: "the replica's answer left this read out".into(),
+                },
+            };
+            Ok(ReadDelivered {
+                answer,
+                members: Arc::clone(&members),
+            })
+        })
+        .collect()
+}
+
+/// What one `ReadMany` result says of its read.
+fn answer_of(result: pb::ReadResult) -> ReadAnswer {
+    if result.deferred {
+        return ReadAnswer::Deferred;
+    }
+    if result.refused_code != 0 || !result.refused.is_empty() {
+        let code = match tonic::Code::from_i32(result.refused_code) {
+            tonic::Code::Ok => tonic::Code::Unknown,
+            code => code,
+        };
+        return ReadAnswer::Refused {
+            code,
+            message: result.refused,
+        };
+    }
+    ReadAnswer::Answered {
+        cell: result.cell,
+        digest: result.digest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers(parts: Vec<ReadDelivery>) -> Vec<ReadAnswer> {
+        parts
+            .into_iter()
+            .map(|p| p.expect("answered").answer)
+            .collect()
+    }
+
+    #[test]
+    fn each_read_gets_its_own_result_in_order_with_the_call_s_members() {
+        let cell = pb::Cell {
+            value: Some(b"v".to_vec()),
+            ..Default::default()
+        };
+        let response = pb::ReadManyResponse {
+            results: vec![
+                pb::ReadResult {
+                    cell: Some(cell.clone()),
+                    ..Default::default()
+                },
+                pb::ReadResult {
+                    digest: 7,
+                    ..Default::default()
+                },
+                pb::ReadResult {
+                    refused: "keyspace dropped".into(),
+                    refused_code: tonic::Code::NotFound as i32,
+                    ..Default::default()
+                },
+                pb::ReadResult {
+                    deferred: true,
+                    ..Default::default()
+                },
+            ],
+            members: vec![pb::MemberStamp::default()],
+        };
+        let parts = deliveries(Ok(response), 4);
+        assert!(parts.iter().all(|p| p.as_ref().unwrap().members.len() == 1));
+        assert_eq!(
+            answers(parts),
+            vec![
+                ReadAnswer::Answered {
+                    cell: Some(cell),
+                    digest: 0
+                },
+                ReadAnswer::Answered {
+                    cell: None,
+                    digest: 7
+                },
+                ReadAnswer::Refused {
+                    code: tonic::Code::NotFound,
+                    message: "keyspace dropped".into()
+                },
+                ReadAnswer::Deferred,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_short_answer_or_a_refusal_without_a_code_fails_those_reads() {
+        let response = pb::ReadManyResponse {
+            results: vec![pb::ReadResult {
+                refused: "broken".into(),
+                ..Default::default()
+            }],
+            members: Vec::new(),
+        };
+        let parts = answers(deliveries(Ok(response), 2));
+        assert!(matches!(
+            &parts[0],
+            ReadAnswer::Refused {
+                code: tonic::Code::Unknown,
+                ..
+            }
+        ));
+        assert!(matches!(
+            &parts[1],
+            ReadAnswer::Refused { code: tonic::Code::Internal, message } if message.contains("left this read out")
+        ));
+    }
+
+    #[test]
+    fn a_failed_call_fails_every_read_in_it_with_its_code() {
+        let failed = Err(SharedError::Unavailable("peer gone".into()));
+        let parts = deliveries(failed, 3);
+        assert_eq!(parts.len(), 3);
+        for part in parts {
+            let error = NodeError::from(part.expect_err("failed"));
+            assert_eq!(error.code(), tonic::Code::Unavailable);
+        }
+    }
+}
