@@ -11,6 +11,9 @@
 # to OUT_DIR.
 # Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
 #        (defaults: 20, ./rate-latency, "0.25 0.5")
+# Every run first sends its load for WARMUP seconds (default 3) unreported
+# (stress --warmup): the first second after a heavier run or an idle spell
+# pays for cold connections and caches, which is not steady state.
 # DURABILITY=periodic runs the nodes with periodic sync instead of batch.
 # STRESS_BIN=path runs another build instead of this tree's release binary.
 set -euo pipefail
@@ -33,7 +36,7 @@ stress() { # NAME ARGS...: a QUORUM put run, its JSON report summarised
   shift
   "$bin" --host "127.$block.0.1:7100" stress write --consistency QUORUM \
     --replication SimpleStrategy:3 --key-count 100000 --value-size 100 \
-    --hosts "$hosts" --json --html "$out/$name.html" "$@" |
+    --hosts "$hosts" --json --html "$out/$name.html" --warmup "${WARMUP:-3}s" "$@" |
     python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"{r['ops_per_second']:.0f} {l['p50']:.2f} {l['p99']:.2f} {l['p999']:.2f} {sum(r['errors'].values())}\")"
 }
 

@@ -344,6 +344,12 @@ pub struct StressArgs {
     /// Stop after this long (`30s`, `2m`, or seconds).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Before the measured run, send the same load for this long and
+    /// report none of it (`10s`, `1m`): the first seconds after connecting
+    /// or after an idle spell pay for cold caches and connections, as
+    /// cassandra-stress's warm-up keeps out of its figures.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<std::time::Duration>,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,

@@ -15,10 +15,12 @@
 //! requests it delayed (coordinated omission). Keys are `key{N}`, N in
 //! `0..--key-count` drawn by `--distribution` (`keys.rs`: uniform, zipf:S,
 //! hotspot:P). Every completed operation counts, failed or not; latency is
-//! that of the successful ones, in microseconds, in an HDR histogram per
-//! worker (3 significant digits) merged at the end. `--html FILE` also
+//! that of the successful ones, in microseconds, in HDR histograms (3
+//! significant digits) that the workers share, a few shards under locks of
+//! their own (`Tallies`), merged at the end. `--html FILE` also
 //! keeps each second's throughput and latencies (`timeline.rs`) and writes
-//! them as one self-contained page of charts.
+//! them as one self-contained page of charts. `--warmup D` first sends
+//! the same load for D, with other keys drawn, and reports none of it.
 //!
 //! A run reports errors, counted by gRPC code, rather than stopping at the
 //! first. But when every one of the first 100 operations fails (the node cannot
@@ -44,7 +46,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -121,41 +123,17 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     for client in &clients {
         let _ = client.noop().await;
     }
+    if let Some(warmup) = plan.warmup_phase() {
+        let shared = Arc::new(Shared::new(warmup.limit, warmup.rate));
+        load(&clients, &Arc::new(warmup), &shared, Seeds::WarmUp).await?;
+    }
     let plan = Arc::new(plan);
     let mut shared = Shared::new(plan.limit, plan.rate);
     if args.html.is_some() {
         shared.timeline = Some(Timeline::default());
     }
     let shared = Arc::new(shared);
-    let bar = progress_bar(plan.limit);
-    let ticker = (!bar.is_hidden())
-        .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
-    let workers: Vec<_> = (0..plan.concurrency)
-        .map(|index| {
-            let client = clients[index % clients.len()].clone();
-            tokio::spawn(worker(index, client, plan.clone(), shared.clone()))
-        })
-        .collect();
-    let mut tally = Tally::new();
-    let mut joined = Ok(());
-    for worker in workers {
-        match worker.await {
-            Ok(part) => tally.merge(&part)?,
-            Err(error) => joined = Err(error),
-        }
-    }
-    let elapsed = shared.started.elapsed();
-    if let Some(ticker) = ticker {
-        ticker.abort();
-    }
-    bar.finish_and_clear();
-    joined.context("a stress worker failed")?;
-
-    if tally.latency.is_empty()
-        && let Some(status) = shared.first_error.get()
-    {
-        return Err(Failure::Status(status.clone()));
-    }
+    let (tally, elapsed) = load(&clients, &plan, &shared, Seeds::Measured).await?;
     let report = Report {
         plan: &plan,
         tally,
@@ -202,6 +180,66 @@ async fn clients(
     Ok(clients)
 }
 
+/// One phase of a run: `plan.concurrency` workers on `clients` (taken in
+/// turn) until `shared`'s limit. Returns their merged tally and how long
+/// the phase took; fails with the first error if nothing succeeded.
+async fn load(
+    clients: &[Client],
+    plan: &Arc<Plan>,
+    shared: &Arc<Shared>,
+    seeds: Seeds,
+) -> Result<(Tally, Duration), Failure> {
+    let bar = progress_bar(plan.limit);
+    let ticker = (!bar.is_hidden())
+        .then(|| tokio::spawn(show_progress(bar.clone(), plan.limit, shared.clone())));
+    let workers: Vec<_> = (0..plan.concurrency)
+        .map(|index| {
+            let client = clients[index % clients.len()].clone();
+            let rng = seeds.worker(index);
+            tokio::spawn(worker(index, rng, client, plan.clone(), shared.clone()))
+        })
+        .collect();
+    let mut joined = Ok(());
+    for worker in workers {
+        if let Err(error) = worker.await {
+            joined = Err(error);
+        }
+    }
+    let elapsed = shared.started.elapsed();
+    let tally = shared.tallies.merged()?;
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    bar.finish_and_clear();
+    joined.context("a stress worker failed")?;
+
+    if tally.latency.is_empty()
+        && let Some(status) = shared.first_error.get()
+    {
+        return Err(Failure::Status(status.clone()));
+    }
+    Ok((tally, elapsed))
+}
+
+/// Which phase a worker's random numbers (keys, values, mixes) are drawn
+/// for: each worker's generator is seeded by its index, so runs repeat,
+/// and the warm-up draws other keys than the measured run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Seeds {
+    WarmUp,
+    Measured,
+}
+
+impl Seeds {
+    fn worker(self, index: usize) -> StdRng {
+        let base: u64 = match self {
+            Seeds::WarmUp => 0xA4A4_0000,
+            Seeds::Measured => 0x5EED_0000,
+        };
+        StdRng::seed_from_u64(base + index as u64)
+    }
+}
+
 /// When a run stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Limit {
@@ -212,10 +250,12 @@ enum Limit {
 }
 
 /// The validated arguments.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Plan {
     workload: Workload,
     limit: Limit,
+    /// The same load first for this long, unreported (never zero).
+    warmup: Option<Duration>,
     /// Worker tasks, at least 1.
     concurrency: usize,
     /// Bytes per value, at most [`MAX_VALUE_SIZE`].
@@ -266,6 +306,7 @@ impl Plan {
         Ok(Plan {
             workload: args.workload,
             limit,
+            warmup: args.warmup.filter(|warmup| !warmup.is_zero()),
             concurrency: args.concurrency,
             value_size: args.value_size,
             read_ratio: args.read_ratio,
@@ -278,6 +319,16 @@ impl Plan {
             keys: KeyChooser::new(args.distribution, args.key_count)
                 .map_err(|e| anyhow!("--distribution {e}"))?,
             distribution: args.distribution,
+        })
+    }
+
+    /// The warm-up: this plan for `--warmup`'s duration, if one was given.
+    fn warmup_phase(&self) -> Option<Plan> {
+        let warmup = self.warmup?;
+        Some(Plan {
+            limit: Limit::Duration(warmup),
+            warmup: None,
+            ..self.clone()
         })
     }
 
@@ -308,6 +359,8 @@ struct Shared {
     stop: AtomicBool,
     /// The first error any worker saw.
     first_error: OnceLock<tonic::Status>,
+    /// The results so far.
+    tallies: Tallies,
     /// Each second of the run, for `--html`.
     timeline: Option<Timeline>,
 }
@@ -323,6 +376,7 @@ impl Shared {
             probe_failures: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             first_error: OnceLock::new(),
+            tallies: Tallies::new(),
             timeline: None,
         }
     }
@@ -387,7 +441,7 @@ enum Op {
     Noop,
 }
 
-/// One worker's results, and the merged results of all.
+/// Results: one shard's, or the merged results of all.
 struct Tally {
     /// Latency of successful operations, in microseconds.
     latency: Histogram<u64>,
@@ -420,10 +474,49 @@ impl Tally {
     }
 }
 
+/// The results of a phase, shared by its workers: a few shards (one per
+/// core), each under a lock of its own, so that workers seldom wait for one
+/// another and memory does not grow with `--concurrency`. (A histogram per
+/// worker is about 190 KB: 256 workers allocating theirs at the start of a
+/// phase stalled the client on page faults for up to 180 ms, which showed
+/// as the first second's latency.)
+struct Tallies {
+    shards: Vec<Mutex<Tally>>,
+}
+
+impl Tallies {
+    fn new() -> Tallies {
+        let cores = std::thread::available_parallelism().map_or(4, std::num::NonZero::get);
+        Tallies {
+            shards: (0..cores).map(|_| Mutex::new(Tally::new())).collect(),
+        }
+    }
+
+    /// The shard worker `worker` records into.
+    fn shard(&self, worker: usize) -> MutexGuard<'_, Tally> {
+        let shard = &self.shards[worker % self.shards.len()];
+        shard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every shard's results together.
+    fn merged(&self) -> anyhow::Result<Tally> {
+        let mut tally = Tally::new();
+        for shard in 0..self.shards.len() {
+            tally.merge(&self.shard(shard))?;
+        }
+        Ok(tally)
+    }
+}
+
 /// One worker: claims operations and sends them one at a time until the run
 /// is over.
-async fn worker(index: usize, client: Client, plan: Arc<Plan>, shared: Arc<Shared>) -> Tally {
-    let mut rng = StdRng::seed_from_u64(0x5EED_0000 + index as u64);
+async fn worker(
+    index: usize,
+    mut rng: StdRng,
+    client: Client,
+    plan: Arc<Plan>,
+    shared: Arc<Shared>,
+) {
     let value: Vec<u8> = (0..plan.value_size).map(|_| rng.random::<u8>()).collect();
     let consistency = level(plan.consistency);
     let send = |op: Op, key: Vec<u8>| {
@@ -454,19 +547,18 @@ async fn worker(index: usize, client: Client, plan: Arc<Plan>, shared: Arc<Share
             .map_err(ringstore_client::ClientError::into_status)
         }
     };
-    drive(&mut rng, &plan, &shared, send).await
+    drive(index, &mut rng, &plan, &shared, send).await
 }
 
-/// The loop of one worker, whatever `send` sends: claim an operation, wait
-/// until it is due, send it, record its latency from the due time.
+/// The loop of worker `worker`, whatever `send` sends: claim an operation,
+/// wait until it is due, send it, record its latency from the due time.
 async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
+    worker: usize,
     rng: &mut StdRng,
     plan: &Plan,
     shared: &Shared,
     mut send: impl FnMut(Op, Vec<u8>) -> F,
-) -> Tally {
-    let mut tally = Tally::new();
-    let mut recorder = shared.timeline.as_ref().map(Timeline::recorder);
+) {
     while let Some(operation) = shared.claim() {
         let op = match plan.workload {
             Workload::Write => Op::Put,
@@ -482,19 +574,25 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
         }
         let result = send(op, key).await;
         let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if let Some(recorder) = &mut recorder {
-            recorder.record(shared.started.elapsed(), result.is_ok().then_some(micros));
+        if let Some(timeline) = &shared.timeline {
+            timeline.record(shared.started.elapsed(), result.is_ok().then_some(micros));
         }
-        match result {
-            Ok(()) => tally.latency.saturating_record(micros),
+        match &result {
+            Ok(()) => shared
+                .tallies
+                .shard(worker)
+                .latency
+                .saturating_record(micros),
             Err(status) => {
-                *tally.errors.entry(code_name(status.code())).or_default() += 1;
-                shared.failed(operation, status);
+                let code = code_name(status.code());
+                *shared.tallies.shard(worker).errors.entry(code).or_default() += 1;
             }
+        }
+        if let Err(status) = result {
+            shared.failed(operation, status);
         }
         shared.completed.fetch_add(1, Ordering::Relaxed);
     }
-    tally
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal.
@@ -604,6 +702,13 @@ impl Report<'_> {
                     None => "closed loop".to_string(),
                 },
             ),
+            (
+                "warm-up",
+                match plan.warmup {
+                    Some(warmup) => format!("{:.3} s, not counted", warmup.as_secs_f64()),
+                    None => "none".to_string(),
+                },
+            ),
             ("operations", self.tally.operations().to_string()),
             ("errors", errors),
             ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
@@ -655,6 +760,7 @@ impl Report<'_> {
             "hosts": self.plan.hosts,
             "connections": self.plan.connections,
             "rate": self.plan.rate.map(Rate::per_second),
+            "warmup_seconds": self.plan.warmup.map_or(0.0, |warmup| warmup.as_secs_f64()),
             "distribution": self.plan.distribution.to_string(),
         })
     }
@@ -680,6 +786,7 @@ mod tests {
             workload,
             operations: None,
             duration: None,
+            warmup: None,
             concurrency: 64,
             key_count: 100_000,
             value_size: 100,
@@ -734,6 +841,62 @@ mod tests {
     }
 
     #[test]
+    fn a_warm_up_is_the_same_load_for_its_duration_and_only_when_asked() {
+        let mut warm = args(Workload::Mixed);
+        warm.operations = Some(500);
+        warm.rate = Some("100".parse().unwrap());
+        warm.warmup = Some(Duration::from_secs(3));
+        let plan = Plan::from_args(&warm).unwrap();
+        let warmup = plan.warmup_phase().unwrap();
+        assert_eq!(warmup.limit, Limit::Duration(Duration::from_secs(3)));
+        assert_eq!(warmup.warmup, None);
+        assert_eq!(warmup.rate, plan.rate);
+        assert_eq!(warmup.workload, plan.workload);
+        assert_eq!(plan.limit, Limit::Operations(500));
+        let text = Report {
+            plan: &plan,
+            tally: Tally::new(),
+            elapsed: Duration::from_secs(1),
+        }
+        .text();
+        assert!(
+            text.contains("warm-up       3.000 s, not counted\n"),
+            "{text}"
+        );
+
+        for none in [None, Some(Duration::ZERO)] {
+            warm.warmup = none;
+            assert!(Plan::from_args(&warm).unwrap().warmup_phase().is_none());
+        }
+        let (mut warm_up, mut measured) = (Seeds::WarmUp.worker(0), Seeds::Measured.worker(0));
+        assert_ne!(warm_up.random::<u64>(), measured.random::<u64>());
+    }
+
+    #[test]
+    fn every_worker_s_results_are_in_the_merged_tally_whatever_its_shard() {
+        let tallies = Tallies::new();
+        for worker in 0..100 {
+            tallies
+                .shard(worker)
+                .latency
+                .record(1000 + worker as u64)
+                .unwrap();
+            if worker % 10 == 0 {
+                *tallies
+                    .shard(worker)
+                    .errors
+                    .entry("UNAVAILABLE")
+                    .or_default() += 1;
+            }
+        }
+        let merged = tallies.merged().unwrap();
+        assert_eq!(merged.latency.len(), 100);
+        assert_eq!(merged.latency.min(), 1000);
+        assert_eq!(merged.errors["UNAVAILABLE"], 10);
+        assert_eq!(merged.operations(), 110);
+    }
+
+    #[test]
     fn exactly_n_operations_are_claimed() {
         let shared = Shared::new(Limit::Operations(3), None);
         let claims: Vec<_> = std::iter::from_fn(|| shared.claim()).collect();
@@ -775,7 +938,8 @@ mod tests {
             }
         };
         let mut rng = StdRng::seed_from_u64(1);
-        drive(&mut rng, plan, &shared, send).await.latency
+        drive(0, &mut rng, plan, &shared, send).await;
+        shared.tallies.merged().unwrap().latency
     }
 
     #[tokio::test(start_paused = true)]
@@ -819,8 +983,8 @@ mod tests {
             async { Ok(()) }
         };
         let mut rng = StdRng::seed_from_u64(1);
-        let tally = drive(&mut rng, &plan, &shared, send).await;
-        assert_eq!(tally.operations(), 100);
+        drive(0, &mut rng, &plan, &shared, send).await;
+        assert_eq!(shared.tallies.merged().unwrap().operations(), 100);
         assert_eq!(sent[0], Duration::ZERO);
         assert_eq!(sent[50], Duration::from_secs(1));
         assert_eq!(sent[99], Duration::from_millis(1980));

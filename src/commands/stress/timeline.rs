@@ -4,10 +4,10 @@
 //! SVG, no script, nothing fetched) with throughput and p50/p99/p99.9 per
 //! second, as cassandra-stress's graph.
 //!
-//! Each worker keeps a [`Recorder`] for the second it is in and merges it
-//! into the shared [`Timeline`] when its operations move on to the next
-//! second (and when it stops), so the lock is taken about once per worker
-//! per second, not per operation.
+//! Workers record each operation straight into the shared [`Timeline`],
+//! under one short lock. (A recorder per worker that merged once a second
+//! cost a histogram per worker per second: with hundreds of workers, the
+//! fresh memory's page faults stalled the client for tens of milliseconds.)
 //!
 //! # Caveats
 //! - A second is placed by when an operation completed, so the last second
@@ -50,12 +50,6 @@ impl Second {
         }
     }
 
-    fn add(&mut self, other: &Second) {
-        // Same bounds on both sides: adding cannot fail.
-        let _ = self.latency.add(&other.latency);
-        self.errors += other.errors;
-    }
-
     fn operations(&self) -> u64 {
         self.latency.len() + self.errors
     }
@@ -68,21 +62,17 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// A recorder for one worker.
-    pub fn recorder(&self) -> Recorder<'_> {
-        Recorder {
-            timeline: self,
-            second: 0,
-            current: Second::new(),
-        }
-    }
-
-    fn merge(&self, second: u64, part: &Second) {
-        if part.operations() == 0 {
-            return;
-        }
+    /// Records an operation that completed `since_start` into the run:
+    /// successful in `Some(micros)`, failed if `None`.
+    pub fn record(&self, since_start: Duration, latency_micros: Option<u64>) {
         let mut seconds = self.seconds.lock().unwrap_or_else(|p| p.into_inner());
-        seconds.entry(second).or_insert_with(Second::new).add(part);
+        let second = seconds
+            .entry(since_start.as_secs())
+            .or_insert_with(Second::new);
+        match latency_micros {
+            Some(micros) => second.latency.saturating_record(micros.max(1)),
+            None => second.errors += 1,
+        }
     }
 
     /// The page: `title`, the `summary` lines as a table, and the charts.
@@ -137,41 +127,6 @@ impl Timeline {
         }
         page.push_str("</body></html>\n");
         page
-    }
-}
-
-/// One worker's current second.
-pub struct Recorder<'a> {
-    timeline: &'a Timeline,
-    second: u64,
-    current: Second,
-}
-
-impl Recorder<'_> {
-    /// Records an operation that completed `since_start` into the run:
-    /// successful in `Some(micros)`, failed if `None`.
-    pub fn record(&mut self, since_start: Duration, latency_micros: Option<u64>) {
-        let second = since_start.as_secs();
-        if second != self.second {
-            self.flush();
-            self.second = second;
-        }
-        match latency_micros {
-            Some(micros) => self.current.latency.saturating_record(micros.max(1)),
-            None => self.current.errors += 1,
-        }
-    }
-
-    /// Merges the current second into the timeline.
-    pub fn flush(&mut self) {
-        let done = std::mem::replace(&mut self.current, Second::new());
-        self.timeline.merge(self.second, &done);
-    }
-}
-
-impl Drop for Recorder<'_> {
-    fn drop(&mut self) {
-        self.flush();
     }
 }
 
@@ -281,13 +236,9 @@ mod tests {
     #[test]
     fn seconds_gather_every_workers_operations_and_the_page_draws_them() {
         let timeline = Timeline::default();
-        {
-            let mut a = timeline.recorder();
-            let mut b = timeline.recorder();
-            for i in 0..100u64 {
-                a.record(Duration::from_millis(i * 25), Some(1000 + i));
-                b.record(Duration::from_millis(i * 25), (i % 10 != 0).then_some(5000));
-            }
+        for i in 0..100u64 {
+            timeline.record(Duration::from_millis(i * 25), Some(1000 + i));
+            timeline.record(Duration::from_millis(i * 25), (i % 10 != 0).then_some(5000));
         }
         let seconds = timeline.seconds.lock().unwrap();
         // 100 operations each, 25 ms apart: seconds 0 to 2 (40, 40, 20 each).
