@@ -12,7 +12,8 @@
 #   3 nodes, put / noop on the same cluster
 #
 # Usage: benches/peers.sh [OPERATIONS]   (default 100000 per workload)
-# Installs redis-server, redis-tools, etcd-server and protobuf-compiler with
+# Installs redis-server, redis-tools, etcd-server, etcd-client (etcdctl, to
+# see the cluster up) and protobuf-compiler with
 # apt-get when missing, and builds benches/etcd-load (the etcd load tool).
 # STRESS_BIN=path runs another ringstore build. Address blocks 102 to 104.
 set -euo pipefail
@@ -26,6 +27,7 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
