@@ -15,9 +15,8 @@ use std::sync::Arc;
 
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
-use tokio::sync::oneshot;
 
-use crate::peer_queues::PeerQueues;
+use crate::peer_queues::{self, PeerQueues};
 use crate::shared_error::SharedError;
 
 /// How calls to one peer are shaped. One slot: while a call is in flight
@@ -46,10 +45,7 @@ pub(crate) struct Delivered {
 pub(crate) type Delivery = std::result::Result<Delivered, SharedError>;
 
 /// A queued write: its mutation, and where its answer goes.
-pub(crate) struct Waiter {
-    pub mutation: pb::ReplicaMutation,
-    pub answer: oneshot::Sender<Delivery>,
-}
+pub(crate) type Waiter = peer_queues::Waiter<pb::ReplicaMutation, Delivered>;
 
 /// The node's per-peer queues of replica writes.
 pub(crate) type ApplyQueues = PeerQueues<Waiter>;

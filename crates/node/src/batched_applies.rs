@@ -32,7 +32,10 @@ pub(crate) async fn apply(
     let (answer, delivery) = oneshot::channel();
     let bytes = prost::Message::encoded_len(&mutation);
     let ring = placed.ring.checksum();
-    let waiter = Waiter { mutation, answer };
+    let waiter = Waiter {
+        request: mutation,
+        answer,
+    };
     let leave_now = context
         .apply_queues
         .lock()
@@ -51,51 +54,42 @@ pub(crate) async fn apply(
 }
 
 /// Sends `first`, then the batches queued for `address` meanwhile, one
-/// call at a time, until a call ends with nobody queued.
+/// call at a time, until a call ends with nobody queued. A write that
+/// stopped waiting while it queued (its timeout passed) gets a hint
+/// instead: it is not sent.
 async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<Waiter>) {
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
-    peer_queues::send_calls(&context.apply_queues, address, first, |batch, queued| {
-        send_one_call(&context, address, batch, queued, timeout)
-    })
+    let context = &context;
+    peer_queues::send_calls(
+        &context.apply_queues,
+        address,
+        first,
+        |batch, queued| async move {
+            let timed_out = || {
+                SharedError::Timeout(format!("{address}: no answer to apply within {timeout:?}"))
+            };
+            let sent = peer_queues::send_batch(batch, timeout, timed_out, |mutations, ring| {
+                call(context, address, mutations, ring)
+            })
+            .await;
+            if queued {
+                context.metrics.coalesced_writes(sent);
+            }
+        },
+    )
     .await;
 }
 
-/// Sends `batch` (counted as coalesced writes if it had `queued`) in one
-/// `Apply` call, given up after `timeout`, and hands each write its part of
-/// the answer.
-async fn send_one_call(
+/// One `Apply` call of `mutations`; each one's part of the answer, in order.
+async fn call(
     context: &NodeContext,
     address: SocketAddr,
-    batch: Batch<Waiter>,
-    queued: bool,
-    timeout: Duration,
-) {
-    // A write that stopped waiting (its timeout passed while it queued)
-    // gets a hint instead: it is not sent.
-    let (mutations, answers): (Vec<_>, Vec<_>) = batch
-        .items
-        .into_iter()
-        .filter(|w| !w.answer.is_closed())
-        .map(|w| (w.mutation, w.answer))
-        .unzip();
-    if mutations.is_empty() {
-        return;
-    }
-    if queued {
-        context.metrics.coalesced_writes(mutations.len());
-    }
+    mutations: Vec<pb::ReplicaMutation>,
+    ring: u64,
+) -> Vec<Delivery> {
     let count = mutations.len();
-    let call = call_apply(context, address, mutations, batch.ring);
-    let answered = match tokio::time::timeout(timeout, call).await {
-        Ok(answered) => answered.map_err(SharedError::from),
-        Err(_) => Err(SharedError::Timeout(format!(
-            "{address}: no answer to apply within {timeout:?}"
-        ))),
-    };
-    for (answer, delivery) in answers.into_iter().zip(deliveries(answered, count)) {
-        // The write may have given up waiting: nobody listening is fine.
-        let _ = answer.send(delivery);
-    }
+    let answered = call_apply(context, address, mutations, ring).await;
+    deliveries(answered.map_err(SharedError::from), count)
 }
 
 /// Each of `count` writes' part of a call's answer, in call order.

@@ -48,7 +48,7 @@ pub(crate) async fn read(
     let bytes = key.len();
     let ring = placed.ring.checksum();
     let waiter = ReadWaiter {
-        read: read(),
+        request: read(),
         answer,
     };
     let leave_now = context
@@ -77,54 +77,29 @@ pub(crate) async fn read(
 }
 
 /// Sends `first`, then the batches queued for `address` meanwhile, one
-/// call at a time, until a call ends with nobody queued.
+/// call at a time, until a call ends with nobody queued. A read nobody
+/// waits for any more (its round ended, or it timed out while it queued)
+/// is not sent.
 async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<ReadWaiter>) {
     let timeout = Duration::from_millis(context.config.timeouts.read_ms);
-    peer_queues::send_calls(&context.read_queues, address, first, |batch, queued| {
-        send_one_call(&context, address, batch, queued, timeout)
-    })
+    let context = &context;
+    peer_queues::send_calls(
+        &context.read_queues,
+        address,
+        first,
+        |batch, queued| async move {
+            let timed_out =
+                || SharedError::Timeout(format!("{address}: no answer to read within {timeout:?}"));
+            let sent = peer_queues::send_batch(batch, timeout, timed_out, |reads, ring| {
+                call_reads(context, address, reads, ring)
+            })
+            .await;
+            if queued {
+                context.metrics.coalesced_replica_reads(sent);
+            }
+        },
+    )
     .await;
-}
-
-/// Sends `batch` (counted as coalesced reads if it had `queued`) in one
-/// call, given up after `timeout`, and hands each read its part of the
-/// answer.
-async fn send_one_call(
-    context: &NodeContext,
-    address: SocketAddr,
-    batch: Batch<ReadWaiter>,
-    queued: bool,
-    timeout: Duration,
-) {
-    // A read nobody waits for any more (its round ended, or it timed out
-    // while it queued) is not sent.
-    let (reads, answers): (Vec<_>, Vec<_>) = batch
-        .items
-        .into_iter()
-        .filter(|w| !w.answer.is_closed())
-        .map(|w| (w.read, w.answer))
-        .unzip();
-    if reads.is_empty() {
-        return;
-    }
-    if queued {
-        context.metrics.coalesced_replica_reads(reads.len());
-    }
-    let count = reads.len();
-    let call = call_reads(context, address, reads, batch.ring);
-    let delivered = match tokio::time::timeout(timeout, call).await {
-        Ok(delivered) => delivered,
-        Err(_) => vec![
-            Err(SharedError::Timeout(format!(
-                "{address}: no answer to read within {timeout:?}"
-            )));
-            count
-        ],
-    };
-    for (answer, delivery) in answers.into_iter().zip(delivered) {
-        // The read may have stopped waiting: nobody listening is fine.
-        let _ = answer.send(delivery);
-    }
 }
 
 /// One call for `reads`: a `Read` when it is alone, a `ReadMany` otherwise.

@@ -8,8 +8,9 @@
 //! queue. If the peer has a free call slot, the request leaves at once as
 //! a call of its own, in a task spawned for it; that task then sends the
 //! requests that queued behind busy slots, a batch per call, until it ends
-//! a call with nobody queued. Each request waits on a oneshot channel for
-//! its part of the call's answer.
+//! a call with nobody queued ([`send_calls`]). Each request waits on a
+//! oneshot channel for its part of the call's answer ([`Waiter`],
+//! [`send_batch`]).
 //!
 //! The calls run in tasks of their own, not in the requests that submitted
 //! them: a client that cancels cannot strand the requests queued behind
@@ -27,8 +28,19 @@
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use ringstore_replication::{Batch, BatchLimits, PeerBatches};
+use tokio::sync::oneshot;
+
+use crate::shared_error::SharedError;
+
+/// A queued request (`Q`), and where its part of the call's answer (`A`, or
+/// the call's error) goes.
+pub(crate) struct Waiter<Q, A> {
+    pub request: Q,
+    pub answer: oneshot::Sender<Result<A, SharedError>>,
+}
 
 /// Every peer's queue of one kind of replica request (`W`: a request and
 /// where its answer goes). See the module docs.
@@ -86,4 +98,103 @@ pub(crate) async fn send_calls<W, S, F>(
         queued = true;
     }
     guard.2 = false;
+}
+
+/// Sends `batch` in one call made by `call` (the requests in order, and the
+/// ring checksum they were placed with; each request's part of the answer
+/// back, in order), given up after `timeout` with `timed_out`'s error; hands
+/// each request its part. A request nobody waits for any more (it gave up
+/// while it queued) is left out. Returns how many requests were sent.
+pub(crate) async fn send_batch<Q, A, C, F>(
+    batch: Batch<Waiter<Q, A>>,
+    timeout: Duration,
+    timed_out: impl FnOnce() -> SharedError,
+    call: C,
+) -> usize
+where
+    C: FnOnce(Vec<Q>, u64) -> F,
+    F: Future<Output = Vec<Result<A, SharedError>>>,
+{
+    let (requests, answers): (Vec<_>, Vec<_>) = batch
+        .items
+        .into_iter()
+        .filter(|w| !w.answer.is_closed())
+        .map(|w| (w.request, w.answer))
+        .unzip();
+    let count = requests.len();
+    if count == 0 {
+        return 0;
+    }
+    let parts = match tokio::time::timeout(timeout, call(requests, batch.ring)).await {
+        Ok(parts) => parts,
+        Err(_) => {
+            let error = timed_out();
+            (0..count).map(|_| Err(error.clone())).collect()
+        }
+    };
+    for (answer, part) in answers.into_iter().zip(parts) {
+        // The request may have stopped waiting: nobody listening is fine.
+        let _ = answer.send(part);
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(
+        request: u32,
+    ) -> (
+        Waiter<u32, u32>,
+        oneshot::Receiver<Result<u32, SharedError>>,
+    ) {
+        let (answer, receiver) = oneshot::channel();
+        (Waiter { request, answer }, receiver)
+    }
+
+    #[tokio::test]
+    async fn each_request_gets_its_part_and_one_that_gave_up_is_not_sent() {
+        let (a, mut a_answer) = waiter(1);
+        let (b, b_answer) = waiter(2);
+        let (c, mut c_answer) = waiter(3);
+        drop(b_answer);
+        let batch = Batch {
+            ring: 9,
+            items: vec![a, b, c],
+        };
+        let sent = send_batch(
+            batch,
+            Duration::from_secs(1),
+            || unreachable!(),
+            |requests, ring| async move {
+                assert_eq!((requests.clone(), ring), (vec![1, 3], 9));
+                requests.into_iter().map(|r| Ok(r * 10)).collect()
+            },
+        )
+        .await;
+        assert_eq!(sent, 2);
+        assert_eq!(a_answer.try_recv().unwrap().unwrap(), 10);
+        assert_eq!(c_answer.try_recv().unwrap().unwrap(), 30);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_its_timeout_fails_every_request_in_it() {
+        let (a, mut a_answer) = waiter(1);
+        let (b, mut b_answer) = waiter(2);
+        let batch = Batch {
+            ring: 0,
+            items: vec![a, b],
+        };
+        let timed_out = || SharedError::Timeout("no answer".into());
+        send_batch(batch, Duration::from_millis(10), timed_out, |_, _| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Vec::new()
+        })
+        .await;
+        for answer in [&mut a_answer, &mut b_answer] {
+            let error = answer.try_recv().unwrap().unwrap_err();
+            assert!(matches!(error, SharedError::Timeout(ref m) if m == "no answer"));
+        }
+    }
 }

@@ -18,9 +18,8 @@ use std::sync::Arc;
 
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
-use tokio::sync::oneshot;
 
-use crate::peer_queues::PeerQueues;
+use crate::peer_queues::{self, PeerQueues};
 use crate::shared_error::SharedError;
 
 /// How calls to one peer are shaped, as for writes (`apply_queues.rs`):
@@ -58,10 +57,7 @@ pub(crate) struct ReadDelivered {
 pub(crate) type ReadDelivery = std::result::Result<ReadDelivered, SharedError>;
 
 /// A queued read: the read, and where its answer goes.
-pub(crate) struct ReadWaiter {
-    pub read: pb::ReplicaRead,
-    pub answer: oneshot::Sender<ReadDelivery>,
-}
+pub(crate) type ReadWaiter = peer_queues::Waiter<pb::ReplicaRead, ReadDelivered>;
 
 /// The node's per-peer queues of replica reads.
 pub(crate) type ReadQueues = PeerQueues<ReadWaiter>;
