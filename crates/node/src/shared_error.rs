@@ -1,7 +1,7 @@
 //! An error that several waiters share: one replica round answering many
 //! coalesced reads (`read_flights.rs`), one internode call carrying many
-//! replica writes or reads (`peer_queues.rs`). `NodeError` is not `Clone`, so each
-//! waiter gets the error's kind and message.
+//! replica writes or reads (`peer_queues.rs`). `NodeError` is not `Clone`,
+//! so each waiter gets the error's kind and message.
 
 use crate::error::NodeError;
 
