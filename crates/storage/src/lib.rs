@@ -90,6 +90,7 @@ mod periodic_flush;
 mod scan;
 mod simulated_disk;
 mod sled_engine;
+mod sled_files;
 mod store;
 
 pub use cell::{Cell, Timestamp};

@@ -9,9 +9,17 @@
 //! "absent" instead of a lookup, one walk down the tree per new key instead
 //! of two.
 //!
+//! [`Engine::flush`] is sled's `Db::flush` followed by what that leaves
+//! undone: sled writes its log with `sync_file_range`, which neither writes
+//! the file's metadata nor flushes the drive's cache, and writes its blob
+//! files without any sync. `SledFiles` (`sled_files.rs`) adds the
+//! `fdatasync` (or `syncfs` when there are blobs) that makes a flush durable
+//! across a power loss, not only across a crash of the process.
+//!
 //! # Invariants
 //! - Writes are durable once a flush that started after them has returned;
 //!   until then a crash (including `kill -9` of the process) may lose them.
+//! - A flush returns only after `fdatasync`/`syncfs` of what it wrote.
 //! - sled's internal default tree (`__sled__default`) is never listed by
 //!   [`Engine::tree_names`] and cannot be dropped.
 //!
@@ -40,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, KvIter, Tree, Updater};
 use crate::error::{Result, StorageError};
+use crate::sled_files::{FileSync, SledFiles};
 
 /// sled's own tree, which every `Db` has and which ringstore never uses.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
@@ -91,6 +100,7 @@ impl SledOptions {
 #[derive(Clone, Debug)]
 pub struct SledEngine {
     db: sled::Db,
+    files: Arc<SledFiles>,
 }
 
 impl SledEngine {
@@ -107,7 +117,13 @@ impl SledEngine {
         let mut pause = Duration::from_millis(1);
         loop {
             match config.open() {
-                Ok(db) => return Ok(SledEngine { db }),
+                Ok(db) => {
+                    let files = SledFiles::open(path.as_ref()).map_err(StorageError::Disk)?;
+                    return Ok(SledEngine {
+                        db,
+                        files: Arc::new(files),
+                    });
+                }
                 Err(error) if is_lock_held(&error) && Instant::now() < deadline => {
                     tracing::debug!(%error, "sled lock still held; retrying");
                     std::thread::sleep(pause);
@@ -116,6 +132,12 @@ impl SledEngine {
                 Err(error) => return Err(from_sled(error)),
             }
         }
+    }
+
+    /// sled's flush, then the sync that makes it durable; how it synced.
+    pub(crate) fn flush_durably(&self) -> Result<FileSync> {
+        self.db.flush().map_err(from_sled)?;
+        self.files.sync().map_err(StorageError::Disk)
     }
 
     /// Whether the database existed before this open (sled's `was_recovered`).
@@ -163,7 +185,7 @@ impl Engine for SledEngine {
     }
 
     fn flush(&self) -> Result<()> {
-        self.db.flush().map(drop).map_err(from_sled)
+        self.flush_durably().map(drop)
     }
 
     fn size_on_disk(&self) -> Result<u64> {
