@@ -410,6 +410,41 @@ async fn six_fresh_nodes_started_together_choose_distinct_balanced_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
     let cluster = TestCluster::start(199, 3, 3).await;
+    let coalesced = concurrent_reads_each_get_their_own_key_s_answer(&cluster).await;
+    assert!(coalesced > 0, "no replica read shared a call");
+    cluster.shutdown().await;
+}
+
+/// A rolling upgrade's mixed cluster: two of the three nodes answer
+/// `ReadMany` as a build from before it does (`UNIMPLEMENTED`). The reads
+/// node 0 coalesces for them must be sent again alone, as `Read`s, and still
+/// get their own key's answer: at RF 1 a failed remote read fails the
+/// client's, and at RF 3 `QUORUM` needs one of the two. Address block 195.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_coalesced_for_peers_without_read_many_are_sent_again_alone() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = (0..3)
+        .map(|i| {
+            let mut config = TestCluster::config(195, i, 3, dirs.path());
+            config.test_without_read_many = i > 0;
+            config
+        })
+        .collect();
+    let cluster = TestCluster::start_with(configs, dirs).await;
+    let coalesced = concurrent_reads_each_get_their_own_key_s_answer(&cluster).await;
+    assert!(
+        coalesced > 0,
+        "no replica read was queued for a shared call, so no ReadMany was refused"
+    );
+    cluster.shutdown().await;
+}
+
+/// Writes `KEYS` keys (distinct values) to keyspaces "one" (RF 1) and
+/// "three" (RF 3), then has `CLIENTS` clients read every key through node 0
+/// at once, at `ONE` and `QUORUM`, and fails on any read that errs or gets
+/// another key's value. Returns how many replica reads node 0 queued for a
+/// shared call.
+async fn concurrent_reads_each_get_their_own_key_s_answer(cluster: &TestCluster) -> u64 {
     cluster.create_keyspace(0, "one", 1).await;
     cluster.create_keyspace(0, "three", 3).await;
     const KEYS: usize = 150;
@@ -424,25 +459,22 @@ async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
     }
     let before = cluster.context(0).metrics.coalesced_replica_reads_total();
     for (keyspace, level) in [("one", One), ("three", Quorum)] {
-        let clients = (0..CLIENTS).map(|c| {
-            let cluster = &cluster;
-            async move {
-                let mut client = cluster.client(0).await;
-                let mut wrong = Vec::new();
-                // Each client reads every key, starting at its own offset.
-                for i in 0..KEYS {
-                    let k = (i + c * 7) % KEYS;
-                    let got = client
-                        .get(get(keyspace, &format!("k{k}"), level))
-                        .await
-                        .unwrap()
-                        .into_inner();
-                    if got.value != value_of(keyspace, k).into_bytes() {
-                        wrong.push((k, String::from_utf8_lossy(&got.value).into_owned()));
-                    }
+        let clients = (0..CLIENTS).map(|c| async move {
+            let mut client = cluster.client(0).await;
+            let mut wrong = Vec::new();
+            // Each client reads every key, starting at its own offset.
+            for i in 0..KEYS {
+                let k = (i + c * 7) % KEYS;
+                let got = client
+                    .get(get(keyspace, &format!("k{k}"), level))
+                    .await
+                    .unwrap_or_else(|status| panic!("{keyspace}: read of k{k} failed: {status}"))
+                    .into_inner();
+                if got.value != value_of(keyspace, k).into_bytes() {
+                    wrong.push((k, String::from_utf8_lossy(&got.value).into_owned()));
                 }
-                wrong
             }
+            wrong
         });
         let wrong: Vec<_> = futures::future::join_all(clients)
             .await
@@ -462,6 +494,5 @@ async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
         "{coalesced} replica reads left in shared calls, of {} client reads",
         2 * CLIENTS * KEYS
     );
-    assert!(coalesced > 0, "no replica read shared a call");
-    cluster.shutdown().await;
+    coalesced
 }

@@ -60,22 +60,13 @@ pub(crate) async fn apply(
 async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<Waiter>) {
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
     let context = &context;
-    peer_queues::send_calls(
+    peer_queues::send_waiting_calls(
         &context.apply_queues,
         address,
         first,
-        |batch, queued| async move {
-            let timed_out = || {
-                SharedError::Timeout(format!("{address}: no answer to apply within {timeout:?}"))
-            };
-            let sent = peer_queues::send_batch(batch, timeout, timed_out, |mutations, ring| {
-                call(context, address, mutations, ring)
-            })
-            .await;
-            if queued {
-                context.metrics.coalesced_writes(sent);
-            }
-        },
+        (timeout, "apply"),
+        |mutations, ring| call(context, address, mutations, ring),
+        |sent| context.metrics.coalesced_writes(sent),
     )
     .await;
 }

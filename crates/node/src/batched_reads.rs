@@ -83,21 +83,13 @@ pub(crate) async fn read(
 async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<ReadWaiter>) {
     let timeout = Duration::from_millis(context.config.timeouts.read_ms);
     let context = &context;
-    peer_queues::send_calls(
+    peer_queues::send_waiting_calls(
         &context.read_queues,
         address,
         first,
-        |batch, queued| async move {
-            let timed_out =
-                || SharedError::Timeout(format!("{address}: no answer to read within {timeout:?}"));
-            let sent = peer_queues::send_batch(batch, timeout, timed_out, |reads, ring| {
-                call_reads(context, address, reads, ring)
-            })
-            .await;
-            if queued {
-                context.metrics.coalesced_replica_reads(sent);
-            }
-        },
+        (timeout, "read"),
+        |reads, ring| call_reads(context, address, reads, ring),
+        |sent| context.metrics.coalesced_replica_reads(sent),
     )
     .await;
 }
@@ -137,10 +129,7 @@ async fn call_reads(
     context
         .metrics
         .internode(address, InternodeRpc::ReadMany, started.elapsed());
-    let response = response
-        .map(tonic::Response::into_inner)
-        .map_err(|status| SharedError::from(NodeError::peer(address, "read")(status)));
-    deliveries(response, count)
+    deliveries(response.map(tonic::Response::into_inner), address, count)
 }
 
 /// One `Read` call, timed in the internode metrics.
@@ -169,16 +158,30 @@ async fn call_read(
         .into_inner())
 }
 
-/// Each of `count` reads' part of a `ReadMany`'s answer, in call order. A
-/// read the answer has no result for (a replica that broke the protocol)
-/// fails.
+/// Each of `count` reads' part of the answer of a `ReadMany` to `address`,
+/// in call order. A read the answer has no result for (a replica that broke
+/// the protocol) fails; a failed call fails them all. A peer of an earlier
+/// build, which has no `ReadMany` (`UNIMPLEMENTED`), defers them all: each
+/// is sent again alone, as a `Read` (so a rolling upgrade pays one refused
+/// call per batch to such a peer, and fails no read).
 fn deliveries(
-    answered: std::result::Result<pb::ReadManyResponse, SharedError>,
+    answered: std::result::Result<pb::ReadManyResponse, tonic::Status>,
+    address: SocketAddr,
     count: usize,
 ) -> Vec<ReadDelivery> {
     let response = match answered {
         Ok(response) => response,
-        Err(error) => return vec![Err(error); count],
+        Err(status) if status.code() == tonic::Code::Unimplemented => {
+            let deferred = ReadDelivered {
+                answer: ReadAnswer::Deferred,
+                members: Arc::from([]),
+            };
+            return vec![Ok(deferred); count];
+        }
+        Err(status) => {
+            let error = SharedError::from(NodeError::peer(address, "read")(status));
+            return vec![Err(error); count];
+        }
     };
     let members: Arc<[pb::MemberStamp]> = Arc::from(response.members);
     let mut results = response.results.into_iter();
@@ -224,6 +227,10 @@ fn answer_of(result: pb::ReadResult) -> ReadAnswer {
 mod tests {
     use super::*;
 
+    fn peer() -> SocketAddr {
+        "127.0.0.2:7101".parse().unwrap()
+    }
+
     fn answers(parts: Vec<ReadDelivery>) -> Vec<ReadAnswer> {
         parts
             .into_iter()
@@ -259,7 +266,7 @@ mod tests {
             ],
             members: vec![pb::MemberStamp::default()],
         };
-        let parts = deliveries(Ok(response), 4);
+        let parts = deliveries(Ok(response), peer(), 4);
         assert!(parts.iter().all(|p| p.as_ref().unwrap().members.len() == 1));
         assert_eq!(
             answers(parts),
@@ -290,7 +297,7 @@ mod tests {
             }],
             members: Vec::new(),
         };
-        let parts = answers(deliveries(Ok(response), 2));
+        let parts = answers(deliveries(Ok(response), peer(), 2));
         assert!(matches!(
             &parts[0],
             ReadAnswer::Refused {
@@ -305,13 +312,24 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_call_fails_every_read_in_it_with_its_code() {
-        let failed = Err(SharedError::Unavailable("peer gone".into()));
-        let parts = deliveries(failed, 3);
+    fn a_failed_call_fails_every_read_in_it_naming_the_peer_and_its_status() {
+        let failed = Err(tonic::Status::unavailable("peer gone"));
+        let parts = deliveries(failed, peer(), 3);
         assert_eq!(parts.len(), 3);
         for part in parts {
-            let error = NodeError::from(part.expect_err("failed"));
-            assert_eq!(error.code(), tonic::Code::Unavailable);
+            let error = NodeError::from(part.expect_err("failed")).to_string();
+            assert!(
+                error.contains("127.0.0.2:7101") && error.contains("peer gone"),
+                "{error}"
+            );
         }
+    }
+
+    #[test]
+    fn a_peer_without_read_many_has_every_read_sent_again_alone() {
+        let old_build = Err(tonic::Status::unimplemented("unknown method ReadMany"));
+        let parts = deliveries(old_build, peer(), 3);
+        assert!(parts.iter().all(|p| p.as_ref().unwrap().members.is_empty()));
+        assert_eq!(answers(parts), vec![ReadAnswer::Deferred; 3]);
     }
 }

@@ -103,6 +103,10 @@ pub struct NodeConfig {
     /// the node's wall clock sees it (`RINGSTORE_TEST_CLOCK_OFFSET_MS`).
     /// Never set it in production.
     pub test_clock_offset_ms: i64,
+    /// For tests only: answer `ReadMany` with `UNIMPLEMENTED`, as a node of a
+    /// build from before it does, to test a rolling upgrade's mixed cluster
+    /// (`RINGSTORE_TEST_WITHOUT_READ_MANY`). Never set it in production.
+    pub test_without_read_many: bool,
     /// The most mutations one `Batch` request may carry (default 1,000).
     pub max_batch_mutations: usize,
     /// The most bytes of keys and values one `Batch` request may carry
@@ -343,6 +347,7 @@ impl Default for NodeConfig {
             max_client_timestamp_skew_seconds: 300,
             max_clock_offset_ms: 500,
             test_clock_offset_ms: 0,
+            test_without_read_many: false,
             max_batch_mutations: 1000,
             max_batch_bytes: 16 * 1024 * 1024,
             batch_concurrency: 32,

@@ -100,6 +100,33 @@ pub(crate) async fn send_calls<W, S, F>(
     guard.2 = false;
 }
 
+/// [`send_calls`] for queues of [`Waiter`]s, each batch sent by
+/// [`send_batch`] through `call` and given up after `timeout` (the error
+/// names the `rpc`); `coalesced` is told how many requests each batch that
+/// had queued behind a busy slot carried.
+pub(crate) async fn send_waiting_calls<Q, A, C, F>(
+    queues: &PeerQueues<Waiter<Q, A>>,
+    address: SocketAddr,
+    first: Batch<Waiter<Q, A>>,
+    (timeout, rpc): (Duration, &'static str),
+    call: C,
+    coalesced: impl Fn(usize),
+) where
+    C: Fn(Vec<Q>, u64) -> F,
+    F: Future<Output = Vec<Result<A, SharedError>>>,
+{
+    let (call, coalesced) = (&call, &coalesced);
+    send_calls(queues, address, first, move |batch, queued| async move {
+        let timed_out =
+            || SharedError::Timeout(format!("{address}: no answer to {rpc} within {timeout:?}"));
+        let sent = send_batch(batch, timeout, timed_out, call).await;
+        if queued {
+            coalesced(sent);
+        }
+    })
+    .await;
+}
+
 /// Sends `batch` in one call made by `call` (the requests in order, and the
 /// ring checksum they were placed with; each request's part of the answer
 /// back, in order), given up after `timeout` with `timed_out`'s error; hands

@@ -41,7 +41,8 @@ pub(crate) enum ReadAnswer {
     /// The replica refused the read, with the status a `Read` of its own
     /// would have failed with.
     Refused { code: tonic::Code, message: String },
-    /// Left out of a full response: to be sent again alone.
+    /// Not answered in this call (left out of a full response, or the peer
+    /// has no `ReadMany`): to be sent again alone.
     Deferred,
 }
 

@@ -173,6 +173,11 @@ impl Internode for InternodeService {
         &self,
         request: Request<pb::ReadManyRequest>,
     ) -> Result<Response<pb::ReadManyResponse>, Status> {
+        if self.context.config.test_without_read_many {
+            return Err(Status::unimplemented(
+                "ReadMany: test_without_read_many is set (as on a build without it)",
+            ));
+        }
         let _stage = self.context.metrics.stage(Stage::InternodeRead);
         let request = request.into_inner();
         let results = replica_reads::read_many(&self.context, &request.reads)?;
