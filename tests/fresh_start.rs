@@ -1,6 +1,8 @@
-//! A new cluster started all at once, on real processes (block 186): the
+//! New clusters on real processes: started all at once (block 186), the
 //! fresh nodes choose their tokens as one cohort instead of one turn each,
-//! so they are all `UN` soon, with balanced effective ownership.
+//! so they are all `UN` soon, with balanced effective ownership; and before
+//! its first node is `UN` (block 187), a new cluster tells its clients that
+//! it is still starting.
 
 mod common;
 
@@ -70,4 +72,68 @@ fn a_new_cluster_started_at_once_is_all_up_and_normal_soon_with_balanced_ownersh
         .iter()
         .fold((f64::MAX, 0.0_f64), |(lo, hi), &o| (lo.min(o), hi.max(o)));
     assert!(max / min <= 1.25, "effective ownership {owned:?}");
+}
+
+/// A client of a brand-new one-node cluster, in the seconds before the node
+/// has chosen its tokens (block 187): its writes and reads are refused with
+/// `UNAVAILABLE` saying the cluster is still starting, not with a
+/// consistency level's arithmetic ("2 replicas required, 1 alive", the
+/// joining node counted as pending), and they succeed once the node is `UN`.
+#[test]
+fn a_new_cluster_refuses_requests_as_still_starting_until_a_node_is_up_and_normal() {
+    let mut servers = Processes::new(187);
+    // A ring delay long enough that the keyspace is created well before the
+    // node chooses tokens, even on a loaded machine.
+    servers.start(0, &[("RINGSTORE_RING_DELAY_MS", "5000")]);
+    eventually(
+        Duration::from_secs(20),
+        "the schema service answers",
+        || {
+            let create = servers.cli(
+                0,
+                &[
+                    "keyspace",
+                    "create",
+                    "ks",
+                    "--replication",
+                    "SimpleStrategy:1",
+                ],
+            );
+            create.status.success()
+        },
+    );
+    let mut refused_as_starting = 0;
+    for (i, args) in [
+        &["put", "ks", "k", "v1", "--consistency", "ONE"][..],
+        &["get", "ks", "k", "--consistency", "ONE"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let before = servers.status_rows(0);
+        let answer = servers.cli(0, args);
+        let stderr = text(&answer.stderr);
+        if answer.status.success() {
+            // Only possible if the node went UN in between.
+            let after = servers.status_rows(0);
+            assert!(after.iter().any(|r| r.starts_with("UN ")), "{after:?}");
+            continue;
+        }
+        assert!(
+            stderr.contains("UNAVAILABLE") && stderr.contains("the cluster is still starting"),
+            "request {i} before the node is UN ({before:?}): {stderr}"
+        );
+        assert!(!stderr.contains("replicas required"), "{stderr}");
+        refused_as_starting += 1;
+    }
+    assert!(
+        refused_as_starting > 0,
+        "the node was UN before any request: nothing was checked"
+    );
+    servers.wait_until_all_un(0, 1);
+    let put = servers.cli(0, &["put", "ks", "k", "v2", "--consistency", "ONE"]);
+    assert!(put.status.success(), "{}", text(&put.stderr));
+    let get = servers.cli(0, &["get", "ks", "k", "--consistency", "ONE"]);
+    assert!(get.status.success(), "{}", text(&get.stderr));
+    assert!(text(&get.stdout).contains("v2"), "{}", text(&get.stdout));
 }

@@ -44,7 +44,9 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{batched_applies, batched_reads, coalesced_reads, read_latencies, ring_lag};
+use crate::{
+    batched_applies, batched_reads, coalesced_reads, empty_ring, read_latencies, ring_lag,
+};
 
 /// A replica's answer to a read request.
 enum ReadReply {
@@ -127,6 +129,7 @@ async fn write_unmeasured(
 ) -> Result<()> {
     let keyspace = &write.keyspace;
     let view = context.view();
+    empty_ring::refuse_while_starting(&view)?;
     let (natural, pending) = write_candidates(context, &view, keyspace, &write.key)?;
     let local = natural
         .iter()
@@ -326,6 +329,7 @@ async fn read_unmeasured(
     level: ConsistencyLevel,
 ) -> Result<Option<Cell>> {
     let view = context.view();
+    empty_ring::refuse_while_starting(&view)?;
     let natural = candidates(context, &view, keyspace, token_of(key)?);
     let local = natural.iter().any(|c| c.host == context.host_id);
     context

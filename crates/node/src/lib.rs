@@ -83,6 +83,7 @@ pub mod convert;
 pub mod coordinator;
 pub mod disk_failure;
 pub mod drain;
+mod empty_ring;
 pub mod error;
 pub mod handoff;
 pub mod internode_auth;

@@ -47,11 +47,11 @@ use ringstore_replication::{
 };
 use tokio::sync::mpsc;
 
-use crate::apply_calls;
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
+use crate::{apply_calls, empty_ring};
 
 /// Rows per page when the client names none.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
@@ -139,11 +139,13 @@ fn piece(
     end: Token,
 ) -> Result<(Vec<ReplicaCandidate>, Token)> {
     let (view, map) = context.placement(keyspace);
+    empty_ring::refuse_while_starting(&view)?;
     let replicas = map.replicas(first);
     if replicas.is_empty() {
-        return Err(NodeError::Unavailable(
-            "the ring has no tokens yet: no replica to scan".into(),
-        ));
+        return Err(NodeError::Unavailable(format!(
+            "no replica to scan: keyspace {} places none on this ring",
+            keyspace.name
+        )));
     }
     let range = replicas.range();
     // The ring range (s, e] holds `first`; unless it wraps past Token::MAX
