@@ -419,7 +419,8 @@ async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
 /// `ReadMany` as a build from before it does (`UNIMPLEMENTED`). The reads
 /// node 0 coalesces for them must be sent again alone, as `Read`s, and still
 /// get their own key's answer: at RF 1 a failed remote read fails the
-/// client's, and at RF 3 `QUORUM` needs one of the two. Address block 195.
+/// client's, and at RF 3 `QUORUM` needs one of the two. Node 0 offers each
+/// peer `ReadMany` once, then remembers its refusal. Address block 195.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_coalesced_for_peers_without_read_many_are_sent_again_alone() {
     let dirs = tempfile::tempdir().unwrap();
@@ -435,6 +436,16 @@ async fn reads_coalesced_for_peers_without_read_many_are_sent_again_alone() {
     assert!(
         coalesced > 0,
         "no replica read was queued for a shared call, so no ReadMany was refused"
+    );
+    // Each peer is offered ReadMany once: after its refusal, node 0 sends
+    // its coalesced reads alone without asking again (for a minute).
+    let mut offered = Vec::new();
+    for peer in [1, 2] {
+        offered.push(cluster.internode_calls(0, peer, "read_many").await);
+    }
+    assert!(
+        offered.iter().all(|&calls| calls <= 1) && offered.iter().sum::<u64>() >= 1,
+        "ReadMany calls to peers 1 and 2: {offered:?}"
     );
     cluster.shutdown().await;
 }

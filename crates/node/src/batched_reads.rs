@@ -118,6 +118,10 @@ async fn call_reads(
     }
     let count = reads.len();
     let started = Instant::now();
+    let refusals = &context.read_many_refusals;
+    if refusals.lacks_read_many(address, started) {
+        return vec![Ok(deferred()); count];
+    }
     let response = context
         .peers
         .client(address)
@@ -129,6 +133,12 @@ async fn call_reads(
     context
         .metrics
         .internode(address, InternodeRpc::ReadMany, started.elapsed());
+    if response
+        .as_ref()
+        .is_err_and(|status| status.code() == tonic::Code::Unimplemented)
+    {
+        refusals.refused(address, started);
+    }
     deliveries(response.map(tonic::Response::into_inner), address, count)
 }
 
@@ -162,8 +172,10 @@ async fn call_read(
 /// in call order. A read the answer has no result for (a replica that broke
 /// the protocol) fails; a failed call fails them all. A peer of an earlier
 /// build, which has no `ReadMany` (`UNIMPLEMENTED`), defers them all: each
-/// is sent again alone, as a `Read` (so a rolling upgrade pays one refused
-/// call per batch to such a peer, and fails no read).
+/// is sent again alone, as a `Read`, and `call_reads` sends the next
+/// batches for that peer alone without asking (`read_many_refusals.rs`):
+/// a rolling upgrade fails no read and pays one refused call per peer and
+/// minute.
 fn deliveries(
     answered: std::result::Result<pb::ReadManyResponse, tonic::Status>,
     address: SocketAddr,
@@ -172,11 +184,7 @@ fn deliveries(
     let response = match answered {
         Ok(response) => response,
         Err(status) if status.code() == tonic::Code::Unimplemented => {
-            let deferred = ReadDelivered {
-                answer: ReadAnswer::Deferred,
-                members: Arc::from([]),
-            };
-            return vec![Ok(deferred); count];
+            return vec![Ok(deferred()); count];
         }
         Err(status) => {
             let error = SharedError::from(NodeError::peer(address, "read")(status));
@@ -200,6 +208,14 @@ fn deliveries(
             })
         })
         .collect()
+}
+
+/// A read left for a `Read` of its own.
+fn deferred() -> ReadDelivered {
+    ReadDelivered {
+        answer: ReadAnswer::Deferred,
+        members: Arc::from([]),
+    }
 }
 
 /// What one `ReadMany` result says of its read.

@@ -76,6 +76,8 @@ pub struct NodeContext {
     pub(crate) apply_queues: ApplyQueues,
     /// The coordinator's replica reads, coalesced per peer.
     pub(crate) read_queues: ReadQueues,
+    /// Peers seen refusing `ReadMany` (an earlier build), for a while.
+    pub(crate) read_many_refusals: crate::read_many_refusals::ReadManyRefusals,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
     /// Members replicas showed in a newer state than this node's view.

@@ -97,6 +97,7 @@ pub mod peers;
 pub mod platform;
 pub mod read_flights;
 pub mod read_latencies;
+mod read_many_refusals;
 pub mod read_queues;
 pub mod repair;
 pub mod replica_maps;

@@ -12,7 +12,9 @@
 //!   of them sent alone over the same connection; the coordinator counts
 //!   each as a replica that did not answer.
 //! - A read the replica deferred (its response was full) is sent again
-//!   alone, so it pays a second round trip.
+//!   alone, so it pays a second round trip. So is every read of a call to a
+//!   peer without `ReadMany` (an earlier build); after its first refusal the
+//!   peer's reads go alone at once for a while (`read_many_refusals.rs`).
 
 use std::sync::Arc;
 

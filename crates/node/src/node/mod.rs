@@ -216,6 +216,7 @@ fn node_context(
         read_flights: Default::default(),
         apply_queues: Default::default(),
         read_queues: Default::default(),
+        read_many_refusals: Default::default(),
         hot_keys: Default::default(),
         ring_lag: Default::default(),
         settling_ring: Default::default(),
