@@ -64,9 +64,10 @@ start_ringstore() { # NODES DURABILITY BLOCK
   wait_until_up "127.$block.0.1:7100" "$nodes"
 }
 
-stress() { # HOST WORKLOAD RF CONSISTENCY
+stress() { # HOST WORKLOAD RF CONSISTENCY [THREADS]
   "$bin" --host "$1" stress "$2" -n "$ops" --concurrency 64 --key-count 100000 \
-    --value-size 100 --consistency "$4" --replication "SimpleStrategy:$3" --json
+    --value-size 100 --consistency "$4" --replication "SimpleStrategy:$3" --json \
+    ${5:+--threads "$5"}
 }
 
 redis() { # PORT ARGS...: starts redis-server with ARGS, waits until it answers
@@ -117,13 +118,15 @@ redis 6391 --appendonly yes --appendfsync always
 redis_bench 6391 set | record_redis "redis SET, appendfsync always" SET
 stop_all
 
+# One client thread against one server, as redis-benchmark runs (its
+# default --threads is 1): the client leaves the other core to the server.
 echo "== ringstore, 1 node RF 1 ONE"
 start_ringstore 1 periodic 102
-stress 127.102.0.1:7100 write 1 ONE | record "ringstore put, periodic"
-stress 127.102.0.1:7100 noop 1 ONE | record "ringstore noop"
+stress 127.102.0.1:7100 write 1 ONE 1 | record "ringstore put, periodic"
+stress 127.102.0.1:7100 noop 1 ONE 1 | record "ringstore noop"
 stop_all
 start_ringstore 1 batch 102
-stress 127.102.0.1:7100 write 1 ONE | record "ringstore put, batch"
+stress 127.102.0.1:7100 write 1 ONE 1 | record "ringstore put, batch"
 stop_all
 
 echo "== ringstore, 3 nodes RF 3 QUORUM (batch)"

@@ -413,6 +413,12 @@ pub struct StressArgs {
     /// HTTP/2 connections to each node; requests take them in turn.
     #[arg(long, default_value_t = std::num::NonZeroUsize::MIN, value_name = "N")]
     pub connections: std::num::NonZeroUsize,
+    /// Threads that send and receive (the runtime's workers; default: one
+    /// per core). On a machine the client shares with the servers it
+    /// loads, `--threads 1` leaves them more of it, as `redis-benchmark`'s
+    /// default single thread does.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 /// Arguments of `ringstore demo`.

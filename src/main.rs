@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, LogFormat};
+use crate::cli::{Cli, Command, LogFormat, StressArgs};
 use crate::client::{ClientTls, Connection};
 use crate::failure::{Failure, Outcome};
 
@@ -38,10 +38,7 @@ fn main() -> ExitCode {
         Command::Certs(command) => {
             commands::certs::run(command, &mut std::io::stdout().lock()).map_err(Failure::Other)
         }
-        _ => match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
+        _ => match runtime(&cli.command) {
             Ok(runtime) => runtime.block_on(run(&cli)),
             Err(error) => Err(Failure::Other(error.into())),
         },
@@ -54,6 +51,20 @@ fn main() -> ExitCode {
             failure.exit_code()
         }
     }
+}
+
+/// The runtime `command` runs on: one worker per core, unless `stress
+/// --threads N` asks for N.
+fn runtime(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Stress(StressArgs {
+        threads: Some(threads),
+        ..
+    }) = command
+    {
+        builder.worker_threads(threads.get());
+    }
+    builder.enable_all().build()
 }
 
 /// Runs the commands that need a runtime.

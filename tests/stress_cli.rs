@@ -104,6 +104,15 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
     assert_eq!(routed["token_aware"], true);
     stress("read", 500, &["--token-aware"]).await;
 
+    // `--threads N`: the runtime that sends has N workers.
+    for threads in [1, 3] {
+        let seen = stress_worker_threads(threads).await;
+        assert_eq!(
+            seen, threads,
+            "stress --threads {threads} ran {seen} workers"
+        );
+    }
+
     let refused = ringstore(&["stress", "write", "--concurrency", "0"]).await;
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -132,6 +141,43 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
     assert!(stderr.starts_with("UNAVAILABLE: "), "{stderr}");
 
     node.shutdown().await.expect("node stops");
+}
+
+/// Runs `stress noop --threads N` for two seconds and returns the most
+/// tokio worker threads its process had at once (`/proc/PID/task/*/comm`).
+async fn stress_worker_threads(threads: usize) -> usize {
+    let host = SocketAddr::from((IP, 7100)).to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringstore"))
+            .args(["--host", &host, "stress", "noop", "--duration", "2s"])
+            .args(["--concurrency", "4", "--threads", &threads.to_string()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("the ringstore binary runs");
+        let tasks = format!("/proc/{}/task", child.id());
+        let mut most = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            let workers = std::fs::read_dir(&tasks)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|task| {
+                    std::fs::read_to_string(task.path().join("comm"))
+                        .is_ok_and(|comm| comm.trim() == "tokio-rt-worker")
+                })
+                .count();
+            most = most.max(workers);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            child.wait().unwrap().success(),
+            "stress --threads {threads} failed"
+        );
+        most
+    })
+    .await
+    .unwrap()
 }
 
 /// Requests coordinated by node `i` of `cluster` so far (writes, replica

@@ -802,6 +802,7 @@ mod tests {
             rate: None,
             distribution: KeyDistribution::Uniform,
             speculative_retry: None,
+            threads: None,
         }
     }
 
