@@ -84,7 +84,7 @@ fn a_new_cluster_refuses_requests_as_still_starting_until_a_node_is_up_and_norma
     let mut servers = Processes::new(187);
     // A ring delay long enough that the keyspace is created well before the
     // node chooses tokens, even on a loaded machine.
-    servers.start(0, &[("RINGSTORE_RING_DELAY_MS", "5000")]);
+    servers.start(0, &[("RINGSTORE_RING_DELAY_MS", "8000")]);
     eventually(
         Duration::from_secs(20),
         "the schema service answers",
