@@ -413,6 +413,11 @@ pub struct StressArgs {
     /// HTTP/2 connections to each node; requests take them in turn.
     #[arg(long, default_value_t = std::num::NonZeroUsize::MIN, value_name = "N")]
     pub connections: std::num::NonZeroUsize,
+    /// Send the requests on one `Client/Pipeline` stream per connection,
+    /// many in flight on each, instead of one unary call per request (no
+    /// HTTP/2 stream per request; no token-aware routing or retries).
+    #[arg(long, conflicts_with = "token_aware")]
+    pub pipeline: bool,
     /// Threads that send and receive (the runtime's workers; default: one
     /// per core). On a machine the client shares with the servers it
     /// loads, `--threads 1` leaves them more of it, as `redis-benchmark`'s

@@ -4,9 +4,11 @@
 //! decommission, grants and revokes taking effect within the cache
 //! validity, and no password in any log line or CLI output; and a node
 //! with `allow_all` working as before, with users prepared under it that
-//! log in once the node is restarted with the password authenticator.
+//! log in once the node is restarted with the password authenticator; and
+//! a pipeline stream, whose every request is checked on its own and which
+//! follows grants, revokes and a dropped user while it stays open.
 //!
-//! Address blocks 150 and 151.
+//! Address blocks 150 to 152.
 
 mod common;
 
@@ -366,4 +368,133 @@ fn allow_all_serves_everyone_and_users_made_under_it_log_in_after_the_switch() {
         text(&default.stderr)
     );
     assert!(!servers.log(0).contains(ROOT_PASSWORD));
+}
+
+/// A pipeline opened by `user` to node 0 of `servers`.
+fn pipeline_as(
+    runtime: &tokio::runtime::Runtime,
+    servers: &Processes,
+    user: &str,
+    password: &str,
+) -> Result<ringstore_client::Pipeline, ringstore_client::ClientError> {
+    use ringstore_client::{Client, ClientConfig, Credentials, Routing};
+    let mut config = ClientConfig::new([servers.address(0, 7100)]);
+    config.routing = Routing::SeedsOnly;
+    config.credentials = Credentials::new(Some(user), Some(password))?;
+    runtime.block_on(async { Client::connect(config).await?.pipeline().await })
+}
+
+/// A pipelined get or put of `key` in keyspace `keyspace`, as its code.
+fn pipelined(
+    runtime: &tokio::runtime::Runtime,
+    pipeline: &ringstore_client::Pipeline,
+    write: bool,
+    keyspace: &str,
+) -> tonic::Code {
+    use ringstore_client::pb;
+    let key = b"k".to_vec();
+    runtime.block_on(async {
+        let result = if write {
+            let put = pb::PutRequest {
+                keyspace: keyspace.into(),
+                key,
+                value: b"piped".to_vec(),
+                ..Default::default()
+            };
+            pipeline.put(put).await.map(drop)
+        } else {
+            let get = pb::GetRequest {
+                keyspace: keyspace.into(),
+                key,
+                consistency: 0,
+            };
+            pipeline.get(get).await.map(drop)
+        };
+        result.map_or_else(|error| error.code(), |()| tonic::Code::Ok)
+    })
+}
+
+#[test]
+fn a_pipeline_checks_each_request_and_follows_grants_while_it_is_open() {
+    let mut servers = Processes::new(152);
+    servers.start(0, &[("RINGSTORE_AUTH__REPLICATION_FACTOR", "1")]);
+    servers.wait_until_all_un(0, 1);
+    // Users and data prepared under allow_all, then the node restarted with
+    // the password authenticator.
+    servers.create_keyspace("a", "SimpleStrategy:1");
+    servers.create_keyspace("b", "SimpleStrategy:1");
+    for keyspace in ["a", "b"] {
+        assert!(
+            servers
+                .cli(0, &["put", keyspace, "k", "v"])
+                .status
+                .success()
+        );
+    }
+    for (user, extra) in [("ops", &["--superuser"][..]), ("reader", &[])] {
+        let mut args = vec!["user", "create", user];
+        args.extend_from_slice(extra);
+        let password = if user == "ops" {
+            ROOT_PASSWORD
+        } else {
+            READER_PASSWORD
+        };
+        let created = servers.cli_env(0, &[("RINGSTORE_NEW_PASSWORD", password)], &args);
+        assert!(created.status.success(), "{}", text(&created.stderr));
+    }
+    let granted = servers.cli(0, &["grant", "read", "on", "a", "to", "reader"]);
+    assert!(granted.status.success(), "{}", text(&granted.stderr));
+    servers.signal(0, "TERM");
+    assert!(servers.take(0).wait().unwrap().success());
+    let settings = password_auth("1");
+    let env: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    servers.start(0, &env);
+    servers.set_cli_env(&as_user("ops", ROOT_PASSWORD));
+    eventually(Duration::from_secs(30), "ops logs in", || {
+        text(&servers.cli(0, &["get", "a", "k"]).stdout) == "v\n"
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+
+    // No stream without a login.
+    let refused = pipeline_as(&runtime, &servers, "reader", WRONG_PASSWORD).unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused}");
+
+    // Each request needs what its unary RPC needs, on its own keyspace.
+    let reader = pipeline_as(&runtime, &servers, "reader", READER_PASSWORD).unwrap();
+    assert_eq!(pipelined(&runtime, &reader, false, "a"), tonic::Code::Ok);
+    assert_eq!(
+        pipelined(&runtime, &reader, true, "a"),
+        tonic::Code::PermissionDenied
+    );
+    assert_eq!(
+        pipelined(&runtime, &reader, false, "b"),
+        tonic::Code::PermissionDenied
+    );
+    assert_eq!(
+        pipelined(&runtime, &reader, false, "a"),
+        tonic::Code::Ok,
+        "a refusal does not end the stream"
+    );
+
+    // A grant and a revoke reach the open stream within the validity.
+    let granted = servers.cli(0, &["grant", "write", "on", "a", "to", "reader"]);
+    assert!(granted.status.success(), "{}", text(&granted.stderr));
+    eventually(Duration::from_secs(10), "the stream may write", || {
+        pipelined(&runtime, &reader, true, "a") == tonic::Code::Ok
+    });
+    let revoked = servers.cli(0, &["revoke", "read", "on", "a", "from", "reader"]);
+    assert!(revoked.status.success(), "{}", text(&revoked.stderr));
+    eventually(
+        Duration::from_secs(10),
+        "the stream may no longer read",
+        || pipelined(&runtime, &reader, false, "a") == tonic::Code::PermissionDenied,
+    );
+    let dropped = servers.cli(0, &["user", "drop", "reader"]);
+    assert!(dropped.status.success(), "{}", text(&dropped.stderr));
+    eventually(
+        Duration::from_secs(10),
+        "the dropped user's stream is refused",
+        || pipelined(&runtime, &reader, true, "a") == tonic::Code::Unauthenticated,
+    );
+    assert_eq!(text(&servers.cli(0, &["get", "a", "k"]).stdout), "piped\n");
 }

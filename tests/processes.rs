@@ -11,7 +11,7 @@
 //! `tests/secrets.rs` (85: `tests/internode_auth.rs`, in-process; 89 is
 //! free, kept for security tests), 93, 94 and 97 in `tests/repair_processes.rs`
 //! (in-process repair tests use 90–92, 95, 96), 120 in `tests/restore.rs`,
-//! 150 and 151 in `tests/client_auth.rs` (152 to 154 kept for client-auth
+//! 150 to 152 in `tests/client_auth.rs` (153 and 154 kept for client-auth
 //! tests), 160 to 164 in process for scans, export and import
 //! (`tests/scan.rs`, `tests/export_import.rs`; `benches/scan_rss.sh` uses
 //! 66), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
@@ -20,8 +20,9 @@
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
 //! 194: `benches/stress_token_aware.sh`), 197 in `tests/speculative_retry.rs`
-//! (198: `tests/hot_keys.rs`, in-process). Other benches: 65, 66, 89, 98 to
-//! 104, 105 (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
+//! (198: `tests/hot_keys.rs`, 200 and 201: `tests/pipeline.rs`, both
+//! in-process). Other benches: 65, 66, 89, 98 to 104, 105
+//! (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
 //! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`), 109
 //! (`benches/full_read_rss.sh`).
 

@@ -104,6 +104,27 @@ async fn stress_writes_reads_and_noops_against_a_node_and_reports_json() {
     assert_eq!(routed["token_aware"], true);
     stress("read", 500, &["--token-aware"]).await;
 
+    // `--pipeline`: the same load on one stream per connection.
+    let pipelines = || async {
+        let mut admin = admin.clone();
+        let page = admin.metrics(pb::MetricsRequest {}).await.unwrap();
+        common::processes::sample(&page.into_inner().text, "ringstore_client_pipelines_total")
+            .unwrap()
+    };
+    let before = pipelines().await;
+    let piped = stress("write", 2000, &["--pipeline", "--key-count", "500"]).await;
+    assert_eq!(piped["pipeline"], true);
+    stress("read", 1000, &["--pipeline", "--connections", "2"]).await;
+    stress("noop", 1000, &["--pipeline"]).await;
+    assert_eq!(
+        pipelines().await - before,
+        4.0,
+        "streams opened by the runs"
+    );
+    let both = ringstore(&["stress", "noop", "--pipeline", "--token-aware"]).await;
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--token-aware"));
+
     // `--threads N`: the runtime that sends has N workers.
     for threads in [1, 3] {
         let seen = stress_worker_threads(threads).await;

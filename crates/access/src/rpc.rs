@@ -23,6 +23,10 @@ pub enum Rule {
     /// `permission` on the request's keyspace (every keyspace when the
     /// field is empty or the RPC names none).
     On(Permission, KeyspaceField),
+    /// Any authenticated user may open it; it carries requests of other
+    /// RPCs (`Client/Pipeline`), and the service checks each one against
+    /// the rule of the RPC it stands for.
+    PerMessage,
     /// Superusers only: an RPC this table does not know (fail closed).
     Superuser,
 }
@@ -41,6 +45,7 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Client/Delete", On(Write, Field(1))),
         ("/ringstore.v1.Client/Batch", On(Write, Field(1))),
         ("/ringstore.v1.Client/Noop", Login),
+        ("/ringstore.v1.Client/Pipeline", Rule::PerMessage),
         // Schema.
         ("/ringstore.v1.Schema/CreateKeyspace", On(Schema, Field(1))),
         ("/ringstore.v1.Schema/DropKeyspace", On(Schema, Field(1))),
@@ -136,7 +141,7 @@ impl Rule {
     /// or empty: every keyspace).
     pub fn need(self, keyspace: Option<&str>) -> Need {
         match self {
-            Rule::Login => Need::Login,
+            Rule::Login | Rule::PerMessage => Need::Login,
             Rule::Superuser => Need::Superuser,
             Rule::On(permission, _) => Need::Permission(
                 permission,

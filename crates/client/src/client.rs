@@ -238,6 +238,18 @@ impl Client {
         self.routing().plan_any(self.next_turn())
     }
 
+    /// [`Client::plan_any`] with the suspected nodes last.
+    pub(crate) fn plan_any_demoted(&self) -> QueryPlan {
+        let mut plan = self.plan_any();
+        plan.demote(&self.suspects());
+        plan
+    }
+
+    /// A gRPC client of `node`'s `Client` service, on one of its channels.
+    pub(crate) fn pool_client(&self, node: SocketAddr) -> Result<ClientClient<Transport>> {
+        self.inner.pool.client(node)
+    }
+
     fn seeds_plan(&self) -> QueryPlan {
         QueryPlan {
             nodes: self.inner.seeds.clone(),
@@ -255,7 +267,7 @@ impl Client {
 
     /// Stamps a write that has no timestamp, if the client stamps writes
     /// ([`ClientConfig::client_timestamps`]); a stamped write is idempotent.
-    fn stamp(&self, timestamp: &mut Option<i64>) -> Idempotence {
+    pub(crate) fn stamp(&self, timestamp: &mut Option<i64>) -> Idempotence {
         if timestamp.is_none() && self.inner.config.client_timestamps {
             *timestamp = Some(self.inner.timestamps.next());
         }

@@ -41,6 +41,9 @@
 //! - **Connections.** [`ClientConfig::connections_per_node`] lazily opened
 //!   HTTP/2 channels per node, with TLS and credentials in gRPC metadata
 //!   ([`Credentials`]) as the `ringstore` CLI sends them.
+//! - **Pipelines.** [`Client::pipeline`] opens one stream to a node that
+//!   carries many requests at once, each answered as it finishes: no
+//!   HTTP/2 stream per request, at the price of no routing or retries.
 //! - **Scans.** [`Client::scan`] reads a keyspace over the whole ring as a
 //!   stream, in token order, a few ranges at once, each from a replica;
 //!   [`Client::scan_range`] reads one token range, page after page.
@@ -101,6 +104,7 @@
 mod client;
 mod config;
 mod error;
+mod pipeline;
 mod pool;
 mod refresh;
 mod retry;
@@ -112,6 +116,7 @@ mod topology;
 pub use client::{Client, ClientStats};
 pub use config::{ClientConfig, Credentials, Routing};
 pub use error::{ClientError, Result};
+pub use pipeline::Pipeline;
 pub use pool::Transport;
 pub use retry::{AttemptFailure, Idempotence, RetryDecision, RetryPolicy};
 pub use routing::{QueryPlan, RoutingTable};

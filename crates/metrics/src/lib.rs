@@ -53,7 +53,9 @@ mod stage;
 
 pub use error::{MetricsError, Result};
 pub use labels::{AuthRefusal, CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
-pub use node_metrics::{KeyspaceHandles, NodeMetrics, RequestHandles, latency_buckets};
+pub use node_metrics::{
+    KeyspaceHandles, NodeMetrics, OpenPipeline, RequestHandles, latency_buckets,
+};
 pub use percentiles::{LatencySummary, PERCENTILES};
 pub use snapshot::{ClockSample, KeyspaceSample, NodeSnapshot, RepairSample, StageSample, Traffic};
 pub use stage::StageGuard;

@@ -63,6 +63,16 @@ impl KeyspaceHandles {
     }
 }
 
+/// A `Client/Pipeline` stream counted as open until this is dropped.
+#[derive(Debug)]
+pub struct OpenPipeline(IntGauge);
+
+impl Drop for OpenPipeline {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Every metric family of one node, in its own registry. See the crate docs.
 pub struct NodeMetrics {
     registry: Registry,
@@ -79,6 +89,8 @@ pub struct NodeMetrics {
     coalesced_writes: IntCounter,
     coalesced_replica_reads: IntCounter,
     auth_refusals: IntCounterVec,
+    pipelines_opened: IntCounter,
+    pipelines_open: IntGauge,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
     keyspace_requests: IntCounterVec,
@@ -197,6 +209,14 @@ impl NodeMetrics {
                 "Client requests refused by client authentication: missing credentials, failed logins (unknown user or wrong password), denied permissions.",
                 &["reason"],
             )?,
+            pipelines_opened: f.counter(
+                "ringstore_client_pipelines_total",
+                "Client/Pipeline streams opened (each carries many requests, counted in ringstore_client_requests_total as their unary kinds).",
+            )?,
+            pipelines_open: f.gauge(
+                "ringstore_client_pipelines_open",
+                "Client/Pipeline streams open now.",
+            )?,
             internode_latency: f.histograms(
                 "ringstore_internode_request_duration_seconds",
                 "Internode calls this node made (coordinating, replaying and handing over hints, streaming, repairing), by peer internode address and RPC.",
@@ -306,6 +326,14 @@ impl NodeMetrics {
         self.auth_refusals
             .with_label_values(&[reason.label()])
             .inc();
+    }
+
+    /// Counts a `Client/Pipeline` stream opened; it counts as open until
+    /// the guard is dropped.
+    pub fn pipeline_opened(&self) -> OpenPipeline {
+        self.pipelines_opened.inc();
+        self.pipelines_open.inc();
+        OpenPipeline(self.pipelines_open.clone())
     }
 
     /// Counts `replicas` stale replicas repaired by a read.

@@ -39,6 +39,10 @@
 //! - Workers share one HTTP/2 connection per node by default
 //!   (`--connections N` for more). `--hosts A,B,C` spreads them over several
 //!   coordinators, worker i on the (i mod 3)-th, without learning the ring.
+//! - `--pipeline` sends on one `Client/Pipeline` stream per connection
+//!   instead (`target.rs`): the workers' requests share the stream, many in
+//!   flight, with no HTTP/2 stream per request; each request still waits
+//!   for its own answer, so latencies mean the same.
 //! - No sequential key population. Each worker's generator is seeded by its
 //!   index, so runs are repeatable.
 //! - A `read` of a key never written succeeds (it finds nothing).
@@ -54,17 +58,19 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use ringstore_client::{Client, Routing};
+use ringstore_client::{Client, ClientError, Routing};
 use ringstore_proto::v1 as pb;
 
 mod keys;
 mod pace;
+mod target;
 mod timeline;
 
 pub use keys::KeyDistribution;
 pub use pace::Rate;
 
 use keys::KeyChooser;
+use target::Target;
 use timeline::Timeline;
 
 use crate::cli::{StressArgs, Workload};
@@ -120,6 +126,9 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
     // the run's clock starts: an open-loop run would count the set-up as
     // its first operations' wait.
     let clients = clients(connection, args, routing).await?;
+    let clients = Target::of(&clients, plan.pipeline, plan.connections)
+        .await
+        .map_err(ClientError::into_status)?;
     for client in &clients {
         let _ = client.noop().await;
     }
@@ -184,7 +193,7 @@ async fn clients(
 /// turn) until `shared`'s limit. Returns their merged tally and how long
 /// the phase took; fails with the first error if nothing succeeded.
 async fn load(
-    clients: &[Client],
+    clients: &[Target],
     plan: &Arc<Plan>,
     shared: &Arc<Shared>,
     seeds: Seeds,
@@ -270,6 +279,8 @@ struct Plan {
     hosts: Vec<String>,
     /// HTTP/2 connections to each node.
     connections: usize,
+    /// One `Client/Pipeline` stream per connection instead of unary calls.
+    pipeline: bool,
     /// Open loop at this rate; `None`: closed loop.
     rate: Option<Rate>,
     /// How keys `key0` to `key{--key-count - 1}` are drawn.
@@ -315,11 +326,21 @@ impl Plan {
             token_aware: args.token_aware,
             hosts: args.hosts.clone(),
             connections: args.connections.get(),
+            pipeline: args.pipeline,
             rate: args.rate,
             keys: KeyChooser::new(args.distribution, args.key_count)
                 .map_err(|e| anyhow!("--distribution {e}"))?,
             distribution: args.distribution,
         })
+    }
+
+    /// The report's line on connections.
+    fn connections_line(&self) -> String {
+        if self.pipeline {
+            format!("{} per node, one pipeline stream each", self.connections)
+        } else {
+            format!("{} per node", self.connections)
+        }
     }
 
     /// The warm-up: this plan for `--warmup`'s duration, if one was given.
@@ -513,7 +534,7 @@ impl Tallies {
 async fn worker(
     index: usize,
     mut rng: StdRng,
-    client: Client,
+    client: Target,
     plan: Arc<Plan>,
     shared: Arc<Shared>,
 ) {
@@ -523,28 +544,30 @@ async fn worker(
         let (client, keyspace, value) = (client.clone(), plan.keyspace.clone(), value.clone());
         async move {
             match op {
-                Op::Put => client
-                    .put(pb::PutRequest {
-                        keyspace,
-                        key,
-                        value,
-                        consistency,
-                        timestamp_micros: None,
-                        ttl_seconds: None,
-                    })
-                    .await
-                    .map(drop),
-                Op::Get => client
-                    .get(pb::GetRequest {
-                        keyspace,
-                        key,
-                        consistency,
-                    })
-                    .await
-                    .map(drop),
+                Op::Put => {
+                    client
+                        .put(pb::PutRequest {
+                            keyspace,
+                            key,
+                            value,
+                            consistency,
+                            timestamp_micros: None,
+                            ttl_seconds: None,
+                        })
+                        .await
+                }
+                Op::Get => {
+                    client
+                        .get(pb::GetRequest {
+                            keyspace,
+                            key,
+                            consistency,
+                        })
+                        .await
+                }
                 Op::Noop => client.noop().await,
             }
-            .map_err(ringstore_client::ClientError::into_status)
+            .map_err(ClientError::into_status)
         }
     };
     drive(index, &mut rng, &plan, &shared, send).await
@@ -690,7 +713,7 @@ impl Report<'_> {
             ("concurrency", plan.concurrency.to_string()),
             ("consistency", plan.consistency.to_string()),
             ("routing", plan.routing()),
-            ("connections", format!("{} per node", plan.connections)),
+            ("connections", plan.connections_line()),
             ("keys", plan.distribution.to_string()),
             (
                 "rate",
@@ -759,6 +782,7 @@ impl Report<'_> {
             "token_aware": self.plan.token_aware,
             "hosts": self.plan.hosts,
             "connections": self.plan.connections,
+            "pipeline": self.plan.pipeline,
             "rate": self.plan.rate.map(Rate::per_second),
             "warmup_seconds": self.plan.warmup.map_or(0.0, |warmup| warmup.as_secs_f64()),
             "distribution": self.plan.distribution.to_string(),
@@ -799,6 +823,7 @@ mod tests {
             token_aware: false,
             hosts: Vec::new(),
             connections: std::num::NonZeroUsize::MIN,
+            pipeline: false,
             rate: None,
             distribution: KeyDistribution::Uniform,
             speculative_retry: None,

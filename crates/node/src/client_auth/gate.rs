@@ -182,6 +182,33 @@ impl Gate {
         }
     }
 
+    /// `principal`'s record as the store holds it now, for a stream that
+    /// logged in once and outlives the cache's validity (grants revoked
+    /// meanwhile apply to it): refused if the user was dropped. The
+    /// password is not checked again, as a Cassandra connection is not
+    /// logged in again when its user's password changes.
+    pub async fn reload(&self, principal: &Principal) -> Result<Principal, Refused> {
+        let record = store::read_user(&self.context, &principal.user.name)
+            .await
+            .map_err(|error| {
+                Refused::Unavailable(Status::unavailable(format!(
+                    "cannot read users from system_auth: {error}"
+                )))
+            })?;
+        match record {
+            Some(user) => Ok(Principal {
+                user,
+                default_password: principal.default_password,
+            }),
+            None => Err(Refused::BadCredentials),
+        }
+    }
+
+    /// How long a stream may use a principal before [`Gate::reload`].
+    pub fn validity(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.context.config.auth.validity_ms)
+    }
+
     /// Logs a failed login (the 1st, 2nd, 4th, 8th… so a flood cannot
     /// flood the log), naming the user as sent, never the password.
     fn log_failed_login(&self, user: &str) {

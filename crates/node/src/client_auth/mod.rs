@@ -22,11 +22,13 @@ mod config;
 mod gate;
 mod layer;
 pub mod store;
+mod stream;
 
 pub use bootstrap::run as bootstrap;
 pub use config::{AuthConfig, Authenticator};
-pub use gate::Gate;
+pub use gate::{Gate, Refused};
 pub use layer::{ClientAuthLayer, Guarded};
+pub use stream::StreamAuth;
 
 /// The metadata keys of the credentials, defined with the wire schema so
 /// clients that do not link the node (`ringstore-client`) agree on them.

@@ -200,9 +200,13 @@ fn serve_client(
     let server = tls_server(security.client_tls.clone(), "client", "client_encryption")?
         .layer(client_auth)
         .add_service(
-            ClientServer::new(ClientService::new(context.clone()))
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            ClientServer::new(ClientService::new(
+                context.clone(),
+                gate.clone(),
+                stopped.clone(),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .add_service(SchemaServer::new(SchemaService::new(context.clone())))
         .add_service(AdminServer::new(AdminService::new(context.clone())))

@@ -3,19 +3,27 @@
 //! valid consistency level is counted and timed by operation and level (a
 //! request whose level does not parse has no level to count it under); a
 //! drained node refuses writes, and so does a node whose clock is off from
-//! the majority ([`crate::clock_guard`]).
+//! the majority ([`crate::clock_guard`]). `Pipeline` carries the same
+//! requests on one stream ([`super::pipeline`]) and answers each one as its
+//! unary RPC would.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use ringstore_access::Principal;
 use ringstore_metrics::{Operation, Stage};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;
+use ringstore_proto::v1::pipeline_request::Request as PipelinedRequest;
+use ringstore_proto::v1::pipeline_response::Response as PipelinedAnswer;
 use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, Timestamp};
-use tonic::{Request, Response, Status};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status, Streaming};
 
+use super::pipeline;
+use crate::client_auth::{Gate, StreamAuth};
 use crate::clock::check_client_timestamp;
 use crate::config::NodeConfig;
 use crate::context::NodeContext;
@@ -31,14 +39,30 @@ pub const MAX_KEY_BYTES: usize = 64 * 1024;
 pub const MAX_TTL_SECONDS: u32 = 20 * 365 * 24 * 3600;
 
 /// Serves `Client` from a node's context.
+#[derive(Clone)]
 pub struct ClientService {
     context: Arc<NodeContext>,
+    /// The client port's login gate (`authenticator = "password"`), for the
+    /// per-message checks of a pipeline.
+    gate: Option<Arc<Gate>>,
+    /// Turns true when the node stops: open pipelines then end, or the
+    /// server's graceful shutdown would wait for them forever.
+    stopped: watch::Receiver<bool>,
 }
 
 impl ClientService {
-    /// The service of `context`'s node.
-    pub fn new(context: Arc<NodeContext>) -> ClientService {
-        ClientService { context }
+    /// The service of `context`'s node, behind `gate` if logins are on,
+    /// until `stopped` turns true.
+    pub fn new(
+        context: Arc<NodeContext>,
+        gate: Option<Arc<Gate>>,
+        stopped: watch::Receiver<bool>,
+    ) -> ClientService {
+        ClientService {
+            context,
+            gate,
+            stopped,
+        }
     }
 
     async fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
@@ -181,12 +205,12 @@ pub fn check_key(key: &[u8]) -> Result<()> {
 impl ClientService {
     /// Runs request `work` of `op` at `level`, counted in the client stage
     /// and recorded (count, latency, and the error's code if it fails).
-    async fn measured<T>(
+    pub(super) async fn measure<T>(
         &self,
         op: Operation,
         level: ConsistencyLevel,
         work: impl Future<Output = Result<T>>,
-    ) -> Result<Response<T>, Status> {
+    ) -> Result<T> {
         let metrics = &self.context.metrics;
         let _stage = metrics.stage(Stage::ClientRequest);
         let started = Instant::now();
@@ -195,10 +219,24 @@ impl ClientService {
         if let Err(error) = &result {
             metrics.client_error(op, level.name(), error.code_label());
         }
-        Ok(Response::new(result?))
+        result
     }
 
-    async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
+    /// [`ClientService::measure`], answered as a unary RPC.
+    async fn measured<T>(
+        &self,
+        op: Operation,
+        level: ConsistencyLevel,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<Response<T>, Status> {
+        Ok(Response::new(self.measure(op, level, work).await?))
+    }
+
+    pub(super) async fn run_put(
+        &self,
+        r: pb::PutRequest,
+        level: ConsistencyLevel,
+    ) -> Result<pb::PutResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
@@ -216,7 +254,11 @@ impl ClientService {
         })
     }
 
-    async fn run_get(&self, r: pb::GetRequest, level: ConsistencyLevel) -> Result<pb::GetResponse> {
+    pub(super) async fn run_get(
+        &self,
+        r: pb::GetRequest,
+        level: ConsistencyLevel,
+    ) -> Result<pb::GetResponse> {
         let keyspace = self.keyspace(&r.keyspace).await?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
@@ -236,7 +278,7 @@ impl ClientService {
         )
     }
 
-    async fn run_delete(
+    pub(super) async fn run_delete(
         &self,
         r: pb::DeleteRequest,
         level: ConsistencyLevel,
@@ -252,7 +294,7 @@ impl ClientService {
         })
     }
 
-    async fn run_batch(
+    pub(super) async fn run_batch(
         &self,
         r: pb::BatchRequest,
         level: ConsistencyLevel,
@@ -359,5 +401,90 @@ impl Client for ClientService {
         _: Request<pb::NoopRequest>,
     ) -> Result<Response<pb::NoopResponse>, Status> {
         Ok(Response::new(pb::NoopResponse {}))
+    }
+
+    type PipelineStream = pipeline::Responses;
+
+    async fn pipeline(
+        &self,
+        request: Request<Streaming<pb::PipelineRequest>>,
+    ) -> Result<Response<Self::PipelineStream>, Status> {
+        let auth = match (&self.gate, request.extensions().get::<Principal>()) {
+            (None, _) => None,
+            (Some(gate), Some(principal)) => {
+                Some(Arc::new(StreamAuth::new(gate.clone(), principal.clone())))
+            }
+            // The layer admits no request without a principal; fail closed.
+            (Some(_), None) => {
+                return Err(Status::unauthenticated("the stream was not logged in"));
+            }
+        };
+        let service = self.clone();
+        let open = self.context.metrics.pipeline_opened();
+        let answer = move |request| {
+            // The stream, which owns this closure, counts as open until
+            // it is dropped.
+            let _ = &open;
+            let (service, auth) = (service.clone(), auth.clone());
+            async move { service.answer(request, auth.as_deref()).await }
+        };
+        let mut stopped = self.stopped.clone();
+        let stop = async move {
+            let _ = stopped.wait_for(|&stopped| stopped).await;
+        };
+        Ok(Response::new(pipeline::responses(
+            request.into_inner(),
+            answer,
+            stop,
+        )))
+    }
+}
+
+impl ClientService {
+    /// One pipelined request, checked against its unary RPC's permission
+    /// (under `authenticator = "password"`), then run and counted as that
+    /// RPC would be.
+    async fn answer(
+        &self,
+        request: PipelinedRequest,
+        auth: Option<&StreamAuth>,
+    ) -> Result<PipelinedAnswer, Status> {
+        if let Some(auth) = auth {
+            let (path, keyspace) = pipeline::stands_for(&request);
+            auth.admit(path, keyspace)
+                .await
+                .map_err(|refused| refused.status())?;
+        }
+        Ok(match request {
+            PipelinedRequest::Put(r) => {
+                let level = level_from_pb(r.consistency)?;
+                PipelinedAnswer::Put(
+                    self.measure(Operation::Put, level, self.run_put(r, level))
+                        .await?,
+                )
+            }
+            PipelinedRequest::Get(r) => {
+                let level = level_from_pb(r.consistency)?;
+                PipelinedAnswer::Get(
+                    self.measure(Operation::Get, level, self.run_get(r, level))
+                        .await?,
+                )
+            }
+            PipelinedRequest::Delete(r) => {
+                let level = level_from_pb(r.consistency)?;
+                PipelinedAnswer::Delete(
+                    self.measure(Operation::Delete, level, self.run_delete(r, level))
+                        .await?,
+                )
+            }
+            PipelinedRequest::Batch(r) => {
+                let level = level_from_pb(r.consistency)?;
+                PipelinedAnswer::Batch(
+                    self.measure(Operation::Batch, level, self.run_batch(r, level))
+                        .await?,
+                )
+            }
+            PipelinedRequest::Noop(_) => PipelinedAnswer::Noop(pb::NoopResponse {}),
+        })
     }
 }

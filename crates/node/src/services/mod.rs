@@ -6,6 +6,7 @@ pub mod admin;
 pub mod client;
 pub mod internode;
 pub mod node_stats;
+mod pipeline;
 pub mod repair;
 pub(crate) mod replica_reads;
 pub mod scan;
