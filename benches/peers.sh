@@ -11,6 +11,12 @@
 #   3 nodes, RF 3 QUORUM get               vs  etcd 3 nodes get (linearizable)
 #   3 nodes, put / noop on the same cluster
 #
+# Every ringstore row runs twice: with one unary call per request, and with
+# `--pipeline` (the same 64 requests in flight on one Client/Pipeline
+# stream). Redis also runs pipelined (`-c 4 -P 16`: 64 in flight on four
+# connections) for context; the goal column is measured against Redis's
+# and etcd's plain figures, as in the issue.
+#
 # Usage: benches/peers.sh [OPERATIONS]   (default 100000 per workload)
 # Installs redis-server, redis-tools, etcd-server, etcd-client (etcdctl, to
 # see the cluster up) and protobuf-compiler with
@@ -64,10 +70,10 @@ start_ringstore() { # NODES DURABILITY BLOCK
   wait_until_up "127.$block.0.1:7100" "$nodes"
 }
 
-stress() { # HOST WORKLOAD RF CONSISTENCY [THREADS]
+stress() { # HOST WORKLOAD RF CONSISTENCY [THREADS] [--pipeline]
   "$bin" --host "$1" stress "$2" -n "$ops" --concurrency 64 --key-count 100000 \
     --value-size 100 --consistency "$4" --replication "SimpleStrategy:$3" --json \
-    ${5:+--threads "$5"}
+    ${5:+--threads "$5"} ${6:-}
 }
 
 redis() { # PORT ARGS...: starts redis-server with ARGS, waits until it answers
@@ -85,8 +91,9 @@ redis() { # PORT ARGS...: starts redis-server with ARGS, waits until it answers
   exit 1
 }
 
-redis_bench() { # PORT TESTS
-  redis-benchmark -h 127.0.0.1 -p "$1" -t "$2" -n "$ops" -c 64 -d 100 -r 100000 --csv 2>/dev/null
+redis_bench() { # PORT TESTS [CONNECTIONS PIPELINE]
+  redis-benchmark -h 127.0.0.1 -p "$1" -t "$2" -n "$ops" -c "${3:-64}" -P "${4:-1}" -d 100 \
+    -r 100000 --csv 2>/dev/null
 }
 
 start_etcd() { # BLOCK
@@ -113,27 +120,37 @@ redis 6390 --appendonly no
 redis_bench 6390 set,ping | tee "$work/redis-nofsync.csv" >/dev/null
 record_redis "redis SET, no fsync" SET <"$work/redis-nofsync.csv"
 record_redis "redis PING" PING_MBULK <"$work/redis-nofsync.csv"
+redis_bench 6390 set,ping 4 16 | tee "$work/redis-nofsync-p16.csv" >/dev/null
+record_redis "redis SET, no fsync, -P 16" SET <"$work/redis-nofsync-p16.csv"
+record_redis "redis PING, -P 16" PING_MBULK <"$work/redis-nofsync-p16.csv"
 stop_all
 redis 6391 --appendonly yes --appendfsync always
 redis_bench 6391 set | record_redis "redis SET, appendfsync always" SET
+redis_bench 6391 set 4 16 | record_redis "redis SET, appendfsync always, -P 16" SET
 stop_all
 
 # One client thread against one server, as redis-benchmark runs (its
 # default --threads is 1): the client leaves the other core to the server.
 echo "== ringstore, 1 node RF 1 ONE"
 start_ringstore 1 periodic 102
-stress 127.102.0.1:7100 write 1 ONE 1 | record "ringstore put, periodic"
-stress 127.102.0.1:7100 noop 1 ONE 1 | record "ringstore noop"
+for mode in "" --pipeline; do
+  stress 127.102.0.1:7100 write 1 ONE 1 $mode | record "ringstore put, periodic$mode"
+  stress 127.102.0.1:7100 noop 1 ONE 1 $mode | record "ringstore noop$mode"
+done
 stop_all
 start_ringstore 1 batch 102
-stress 127.102.0.1:7100 write 1 ONE 1 | record "ringstore put, batch"
+for mode in "" --pipeline; do
+  stress 127.102.0.1:7100 write 1 ONE 1 $mode | record "ringstore put, batch$mode"
+done
 stop_all
 
 echo "== ringstore, 3 nodes RF 3 QUORUM (batch)"
 start_ringstore 3 batch 103
-stress 127.103.0.1:7100 write 3 QUORUM | record "ringstore 3 nodes QUORUM put"
-stress 127.103.0.1:7100 read 3 QUORUM | record "ringstore 3 nodes QUORUM get"
-stress 127.103.0.1:7100 noop 3 QUORUM | record "ringstore 3 nodes noop"
+for mode in "" --pipeline; do
+  stress 127.103.0.1:7100 write 3 QUORUM "" $mode | record "ringstore 3 nodes QUORUM put$mode"
+  stress 127.103.0.1:7100 read 3 QUORUM "" $mode | record "ringstore 3 nodes QUORUM get$mode"
+  stress 127.103.0.1:7100 noop 3 QUORUM "" $mode | record "ringstore 3 nodes noop$mode"
+done
 stop_all
 
 echo "== etcd, 3 nodes"
@@ -147,14 +164,25 @@ stop_all
 
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 echo
-echo "| workload | ringstore | peer | ratio | goal |"
-echo "|---|---|---|---|---|"
-row() { # LABEL OURS PEER PEER_LABEL GOAL
-  echo "| $1 | ${result[$2]}/s | $4: ${result[$3]}/s | $(ratio "${result[$2]}" "${result[$3]}")× | $5 |"
+table() { # MODE (empty: unary calls; --pipeline)
+  local m=$1
+  echo
+  echo "ringstore ${m:-unary calls (one per request)}:"
+  echo "| workload | ringstore | peer | ratio | goal | Redis pipelined (-c 4 -P 16) |"
+  echo "|---|---|---|---|---|---|"
+  row "1 node put (RF 1, ONE, periodic)" "ringstore put, periodic$m" "redis SET, no fsync" "Redis SET, no fsync" "≥ 0.5×" "redis SET, no fsync, -P 16"
+  row "1 node put (batch: fsync before ack)" "ringstore put, batch$m" "redis SET, appendfsync always" "Redis SET, appendfsync always" "≥ 0.8×" "redis SET, appendfsync always, -P 16"
+  row "1 node transport ceiling (noop)" "ringstore noop$m" "redis PING" "Redis PING" "≥ 0.8×" "redis PING, -P 16"
+  row "3 nodes RF 3 QUORUM put (batch)" "ringstore 3 nodes QUORUM put$m" "etcd 3 nodes put" "etcd put" "≥ 3×"
+  row "3 nodes RF 3 QUORUM get" "ringstore 3 nodes QUORUM get$m" "etcd 3 nodes get" "etcd get" "≥ 4×"
+  echo "| 3 nodes put / noop | $(ratio "${result["ringstore 3 nodes QUORUM put$m"]}" "${result["ringstore 3 nodes noop$m"]}") | | | ≥ 0.35 | |"
 }
-row "1 node put (RF 1, ONE, periodic)" "ringstore put, periodic" "redis SET, no fsync" "Redis SET, no fsync" "≥ 0.5×"
-row "1 node put (batch: fsync before ack)" "ringstore put, batch" "redis SET, appendfsync always" "Redis SET, appendfsync always" "≥ 0.8×"
-row "1 node transport ceiling (noop)" "ringstore noop" "redis PING" "Redis PING" "≥ 0.8×"
-row "3 nodes RF 3 QUORUM put (batch)" "ringstore 3 nodes QUORUM put" "etcd 3 nodes put" "etcd put" "≥ 3×"
-row "3 nodes RF 3 QUORUM get" "ringstore 3 nodes QUORUM get" "etcd 3 nodes get" "etcd get" "≥ 4×"
-echo "| 3 nodes put / noop | $(ratio "${result["ringstore 3 nodes QUORUM put"]}" "${result["ringstore 3 nodes noop"]}") | | | ≥ 0.35 |"
+row() { # LABEL OURS PEER PEER_LABEL GOAL [PIPELINED_PEER]
+  local piped=""
+  if [ -n "${6:-}" ]; then
+    piped="${result[$6]}/s ($(ratio "${result[$2]}" "${result[$6]}")×)"
+  fi
+  echo "| $1 | ${result[$2]}/s | $4: ${result[$3]}/s | $(ratio "${result[$2]}" "${result[$3]}")× | $5 | $piped |"
+}
+table ""
+table --pipeline

@@ -16,6 +16,7 @@
 # pays for cold connections and caches, which is not steady state.
 # DURABILITY=periodic runs the nodes with periodic sync instead of batch.
 # STRESS_THREADS=N runs the load generator on N threads (stress --threads).
+# STRESS_PIPELINE=1 sends on Client/Pipeline streams (stress --pipeline).
 # STRESS_BIN=path runs another build instead of this tree's release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,8 @@ stress() { # NAME ARGS...: a QUORUM put run, its JSON report summarised
   shift
   "$bin" --host "127.$block.0.1:7100" stress write --consistency QUORUM \
     --replication SimpleStrategy:3 --key-count 100000 --value-size 100 \
-    --hosts "$hosts" --json --html "$out/$name.html" --warmup "${WARMUP:-3}s" ${STRESS_THREADS:+--threads "$STRESS_THREADS"} "$@" |
+    --hosts "$hosts" --json --html "$out/$name.html" --warmup "${WARMUP:-3}s" ${STRESS_THREADS:+--threads "$STRESS_THREADS"} \
+    ${STRESS_PIPELINE:+--pipeline} "$@" |
     python3 -c "import json,sys; r=json.load(sys.stdin); l=r['latency_ms']; print(f\"{r['ops_per_second']:.0f} {l['p50']:.2f} {l['p99']:.2f} {l['p999']:.2f} {sum(r['errors'].values())}\")"
 }
 

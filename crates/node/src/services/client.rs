@@ -205,7 +205,7 @@ pub fn check_key(key: &[u8]) -> Result<()> {
 impl ClientService {
     /// Runs request `work` of `op` at `level`, counted in the client stage
     /// and recorded (count, latency, and the error's code if it fails).
-    pub(super) async fn measure<T>(
+    async fn measure<T>(
         &self,
         op: Operation,
         level: ConsistencyLevel,
@@ -232,11 +232,7 @@ impl ClientService {
         Ok(Response::new(self.measure(op, level, work).await?))
     }
 
-    pub(super) async fn run_put(
-        &self,
-        r: pb::PutRequest,
-        level: ConsistencyLevel,
-    ) -> Result<pb::PutResponse> {
+    async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
@@ -254,11 +250,7 @@ impl ClientService {
         })
     }
 
-    pub(super) async fn run_get(
-        &self,
-        r: pb::GetRequest,
-        level: ConsistencyLevel,
-    ) -> Result<pb::GetResponse> {
+    async fn run_get(&self, r: pb::GetRequest, level: ConsistencyLevel) -> Result<pb::GetResponse> {
         let keyspace = self.keyspace(&r.keyspace).await?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
@@ -278,7 +270,7 @@ impl ClientService {
         )
     }
 
-    pub(super) async fn run_delete(
+    async fn run_delete(
         &self,
         r: pb::DeleteRequest,
         level: ConsistencyLevel,
@@ -294,7 +286,7 @@ impl ClientService {
         })
     }
 
-    pub(super) async fn run_batch(
+    async fn run_batch(
         &self,
         r: pb::BatchRequest,
         level: ConsistencyLevel,
