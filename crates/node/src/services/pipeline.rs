@@ -14,10 +14,12 @@
 //! - Requests are answered as they finish, not in the order sent; the
 //!   response carries the request's id. Ids are the client's business:
 //!   the node does not check that they are distinct.
-//! - At most [`MAX_IN_FLIGHT`] requests of one stream run at once. While
-//!   that many are running the node reads no more of the stream, so
-//!   HTTP/2's flow control holds the client back: a client that sends
-//!   without reading responses cannot grow the node's memory.
+//! - At most [`MAX_IN_FLIGHT`] requests of one stream run at once, and at
+//!   most [`MAX_IN_FLIGHT_BYTES`] of them (as encoded; a larger request
+//!   runs alone). While either is reached the node reads no more of the
+//!   stream, so HTTP/2's flow control holds the client back: a client that
+//!   sends without reading responses, or sends many 16 MiB values, cannot
+//!   grow the node's memory past that.
 //! - A request's failure (a bad key, an unavailable level, a denied
 //!   permission) is its response's code and message; the stream goes on. A
 //!   message that does not decode ends the stream with the decoder's
@@ -34,15 +36,24 @@
 //! `Client` service's (`client.rs`), passed in as `answer`.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use prost::Message;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::pipeline_request::Request;
 use ringstore_proto::v1::pipeline_response::Response as Answer;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 /// The most requests of one stream that run at once.
 pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// The most bytes of one stream's requests (as encoded) that run at once.
+pub const MAX_IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
+
+/// [`MAX_IN_FLIGHT_BYTES`] in the budget's units (KiB).
+const BUDGET_KIB: usize = MAX_IN_FLIGHT_BYTES / 1024;
 
 /// The responses of one pipeline, as the service returns them.
 pub type Responses = Pin<Box<dyn Stream<Item = Result<pb::PipelineResponse, Status>> + Send>>;
@@ -60,10 +71,14 @@ where
     F: Fn(Request) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Answer, Status>> + Send + 'static,
 {
-    let answered = input.take_until(stop).map(move |item| {
-        let started = item.map(|message| (message.id, message.request.map(&answer)));
+    let budget = Arc::new(Semaphore::new(BUDGET_KIB));
+    let admitted = input
+        .take_until(stop)
+        .then(move |item| within_budget(item, budget.clone()));
+    let answered = admitted.map(move |item| {
+        let started = item.map(|(message, room)| (message.id, message.request.map(&answer), room));
         async move {
-            let (id, pending) = started?;
+            let (id, pending, _room) = started?;
             let result = match pending {
                 Some(pending) => pending.await,
                 None => Err(Status::invalid_argument(
@@ -74,6 +89,21 @@ where
         }
     });
     Box::pin(answered.buffer_unordered(MAX_IN_FLIGHT))
+}
+
+/// `item` once the stream's budget has room for it (the permit holds the
+/// room until the request is answered).
+async fn within_budget(
+    item: Result<pb::PipelineRequest, Status>,
+    budget: Arc<Semaphore>,
+) -> Result<(pb::PipelineRequest, OwnedSemaphorePermit), Status> {
+    let message = item?;
+    let kib = message.encoded_len().div_ceil(1024).clamp(1, BUDGET_KIB);
+    let room = budget
+        .acquire_many_owned(u32::try_from(kib).unwrap_or(u32::MAX))
+        .await
+        .map_err(|_| Status::internal("the pipeline's budget was closed"))?;
+    Ok((message, room))
 }
 
 /// The response to request `id`.
@@ -217,6 +247,43 @@ mod tests {
             .await;
         assert_eq!(out.len() as u64, total);
         assert_eq!(most.load(Ordering::SeqCst), MAX_IN_FLIGHT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_more_than_max_in_flight_bytes_of_requests_run_at_once() {
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let big = |id: u64| {
+            Ok(pb::PipelineRequest {
+                id,
+                request: Some(Request::Put(pb::PutRequest {
+                    keyspace: "ks".into(),
+                    key: b"k".to_vec(),
+                    value: vec![7; 1024 * 1024],
+                    ..Default::default()
+                })),
+            })
+        };
+        let input = futures::stream::iter((0..200).map(big));
+        let answer = {
+            let (running, most) = (running.clone(), most.clone());
+            move |_: Request| {
+                let (running, most) = (running.clone(), most.clone());
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Answer::Noop(pb::NoopResponse {}))
+                }
+            }
+        };
+        let out: Vec<_> = responses(input, answer, std::future::pending())
+            .collect()
+            .await;
+        assert_eq!(out.len(), 200);
+        // Each request is a little over 1 MiB (1,025 KiB): 63 fit in 64 MiB.
+        assert_eq!(most.load(Ordering::SeqCst), 63);
     }
 
     #[tokio::test(start_paused = true)]
