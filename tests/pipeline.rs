@@ -19,21 +19,11 @@ const OPS_PER_TASK: usize = 150;
 const KEYS_PER_TASK: usize = 20;
 
 fn put(key: &str, value: &str) -> pb::PutRequest {
-    pb::PutRequest {
-        keyspace: "ks".into(),
-        key: key.as_bytes().to_vec(),
-        value: value.as_bytes().to_vec(),
-        consistency: QUORUM,
-        ..Default::default()
-    }
+    common::put("ks", key, value, pb::ConsistencyLevel::Quorum)
 }
 
 fn get(key: &str) -> pb::GetRequest {
-    pb::GetRequest {
-        keyspace: "ks".into(),
-        key: key.as_bytes().to_vec(),
-        consistency: QUORUM,
-    }
+    common::get("ks", key, pb::ConsistencyLevel::Quorum)
 }
 
 /// One task's load on the shared pipeline: puts, deletes and reads of its

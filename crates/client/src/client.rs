@@ -97,7 +97,7 @@ pub struct ClientStats {
 
 /// Aborts the task when dropped.
 #[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -39,7 +39,7 @@ use ringstore_proto::v1::pipeline_response::Response as Answer;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::client::Client;
+use crate::client::{AbortOnDrop, Client};
 use crate::error::{ClientError, Result};
 
 /// Requests queued for the stream before a call waits for room.
@@ -80,15 +80,6 @@ impl Calls {
         calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
