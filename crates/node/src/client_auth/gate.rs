@@ -129,13 +129,7 @@ impl Gate {
         let (record, verified) = match (cached, &name) {
             (Some(known), _) => known,
             (None, Some(name)) => {
-                let record = store::read_user(&self.context, name)
-                    .await
-                    .map_err(|error| {
-                        Refused::Unavailable(Status::unavailable(format!(
-                            "cannot read users from system_auth: {error}"
-                        )))
-                    })?;
+                let record = self.read_user(name).await?;
                 self.cache().store(name.as_str(), record.clone(), now);
                 (record, false)
             }
@@ -188,20 +182,25 @@ impl Gate {
     /// password is not checked again, as a Cassandra connection is not
     /// logged in again when its user's password changes.
     pub async fn reload(&self, principal: &Principal) -> Result<Principal, Refused> {
-        let record = store::read_user(&self.context, &principal.user.name)
-            .await
-            .map_err(|error| {
-                Refused::Unavailable(Status::unavailable(format!(
-                    "cannot read users from system_auth: {error}"
-                )))
-            })?;
-        match record {
+        match self.read_user(&principal.user.name).await? {
             Some(user) => Ok(Principal {
                 user,
                 default_password: principal.default_password,
             }),
             None => Err(Refused::BadCredentials),
         }
+    }
+
+    /// `name`'s record from `system_auth`; `UNAVAILABLE` if too few of its
+    /// replicas answer.
+    async fn read_user(&self, name: &UserName) -> Result<Option<UserRecord>, Refused> {
+        store::read_user(&self.context, name)
+            .await
+            .map_err(|error| {
+                Refused::Unavailable(Status::unavailable(format!(
+                    "cannot read users from system_auth: {error}"
+                )))
+            })
     }
 
     /// How long a stream may use a principal before [`Gate::reload`].

@@ -203,33 +203,29 @@ pub fn check_key(key: &[u8]) -> Result<()> {
 }
 
 impl ClientService {
-    /// Runs request `work` of `op` at `level`, counted in the client stage
-    /// and recorded (count, latency, and the error's code if it fails).
-    async fn measure<T>(
+    /// Runs `run` at the consistency level `consistency` names, as
+    /// operation `op`: counted in the client stage and recorded (count,
+    /// latency, and the error's code if it fails). A level that does not
+    /// parse is refused uncounted (there is no level to count it under).
+    async fn counted<T, Fut>(
         &self,
         op: Operation,
-        level: ConsistencyLevel,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
+        consistency: i32,
+        run: impl FnOnce(ConsistencyLevel) -> Fut,
+    ) -> Result<T, Status>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let level = level_from_pb(consistency)?;
         let metrics = &self.context.metrics;
         let _stage = metrics.stage(Stage::ClientRequest);
         let started = Instant::now();
-        let result = work.await;
+        let result = run(level).await;
         metrics.request(op, level.name()).record(started.elapsed());
         if let Err(error) = &result {
             metrics.client_error(op, level.name(), error.code_label());
         }
-        result
-    }
-
-    /// [`ClientService::measure`], answered as a unary RPC.
-    async fn measured<T>(
-        &self,
-        op: Operation,
-        level: ConsistencyLevel,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<Response<T>, Status> {
-        Ok(Response::new(self.measure(op, level, work).await?))
+        Ok(result?)
     }
 
     async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
@@ -339,9 +335,10 @@ impl Client for ClientService {
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
         let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
-        self.measured(Operation::Put, level, self.run_put(r, level))
-            .await
+        let answer = self.counted(Operation::Put, r.consistency, |level| {
+            self.run_put(r, level)
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn get(
@@ -349,9 +346,10 @@ impl Client for ClientService {
         request: Request<pb::GetRequest>,
     ) -> Result<Response<pb::GetResponse>, Status> {
         let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
-        self.measured(Operation::Get, level, self.run_get(r, level))
-            .await
+        let answer = self.counted(Operation::Get, r.consistency, |level| {
+            self.run_get(r, level)
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn delete(
@@ -359,9 +357,10 @@ impl Client for ClientService {
         request: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
         let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
-        self.measured(Operation::Delete, level, self.run_delete(r, level))
-            .await
+        let answer = self.counted(Operation::Delete, r.consistency, |level| {
+            self.run_delete(r, level)
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn batch(
@@ -369,9 +368,10 @@ impl Client for ClientService {
         request: Request<pb::BatchRequest>,
     ) -> Result<Response<pb::BatchResponse>, Status> {
         let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
-        self.measured(Operation::Batch, level, self.run_batch(r, level))
-            .await
+        let answer = self.counted(Operation::Batch, r.consistency, |level| {
+            self.run_batch(r, level)
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn scan(
@@ -379,13 +379,10 @@ impl Client for ClientService {
         request: Request<pb::ScanRequest>,
     ) -> Result<Response<pb::ScanResponse>, Status> {
         let r = request.into_inner();
-        let level = level_from_pb(r.consistency)?;
-        self.measured(
-            Operation::Scan,
-            level,
-            crate::services::scan::run(&self.context, r, level),
-        )
-        .await
+        let answer = self.counted(Operation::Scan, r.consistency, |level| {
+            crate::services::scan::run(&self.context, r, level)
+        });
+        Ok(Response::new(answer.await?))
     }
 
     async fn noop(
@@ -448,34 +445,30 @@ impl ClientService {
                 .map_err(|refused| refused.status())?;
         }
         Ok(match request {
-            PipelinedRequest::Put(r) => {
-                let level = level_from_pb(r.consistency)?;
-                PipelinedAnswer::Put(
-                    self.measure(Operation::Put, level, self.run_put(r, level))
-                        .await?,
-                )
-            }
-            PipelinedRequest::Get(r) => {
-                let level = level_from_pb(r.consistency)?;
-                PipelinedAnswer::Get(
-                    self.measure(Operation::Get, level, self.run_get(r, level))
-                        .await?,
-                )
-            }
-            PipelinedRequest::Delete(r) => {
-                let level = level_from_pb(r.consistency)?;
-                PipelinedAnswer::Delete(
-                    self.measure(Operation::Delete, level, self.run_delete(r, level))
-                        .await?,
-                )
-            }
-            PipelinedRequest::Batch(r) => {
-                let level = level_from_pb(r.consistency)?;
-                PipelinedAnswer::Batch(
-                    self.measure(Operation::Batch, level, self.run_batch(r, level))
-                        .await?,
-                )
-            }
+            PipelinedRequest::Put(r) => PipelinedAnswer::Put(
+                self.counted(Operation::Put, r.consistency, |level| {
+                    self.run_put(r, level)
+                })
+                .await?,
+            ),
+            PipelinedRequest::Get(r) => PipelinedAnswer::Get(
+                self.counted(Operation::Get, r.consistency, |level| {
+                    self.run_get(r, level)
+                })
+                .await?,
+            ),
+            PipelinedRequest::Delete(r) => PipelinedAnswer::Delete(
+                self.counted(Operation::Delete, r.consistency, |level| {
+                    self.run_delete(r, level)
+                })
+                .await?,
+            ),
+            PipelinedRequest::Batch(r) => PipelinedAnswer::Batch(
+                self.counted(Operation::Batch, r.consistency, |level| {
+                    self.run_batch(r, level)
+                })
+                .await?,
+            ),
             PipelinedRequest::Noop(_) => PipelinedAnswer::Noop(pb::NoopResponse {}),
         })
     }
