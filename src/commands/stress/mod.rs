@@ -592,11 +592,12 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
         };
         let key = format!("key{}", plan.keys.next(rng)).into_bytes();
         let due = shared.due(operation);
-        if shared.rate.is_some() {
-            tokio::time::sleep_until(due).await;
-        }
+        let timed_from = match shared.rate {
+            Some(_) => pace::until_due(due).await,
+            None => due,
+        };
         let result = send(op, key).await;
-        let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let micros = u64::try_from(timed_from.elapsed().as_micros()).unwrap_or(u64::MAX);
         if let Some(timeline) = &shared.timeline {
             timeline.record(shared.started.elapsed(), result.is_ok().then_some(micros));
         }
