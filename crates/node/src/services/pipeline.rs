@@ -223,36 +223,48 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn no_more_than_max_in_flight_requests_run_at_once() {
+    /// Streams `input` through [`responses`], each request answered by
+    /// `answer`: how many responses came out, and the most requests that
+    /// ran at once.
+    async fn count_at_once<S, F, Fut>(input: S, answer: F) -> (usize, usize)
+    where
+        S: Stream<Item = Result<pb::PipelineRequest, Status>> + Send + 'static,
+        F: Fn(Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Answer, Status>> + Send + 'static,
+    {
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
-        let total = MAX_IN_FLIGHT as u64 * 3;
-        let input = futures::stream::iter((0..total).map(|id| get(id, "1")));
-        let answer = {
+        let answer = Arc::new(answer);
+        let counted = {
             let (running, most) = (running.clone(), most.clone());
             move |request: Request| {
-                let (running, most) = (running.clone(), most.clone());
+                let (running, most, answer) = (running.clone(), most.clone(), answer.clone());
                 async move {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
-                    let answer = slow_echo(request).await;
+                    let answered = answer(request).await;
                     running.fetch_sub(1, Ordering::SeqCst);
-                    answer
+                    answered
                 }
             }
         };
-        let out: Vec<_> = responses(input, answer, std::future::pending())
+        let out: Vec<_> = responses(input, counted, std::future::pending())
             .collect()
             .await;
-        assert_eq!(out.len() as u64, total);
-        assert_eq!(most.load(Ordering::SeqCst), MAX_IN_FLIGHT);
+        (out.len(), most.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_more_than_max_in_flight_requests_run_at_once() {
+        let total = MAX_IN_FLIGHT as u64 * 3;
+        let input = futures::stream::iter((0..total).map(|id| get(id, "1")));
+        let (answered, most) = count_at_once(input, slow_echo).await;
+        assert_eq!(answered as u64, total);
+        assert_eq!(most, MAX_IN_FLIGHT);
     }
 
     #[tokio::test(start_paused = true)]
     async fn no_more_than_max_in_flight_bytes_of_requests_run_at_once() {
-        let running = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(AtomicUsize::new(0));
         let big = |id: u64| {
             Ok(pb::PipelineRequest {
                 id,
@@ -265,25 +277,14 @@ mod tests {
             })
         };
         let input = futures::stream::iter((0..200).map(big));
-        let answer = {
-            let (running, most) = (running.clone(), most.clone());
-            move |_: Request| {
-                let (running, most) = (running.clone(), most.clone());
-                async move {
-                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    running.fetch_sub(1, Ordering::SeqCst);
-                    Ok(Answer::Noop(pb::NoopResponse {}))
-                }
-            }
-        };
-        let out: Vec<_> = responses(input, answer, std::future::pending())
-            .collect()
-            .await;
-        assert_eq!(out.len(), 200);
+        let (answered, most) = count_at_once(input, |_: Request| async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(Answer::Noop(pb::NoopResponse {}))
+        })
+        .await;
+        assert_eq!(answered, 200);
         // Each request is a little over 1 MiB (1,025 KiB): 63 fit in 64 MiB.
-        assert_eq!(most.load(Ordering::SeqCst), 63);
+        assert_eq!(most, 63);
     }
 
     #[tokio::test(start_paused = true)]
