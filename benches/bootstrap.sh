@@ -13,7 +13,9 @@
 #     gained range", so without the ring delay and gossip), and the CPU seconds
 #     of the joiner and of the three sources over that time
 #     (/proc/PID/stat, steadier than wall time on a shared machine);
-#   - the joiner's `Load` over its share of the bytes written (3/4 of it).
+#   - the joiner's `Load` over its share of the bytes written (3/4 of it);
+#   - the bytes the joiner wrote to its disk (/proc/PID/io write_bytes) over
+#     the bytes it applied: the storage engine's write amplification.
 # Usage: benches/bootstrap.sh [KEYS]   (default 300000: 293 MiB of values)
 # STRESS_BIN=path runs another build instead of building this tree's;
 # BENCH_LOGS=dir keeps the servers' logs there; BENCH_JOINER_PID_FILE=path
@@ -107,6 +109,7 @@ start_node 4 warn,ringstore_node::topology=info
 wait_un 4 900
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 joiner_cpu=$(cpu_seconds "${pids[4]}")
+joiner_wrote=$(awk '$1 == "write_bytes:" { print $2 }' "/proc/${pids[4]}/io")
 sources_cpu=0
 for i in 1 2 3; do sources_cpu=$(echo "$sources_cpu + $(cpu_seconds "${pids[$i]}")" | bc); done
 sources_cpu=$(echo "$sources_cpu - $sources_cpu_before" | bc)
@@ -134,5 +137,7 @@ print(f"CPU during the join: joiner {$joiner_cpu:.1f} s, the three sources {$sou
 share = written * 3 / 4
 print(f"joiner: Load {$joiner_load / 1048576:.1f} MiB = {$joiner_load / share:.2f}x, "
       f"disk {$joiner_disk / 1048576:.1f} MiB = {$joiner_disk / share:.2f}x of its 3/4 share")
+print(f"joiner wrote {$joiner_wrote / 1048576:.1f} MiB to its disk during the join: "
+      f"{$joiner_wrote / received:.2f}x the bytes it applied")
 EOF
 keep_logs

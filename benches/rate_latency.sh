@@ -6,9 +6,10 @@
 #   1. the maximum: closed-loop QUORUM puts at concurrency 64;
 #   2. open loop (`--rate`, latencies from the due time, so coordinated
 #      omission is corrected) at FRACTIONS of that maximum, each for SECONDS;
-# printing ops/s, p50/p99/p99.9 and node 1's storage syncs (count, mean
-# duration) for each, and writing one HTML report per run (stress --html)
-# to OUT_DIR.
+# printing ops/s, p50/p99/p99.9, node 1's storage syncs (count, mean
+# duration) and the whole machine's CPU (busy share of /proc/stat over the
+# run, warm-up included, and that CPU time per operation) for each, and
+# writing one HTML report per run (stress --html) to OUT_DIR.
 # Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
 #        (defaults: 20, ./rate-latency, "0.25 0.5")
 # Every run first sends its load for WARMUP seconds (default 3) unreported
@@ -49,22 +50,29 @@ syncs() {
   "$bin" --host "127.$block.0.1:7100" metrics |
     python3 -c "import sys; m=dict(l.rsplit(' ',1) for l in sys.stdin if l.startswith('ringstore_storage_sync_duration_seconds_')); print(m.get('ringstore_storage_sync_duration_seconds_count','0').strip(), m.get('ringstore_storage_sync_duration_seconds_sum','0').strip())"
 }
-# Prints a run's line, with node 1's syncs during it (count, mean).
-report() { # LABEL OPS P50 P99 P999 ERRORS SYNCS_BEFORE(2 words)
-  local count sum
+# The machine's CPU ticks so far: "BUSY ALL" (busy: all but idle and iowait).
+ticks() { awk '$1 == "cpu" { print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9; exit }' /proc/stat; }
+# Prints a run's line, with node 1's syncs during it (count, mean) and the
+# machine's CPU over it (warm-up included, as is its share of operations).
+report() { # LABEL OPS P50 P99 P999 ERRORS SYNCS_BEFORE(2 words) TICKS_BEFORE(2 words)
+  local count sum busy all
   read -r count sum < <(syncs)
+  read -r busy all < <(ticks)
   printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s  node 1 syncs %s' \
     "$1" "$2" "$3" "$4" "$5" "$6" "$((count - $7))"
-  python3 -c "n=$count-$7; print(f' (mean {($sum-$8)/n*1000:.2f} ms)' if n else '')"
+  python3 -c "n=$count-$7; print(f' (mean {($sum-$8)/n*1000:.2f} ms)' if n else '', end='')"
+  python3 -c "b=$busy-$9; a=$all-${10}; ops=$2*(${WARMUP:-3}+$seconds); print(f'  machine {b/a*100:.0f}% busy, {b/$(getconf CLK_TCK)/ops*1e6:.0f} us CPU per op')"
 }
 
 read -r c0 s0 < <(syncs)
+read -r b0 a0 < <(ticks)
 read -r max p50 p99 p999 errors < <(stress closed-loop --concurrency 64 --duration "${seconds}s")
-report "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0"
+report "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0" "$b0" "$a0"
 for fraction in $fractions; do
   rate=$(python3 -c "print(int($max * $fraction))")
   read -r c0 s0 < <(syncs)
+  read -r b0 a0 < <(ticks)
   read -r got p50 p99 p999 errors < <(stress "rate-$fraction" --concurrency 256 --rate "$rate" --duration "${seconds}s")
-  report "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0"
+  report "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0" "$b0" "$a0"
 done
 echo "HTML reports in $out/"
