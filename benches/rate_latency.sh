@@ -61,7 +61,7 @@ report() { # LABEL OPS P50 P99 P999 ERRORS SYNCS_BEFORE(2 words) TICKS_BEFORE(2 
   printf '%-28s %8s ops/s  p50 %6s ms  p99 %6s ms  p99.9 %6s ms  errors %s  node 1 syncs %s' \
     "$1" "$2" "$3" "$4" "$5" "$6" "$((count - $7))"
   python3 -c "n=$count-$7; print(f' (mean {($sum-$8)/n*1000:.2f} ms)' if n else '', end='')"
-  python3 -c "b=$busy-$9; a=$all-${10}; ops=$2*(${WARMUP:-3}+$seconds); print(f'  machine {b/a*100:.0f}% busy, {b/$(getconf CLK_TCK)/ops*1e6:.0f} us CPU per op')"
+  python3 -c "b=$busy-$9; a=$all-${10}; ops=$2*(${WARMUP:-3}+$seconds); print(f'  machine {b/max(a,1)*100:.0f}% busy' + (f', {b/$(getconf CLK_TCK)/ops*1e6:.0f} us CPU per op' if ops else ''))"
 }
 
 read -r c0 s0 < <(syncs)
