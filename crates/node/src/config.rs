@@ -292,6 +292,12 @@ pub struct StorageConfig {
     pub durability: DurabilityMode,
     /// The sync period in `periodic` mode, in milliseconds.
     pub periodic_sync_ms: u64,
+    /// In `batch` mode, acknowledge a write once ringstore's own commit log
+    /// (`<data_dir>/commitlog`) has it on disk, and flush sled only at
+    /// checkpoints; `false` flushes sled before every acknowledgement
+    /// instead (slower; for comparison). Either way nothing acknowledged is
+    /// lost on a crash.
+    pub commit_log: bool,
     /// What the node does once its storage has failed for good (a full
     /// disk): `stop` writes and gossip, `die`, or `ignore`.
     pub disk_failure_policy: DiskFailurePolicy,
@@ -368,6 +374,7 @@ impl Default for StorageConfig {
             cache_capacity_mb: 256,
             durability: DurabilityMode::Batch,
             periodic_sync_ms: 500,
+            commit_log: true,
             disk_failure_policy: DiskFailurePolicy::Stop,
         }
     }

@@ -183,6 +183,13 @@ impl Cell {
 
     /// Encodes as `version | flags | timestamp (8, BE) | [expiry (8, BE)] | value`.
     pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(18 + self.value.as_deref().map_or(0, <[u8]>::len));
+        self.encode_into(&mut bytes);
+        bytes
+    }
+
+    /// [`Cell::encode`], appended to `bytes`.
+    pub(crate) fn encode_into(&self, bytes: &mut Vec<u8>) {
         let mut flags = 0;
         if self.is_tombstone() {
             flags |= FLAG_TOMBSTONE;
@@ -191,7 +198,6 @@ impl Cell {
             flags |= FLAG_EXPIRES;
         }
         let value = self.value.as_deref().unwrap_or_default();
-        let mut bytes = Vec::with_capacity(18 + value.len());
         bytes.push(CELL_FORMAT);
         bytes.push(flags);
         bytes.extend_from_slice(&self.timestamp.0.to_be_bytes());
@@ -199,7 +205,6 @@ impl Cell {
             bytes.extend_from_slice(&at.0.to_be_bytes());
         }
         bytes.extend_from_slice(value);
-        bytes
     }
 
     /// Decodes what [`Cell::encode`] wrote; a corrupt or unknown encoding is an error.

@@ -155,6 +155,13 @@ impl GroupCommit {
         self.flushes.failure_tx.subscribe()
     }
 
+    /// Announces `error` as the store's failure (see [`GroupCommit::failure`])
+    /// if none was announced before: for a commit log that failed, which
+    /// fails the store's durable writes for good as a failed engine does.
+    pub(crate) fn report_failure(&self, error: &Arc<StorageError>) {
+        self.flushes.announce_failure(error);
+    }
+
     fn start_flush(&self, generation: u64) {
         let engine = Arc::clone(&self.engine);
         let run = FlushRun {
@@ -176,6 +183,17 @@ impl GroupCommit {
 }
 
 impl Flushes {
+    /// Keeps `error` as the first failure, unless one is kept already.
+    fn announce_failure(&self, error: &Arc<StorageError>) {
+        self.failure_tx.send_if_modified(|first| {
+            let is_first = first.is_none();
+            if is_first {
+                *first = Some(Arc::clone(error));
+            }
+            is_first
+        });
+    }
+
     fn finish(&self, generation: u64, outcome: Result<()>) {
         let mut state = lock(&self.state);
         debug_assert!(state.running && state.started == generation);
@@ -187,13 +205,7 @@ impl Flushes {
                 tracing::warn!(generation, %error, "storage flush failed");
                 let error = Arc::new(error);
                 if !matches!(*error, StorageError::FlushAbandoned) {
-                    self.failure_tx.send_if_modified(|first| {
-                        let is_first = first.is_none();
-                        if is_first {
-                            *first = Some(Arc::clone(&error));
-                        }
-                        is_first
-                    });
+                    self.announce_failure(&error);
                 }
                 state.last_error = Some(error);
             }

@@ -28,12 +28,16 @@
 //!   policy, and group commit.
 //!
 //! # Durability
-//! - [`Durability::Batch`]: a write is acknowledged only after a flush that
-//!   started after it has completed. Concurrent writers share flushes (group
-//!   commit): one leader runs `Engine::flush` on the blocking pool while the
-//!   others wait for it, then the next leader's flush covers everyone who
-//!   arrived meanwhile. Throughput scales with concurrency at the same fsync
-//!   rate.
+//! - [`Durability::Batch`]: a write is acknowledged only once it is durable.
+//!   With a commit log ([`Store::open_with_commit_log`], what the node uses
+//!   on sled), that is once the log's writer thread has synced the record of
+//!   the cell that won at its key; the engine is flushed only at
+//!   checkpoints, and a replay on open restores what a crash lost
+//!   (`commit_log`, `checkpoint`). Without one, it is once a flush that
+//!   started after the write has completed. Either way concurrent writers
+//!   share syncs (group commit): while one sync runs, the next gathers
+//!   everyone who arrives, so throughput scales with concurrency at the same
+//!   fsync rate.
 //! - [`Durability::Periodic`]: writes are acknowledged at once, and a
 //!   background task flushes every interval. A crash loses up to one interval
 //!   of acknowledged writes; replication covers for it.
@@ -77,6 +81,8 @@
 #![deny(missing_docs)]
 
 mod cell;
+mod checkpoint;
+mod commit_log;
 mod durability;
 mod engine;
 mod error;
@@ -94,6 +100,7 @@ mod sled_files;
 mod store;
 
 pub use cell::{Cell, Timestamp};
+pub use commit_log::CommitLogOptions;
 pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError};

@@ -12,8 +12,10 @@
 //! [`Store::apply`] merges the incoming cell with the stored one in one atomic
 //! [`Tree::update`], so concurrent writes to a key converge on the
 //! [`Cell::reconcile`] winner whatever their order. It then waits according to
-//! the [`Durability`]: in batch mode for a group-committed flush covering the
-//! write ([`group_commit`](crate::group_commit)), in periodic mode not at all.
+//! the [`Durability`]: in batch mode for the commit log to hold the winner
+//! ([`commit_log`](crate::commit_log), when the store was opened with one) or
+//! else for a group-committed flush covering the write
+//! ([`group_commit`](crate::group_commit)); in periodic mode not at all.
 //! [`Store::apply_many_unflushed`] and [`Store::meta_put_unflushed`] never
 //! wait: bulk loads (stream chunks) make their progress durable themselves.
 //!
@@ -43,19 +45,22 @@
 //! # Caveats
 //! - Reading or scanning a keyspace that was never written creates its empty
 //!   tree.
-//! - Dropped keyspace ids are remembered in memory only; the schema layer
-//!   must not reuse them after a restart (it never does: a re-created
-//!   keyspace derives its id from the dropped one's).
+//! - Dropped keyspace ids refuse reads and writes until the store closes;
+//!   after a restart only the commit log's replay remembers them (the
+//!   `system` tree records each drop). The schema layer must not reuse them
+//!   (it never does: a re-created keyspace derives its id from the dropped
+//!   one's).
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
 use crate::cell::Cell;
+use crate::commit_log::{self, CommitLog, CommitLogOptions, LogPosition};
 use crate::durability::Durability;
 use crate::engine::{Engine, Tree};
 use crate::error::{Result, StorageError};
@@ -70,6 +75,9 @@ use crate::scan::Scan;
 pub const SYSTEM_TREE: &str = "system";
 /// The tree reserved for hinted handoff.
 pub const HINTS_TREE: &str = "hints";
+/// The prefix of the `system` tree's record of a dropped keyspace: the
+/// commit log's replay skips that keyspace's records.
+const DROPPED_KEYSPACE_PREFIX: &str = "dropped_keyspace/";
 
 /// What a write expects at its key, which decides how the engine looks
 /// first (the outcome is the same either way).
@@ -106,6 +114,9 @@ struct Inner {
     /// in progress.
     closed: RwLock<bool>,
     flusher: Option<PeriodicFlusher>,
+    /// The commit log, in batch durability when the store was opened with
+    /// one; set once, after its replay.
+    log: OnceLock<Arc<CommitLog>>,
 }
 
 /// Open data trees, the live bytes of every stored keyspace, and the ids
@@ -169,8 +180,81 @@ impl Store {
                 hints,
                 closed: RwLock::new(false),
                 flusher,
+                log: OnceLock::new(),
             }),
         })
+    }
+
+    /// [`Store::open`] with a commit log in `log.dir`. Whatever the mode, the
+    /// records a previous run left there are first merged into the engine,
+    /// which is then flushed. In batch durability the store then
+    /// acknowledges a write once the log has it on disk (see the
+    /// `commit_log` module), flushing the engine only at checkpoints; in
+    /// periodic durability the log is not written.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn open_with_commit_log(
+        engine: Arc<dyn Engine>,
+        durability: Durability,
+        log: CommitLogOptions,
+    ) -> Result<Store> {
+        let store = Store::open(engine, durability)?;
+        let recovered = commit_log::recover(&log)?;
+        store.replay(&recovered.records)?;
+        if recovered.undecodable > 0 {
+            tracing::warn!(
+                records = recovered.undecodable,
+                "commit log records that passed their checksum but did not decode were skipped"
+            );
+        }
+        store.inner.engine.flush()?;
+        if durability != Durability::Batch {
+            recovered.retire()?;
+            return Ok(store);
+        }
+        let started = Arc::new(CommitLog::start(log.clone(), recovered)?);
+        crate::checkpoint::spawn(&started, Arc::clone(&store.inner.group), &log);
+        let _ = store.inner.log.set(started);
+        Ok(store)
+    }
+
+    /// Merges replayed log records into the engine, skipping keyspaces
+    /// recorded as dropped.
+    fn replay(&self, records: &[commit_log::LogRecord]) -> Result<()> {
+        let mut dropped: HashMap<KeyspaceId, bool> = HashMap::new();
+        let mut replayed = 0usize;
+        for record in records {
+            let is_dropped = match dropped.get(&record.ks) {
+                Some(&is_dropped) => is_dropped,
+                None => {
+                    let is_dropped = self
+                        .inner
+                        .system
+                        .get(dropped_key(record.ks).as_bytes())?
+                        .is_some();
+                    dropped.insert(record.ks, is_dropped);
+                    is_dropped
+                }
+            };
+            if !is_dropped {
+                self.merge(
+                    record.ks,
+                    &record.key,
+                    record.cell.clone(),
+                    KeyPresence::Unknown,
+                )?;
+                replayed += 1;
+            }
+        }
+        if !records.is_empty() {
+            tracing::info!(
+                replayed,
+                skipped = records.len() - replayed,
+                "commit log replayed"
+            );
+        }
+        Ok(())
     }
 
     /// The durability mode the store was opened with.
@@ -182,8 +266,12 @@ impl Store {
     /// last-write-wins and returns the winner (which is what is now stored).
     /// Returns when the write is as durable as the [`Durability`] promises.
     pub async fn apply(&self, ks: KeyspaceId, key: &[u8], cell: Cell) -> Result<Cell> {
-        let (winner, ticket) = self.write(|| self.merge(ks, key, cell, KeyPresence::Unknown))?;
-        self.settle(ticket).await?;
+        let ((winner, logged), ticket) = self.write(|| {
+            let winner = self.merge(ks, key, cell, KeyPresence::Unknown)?;
+            let logged = self.log_winner(ks, key, &winner)?;
+            Ok((winner, logged))
+        })?;
+        self.settle(ticket, logged).await?;
         Ok(winner)
     }
 
@@ -195,10 +283,24 @@ impl Store {
             // One write is a single-key apply: inline (see "Threads").
             return Ok(vec![self.apply(*ks, key, cell.clone()).await?]);
         }
-        let (winners, ticket) = self
-            .merge_many(writes.to_vec(), KeyPresence::Unknown)
+        let writes = writes.to_vec();
+        let ((winners, logged), ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    let mut logged = None;
+                    let winners = writes
+                        .into_iter()
+                        .map(|(ks, key, cell)| {
+                            let winner = store.merge(ks, &key, cell, KeyPresence::Unknown)?;
+                            logged = logged.max(store.log_winner(ks, &key, &winner)?);
+                            Ok(winner)
+                        })
+                        .collect::<Result<Vec<Cell>>>()?;
+                    Ok((winners, logged))
+                })
+            })
             .await?;
-        self.settle(ticket).await?;
+        self.settle(ticket, logged).await?;
         Ok(winners)
     }
 
@@ -218,25 +320,19 @@ impl Store {
         &self,
         writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
     ) -> Result<Vec<Cell>> {
-        Ok(self.merge_many(writes, KeyPresence::LikelyAbsent).await?.0)
-    }
-
-    /// Merges `writes` off the async workers; the winners and the ticket
-    /// of their flush.
-    async fn merge_many(
-        &self,
-        writes: Vec<(KeyspaceId, Vec<u8>, Cell)>,
-        presence: KeyPresence,
-    ) -> Result<(Vec<Cell>, Ticket)> {
-        self.off_worker(move |store| {
-            store.write(|| {
-                writes
-                    .into_iter()
-                    .map(|(ks, key, cell)| store.merge(ks, &key, cell, presence))
-                    .collect::<Result<Vec<Cell>>>()
+        let (winners, _ticket) = self
+            .off_worker(move |store| {
+                store.write(|| {
+                    writes
+                        .into_iter()
+                        .map(|(ks, key, cell)| {
+                            store.merge(ks, &key, cell, KeyPresence::LikelyAbsent)
+                        })
+                        .collect::<Result<Vec<Cell>>>()
+                })
             })
-        })
-        .await
+            .await?;
+        Ok(winners)
     }
 
     /// The stored cell of `key` in `ks` — tombstones and expired cells
@@ -346,6 +442,9 @@ impl Store {
         let (existed, ticket) = self
             .off_worker(move |store| {
                 store.write(|| {
+                    // Before the tree goes: a replayed commit log must not
+                    // bring it back.
+                    store.inner.system.insert(dropped_key(ks).as_bytes(), &[])?;
                     {
                         let mut keyspaces = lock(&store.inner.keyspaces);
                         keyspaces.dropped.insert(ks);
@@ -501,7 +600,16 @@ impl Store {
             self.inner.system.as_ref(),
             &lock(&self.inner.keyspaces).live_counts,
         )?;
-        self.sync().await
+        // The log first: a write in progress waits for it, and once its
+        // writer has stopped, the engine flush covers every logged write.
+        if let Some(log) = self.inner.log.get() {
+            log.stop().await?;
+        }
+        self.sync().await?;
+        if let Some(log) = self.inner.log.get() {
+            log.retire_all();
+        }
+        Ok(())
     }
 
     /// Runs `op` on tokio's blocking pool (see "Threads" in the module docs;
@@ -526,11 +634,31 @@ impl Store {
         Ok((value, self.inner.group.ticket()))
     }
 
-    /// Waits for `ticket` as the durability mode requires.
-    async fn settle(&self, ticket: Ticket) -> Result<()> {
-        match self.inner.durability {
-            Durability::Batch => self.inner.group.wait(ticket).await,
-            Durability::Periodic { .. } => Ok(()),
+    /// Appends `winner`, which now stands at `key` of `ks`, to the commit
+    /// log if the store has one; its position.
+    fn log_winner(&self, ks: KeyspaceId, key: &[u8], winner: &Cell) -> Result<Option<LogPosition>> {
+        self.inner
+            .log
+            .get()
+            .map(|log| log.append(ks, key, winner))
+            .transpose()
+    }
+
+    /// Waits as the durability mode requires: in batch mode for the commit
+    /// log to hold position `logged`, or, without a log, for a flush
+    /// covering `ticket`. A failure of the log is announced as the engine's
+    /// would be ([`Store::failure`]).
+    async fn settle(&self, ticket: Ticket, logged: Option<LogPosition>) -> Result<()> {
+        match (self.inner.durability, logged, self.inner.log.get()) {
+            (Durability::Periodic { .. }, _, _) => Ok(()),
+            (Durability::Batch, Some(position), Some(log)) => {
+                let outcome = log.wait(position).await;
+                if let Err(StorageError::FlushFailed { source }) = &outcome {
+                    self.inner.group.report_failure(source);
+                }
+                outcome
+            }
+            (Durability::Batch, _, _) => self.inner.group.wait(ticket).await,
         }
     }
 
@@ -596,4 +724,9 @@ impl Store {
         keyspaces.open.insert(ks, Arc::clone(&tree));
         Ok((tree, live_counts))
     }
+}
+
+/// The `system` tree's key recording that `ks` was dropped.
+fn dropped_key(ks: KeyspaceId) -> String {
+    format!("{DROPPED_KEYSPACE_PREFIX}{}", ks.0)
 }

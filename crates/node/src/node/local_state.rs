@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ringstore_membership::{NodeMetadata, Takeovers};
 use ringstore_placement::Token;
-use ringstore_storage::{Durability, Engine, SledEngine, SledOptions, Store};
+use ringstore_storage::{CommitLogOptions, Durability, Engine, SledEngine, SledOptions, Store};
 use ringstore_streaming::StreamOperation;
 
 use crate::clock::{self, Resumed, TimestampSource, WallClock};
@@ -123,12 +123,20 @@ async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
         },
     };
     let disk = disk.clone();
+    let commit_log = config
+        .storage
+        .commit_log
+        .then(|| CommitLogOptions::new(config.data_dir.join("commitlog")));
     ringstore_storage::offload::spawn_blocking(move || {
-        let engine: Arc<dyn Engine> = match disk {
-            Disk::Sled => Arc::new(SledEngine::open(path, options)?),
-            Disk::Engine(engine) => engine,
+        // The commit log lives beside sled; a simulated disk has none.
+        let (engine, commit_log): (Arc<dyn Engine>, _) = match disk {
+            Disk::Sled => (Arc::new(SledEngine::open(path, options)?), commit_log),
+            Disk::Engine(engine) => (engine, None),
         };
-        Ok(Store::open(engine, durability)?)
+        Ok(match commit_log {
+            Some(log) => Store::open_with_commit_log(engine, durability, log)?,
+            None => Store::open(engine, durability)?,
+        })
     })
     .await
     .map_err(NodeError::task("opening the storage"))?

@@ -1,0 +1,396 @@
+//! The commit log: how a write in batch durability is acknowledged after one
+//! append and one `fdatasync` of a file ringstore owns, instead of a flush of
+//! the engine.
+//!
+//! # Why
+//! A sled flush hands its log buffer to sled's I/O thread pool and syncs its
+//! files; on a 2-core virtual machine, where waking a thread on the other
+//! core costs 15–20 µs of CPU, that hand-off is about half the wake-ups of a
+//! `QUORUM` put. Cassandra acknowledges a write once its commit log has it
+//! and writes its tables later; ringstore does the same with sled as the
+//! table: a write is merged into sled in memory, its winning cell is
+//! appended to this log, and it is acknowledged once a dedicated writer
+//! thread has synced the log past it. sled is flushed only at checkpoints.
+//!
+//! # Protocol
+//! - **Append.** After a write has been merged into the engine, the cell
+//!   that won at its key is appended ([`CommitLog::append`]); the returned
+//!   [`LogPosition`] is durable once [`CommitLog::wait`] returns. The
+//!   *winner* is logged, not the incoming cell: when the stored cell wins,
+//!   the write waits for a record of the stored cell, which may itself not
+//!   be durable yet, and a write that lost never reaches the log, so a
+//!   replay cannot bring back data a purge has since removed.
+//! - **Checkpoint.** Once [`CommitLogOptions::checkpoint_segments`] segments
+//!   are full, or [`CommitLogOptions::checkpoint_interval`] after the last
+//!   checkpoint if anything was appended since, the store flushes the engine
+//!   and then recycles the full segments
+//!   ([`CommitLog::closed_segments`], [`CommitLog::recycle`]). A closed
+//!   segment's records were all appended, so merged, before the flush
+//!   started: the flush covers them.
+//! - **Replay.** On open, [`recover`] reads every segment; the store merges
+//!   each record into the engine by last-write-wins, flushes the engine, and
+//!   only then starts appending, into slots whose old records no longer
+//!   count. Replay is idempotent and its order does not matter.
+//!
+//! # Invariants
+//! - A position returned by [`CommitLog::wait`] as durable is on disk: its
+//!   bytes were written and `fdatasync`ed, behind a header synced before it.
+//! - A record is replayed only if its checksum, seeded with its segment's
+//!   nonce, holds; so zeros, a torn tail and the leftovers of a file's
+//!   previous use all end a segment (`record.rs`).
+//! - A segment is recycled only after an engine flush that started after it
+//!   was closed has succeeded.
+//! - After the writer fails (a full disk, an I/O error), every waiter and
+//!   every later append fails with that error, for good, as sled does.
+//!
+//! # Caveats
+//! - Replay stops at the first record of a segment whose checksum fails. That
+//!   is how a torn tail ends, but a record damaged in the middle of a segment
+//!   (a bad disk) also hides the records behind it, with only a warning.
+//! - Writes that bypass the log (stream chunks, hints, metadata, purges)
+//!   are made durable by engine flushes, as without a log.
+//! - A replayed record of a keyspace dropped since is skipped only if the
+//!   drop was recorded durably (the store records drops in its `system`
+//!   tree).
+
+mod record;
+mod segment;
+mod writer;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::cell::Cell;
+use crate::error::{Result, StorageError};
+use crate::keyspace::KeyspaceId;
+
+pub(crate) use record::LogRecord;
+use record::{SegmentHeader, decode_records, encode_record};
+use segment::{Slot, list_slots};
+use writer::Active;
+
+/// Where and how a store keeps its commit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitLogOptions {
+    /// The log's own directory (created if missing).
+    pub dir: PathBuf,
+    /// The size of a segment file. Records never span segments; a record
+    /// longer than this gets a longer segment of its own.
+    pub segment_bytes: u64,
+    /// How many full segments trigger a checkpoint (an engine flush, after
+    /// which they are reused): the bound on what a replay reads after a
+    /// crash is about one more than this.
+    pub checkpoint_segments: usize,
+    /// The longest time between checkpoints while writes arrive. Besides
+    /// bounding how stale the engine's files get, this is how soon a failing
+    /// disk is noticed: the log writes into space it reserved, so a full disk
+    /// shows first in the engine's flush.
+    pub checkpoint_interval: Duration,
+}
+
+impl CommitLogOptions {
+    /// 8 MiB segments, a checkpoint every 2 full ones or every second while
+    /// writes arrive, in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> CommitLogOptions {
+        CommitLogOptions {
+            dir: dir.into(),
+            segment_bytes: 8 << 20,
+            checkpoint_segments: 2,
+            checkpoint_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// How many emptied segment files are kept for reuse; more are deleted.
+const MAX_FREE_SLOTS: usize = 4;
+
+/// A place in the log: the bytes appended before it, over the log's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct LogPosition(u64);
+
+/// What [`recover`] found in the log's directory.
+pub(crate) struct Recovered {
+    /// Every valid record of every segment.
+    pub(crate) records: Vec<LogRecord>,
+    /// Records whose checksum held but whose payload did not decode.
+    pub(crate) undecodable: usize,
+    slots: Vec<Slot>,
+    next_sequence: u64,
+}
+
+impl Recovered {
+    /// Empties every recovered segment, once its records are merged into
+    /// the engine and flushed; the slots, free for reuse.
+    pub(crate) fn retire(self) -> Result<Vec<Slot>> {
+        for slot in &self.slots {
+            slot.retire().map_err(|e| disk(&slot.path, e))?;
+        }
+        Ok(self.slots)
+    }
+}
+
+/// Reads every segment of the log in `options.dir` (creating the directory
+/// if it is missing).
+pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
+    let dir = &options.dir;
+    std::fs::create_dir_all(dir).map_err(|e| disk(dir, e))?;
+    let mut recovered = Recovered {
+        records: Vec::new(),
+        undecodable: 0,
+        slots: Vec::new(),
+        next_sequence: 1,
+    };
+    for number in list_slots(dir).map_err(|e| disk(dir, e))? {
+        let slot = Slot::open(dir, number).map_err(|e| disk(dir, e))?;
+        let bytes = slot.read_all().map_err(|e| disk(&slot.path, e))?;
+        if let Some(header) = SegmentHeader::decode(&bytes) {
+            let found = decode_records(&bytes, header.nonce);
+            tracing::info!(
+                segment = %slot.path.display(),
+                records = found.records.len(),
+                bytes = found.end,
+                "replaying commit log segment"
+            );
+            recovered.records.extend(found.records);
+            recovered.undecodable += found.undecodable;
+            recovered.next_sequence = recovered.next_sequence.max(header.sequence + 1);
+        }
+        recovered.slots.push(slot);
+    }
+    Ok(recovered)
+}
+
+fn disk(path: &Path, error: io::Error) -> StorageError {
+    StorageError::Disk(io::Error::new(
+        error.kind(),
+        format!("commit log {}: {error}", path.display()),
+    ))
+}
+
+/// The running log: append, wait, checkpoint. Dropping it stops the writer
+/// thread once it has written everything appended.
+pub(crate) struct CommitLog {
+    shared: Arc<Shared>,
+}
+
+/// What the writer thread shares with appenders, waiters and the
+/// checkpointer.
+struct Shared {
+    options: CommitLogOptions,
+    state: Mutex<State>,
+    /// Wakes the writer thread when it sleeps and something was appended.
+    wake: Condvar,
+    /// The durable position and the failure, if any; waiters watch it.
+    progress: watch::Sender<Progress>,
+    /// How many segments are closed and not yet recycled.
+    full_segments: watch::Sender<usize>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Progress {
+    durable: u64,
+    failure: Option<Arc<StorageError>>,
+}
+
+/// Guarded by [`Shared::state`].
+struct State {
+    /// Records appended and not yet taken by the writer.
+    buffer: Vec<u8>,
+    /// The end of the last record appended ([`LogPosition`]).
+    appended: u64,
+    /// Whether the writer thread sleeps on [`Shared::wake`].
+    writer_idle: bool,
+    /// Set once: the writer drains the buffer and exits.
+    stopping: bool,
+    /// The failure that stopped the writer.
+    failure: Option<Arc<StorageError>>,
+    /// Full segments, oldest first, whose records the engine may not have
+    /// flushed yet.
+    closed: Vec<Slot>,
+    /// Emptied segment files, ready for reuse.
+    free: Vec<Slot>,
+    /// The highest slot number in use.
+    highest_slot: u32,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Critical sections move buffers and slots; a panic leaves them whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Fails the log for good with `error`.
+    fn fail(&self, error: io::Error) {
+        tracing::error!(%error, "commit log write failed; writes in batch durability fail from now on");
+        let failure = Arc::new(disk(&self.options.dir, error));
+        self.lock().failure = Some(Arc::clone(&failure));
+        self.progress
+            .send_modify(|progress| progress.failure = Some(failure));
+    }
+}
+
+impl CommitLog {
+    /// Starts the log after [`recover`] (whose records the caller has
+    /// merged into the engine and flushed): every recovered slot is
+    /// emptied, the first becomes the active segment.
+    pub(crate) fn start(options: CommitLogOptions, recovered: Recovered) -> Result<CommitLog> {
+        let dir = options.dir.clone();
+        let next_sequence = recovered.next_sequence;
+        let mut free = recovered.retire()?;
+        let highest_slot = free.iter().map(|slot| slot.number).max().unwrap_or(0);
+        let first = match free.pop() {
+            Some(slot) => slot,
+            None => Slot::create(&dir, 1, options.segment_bytes).map_err(|e| disk(&dir, e))?,
+        };
+        let first_number = first.number;
+        let active = Active::begin(first, next_sequence).map_err(|e| disk(&dir, e))?;
+        let shared = Arc::new(Shared {
+            options,
+            state: Mutex::new(State {
+                buffer: Vec::new(),
+                appended: 0,
+                writer_idle: false,
+                stopping: false,
+                failure: None,
+                closed: Vec::new(),
+                free,
+                highest_slot: highest_slot.max(first_number),
+            }),
+            wake: Condvar::new(),
+            progress: watch::channel(Progress::default()).0,
+            full_segments: watch::channel(0).0,
+        });
+        let thread_shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("commit-log".into())
+            .spawn(move || writer::run(thread_shared, active))
+            .map_err(|e| disk(&dir, e))?;
+        Ok(CommitLog { shared })
+    }
+
+    /// Appends the record of `cell` winning at `key` of `ks`; durable once
+    /// [`CommitLog::wait`] for the returned position returns.
+    pub(crate) fn append(&self, ks: KeyspaceId, key: &[u8], cell: &Cell) -> Result<LogPosition> {
+        let mut state = self.shared.lock();
+        if let Some(failure) = &state.failure {
+            return Err(StorageError::FlushFailed {
+                source: Arc::clone(failure),
+            });
+        }
+        let before = state.buffer.len();
+        encode_record(&mut state.buffer, ks, key, cell);
+        state.appended += (state.buffer.len() - before) as u64;
+        if state.writer_idle {
+            state.writer_idle = false;
+            self.shared.wake.notify_one();
+        }
+        Ok(LogPosition(state.appended))
+    }
+
+    /// Waits until `position` is durable, or the log has failed.
+    pub(crate) async fn wait(&self, position: LogPosition) -> Result<()> {
+        let mut progress = self.shared.progress.subscribe();
+        loop {
+            {
+                let now = progress.borrow_and_update();
+                if now.durable >= position.0 {
+                    return Ok(());
+                }
+                if let Some(failure) = &now.failure {
+                    return Err(StorageError::FlushFailed {
+                        source: Arc::clone(failure),
+                    });
+                }
+            }
+            // The sender lives in `shared`, which `self` holds.
+            let _ = progress.changed().await;
+        }
+    }
+
+    /// The position after the last record appended so far.
+    pub(crate) fn appended(&self) -> LogPosition {
+        LogPosition(self.shared.lock().appended)
+    }
+
+    /// Watches how many segments are full and not yet recycled.
+    pub(crate) fn full_segments(&self) -> watch::Receiver<usize> {
+        self.shared.full_segments.subscribe()
+    }
+
+    /// The slot numbers of the full segments, for a checkpoint to recycle
+    /// after its engine flush.
+    pub(crate) fn closed_segments(&self) -> Vec<u32> {
+        self.shared
+            .lock()
+            .closed
+            .iter()
+            .map(|slot| slot.number)
+            .collect()
+    }
+
+    /// Recycles the full segments `numbers`, which an engine flush that
+    /// started after they were closed has covered.
+    pub(crate) fn recycle(&self, numbers: &[u32]) {
+        let (retired, full) = {
+            let mut state = self.shared.lock();
+            let (retired, kept): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut state.closed)
+                .into_iter()
+                .partition(|slot| numbers.contains(&slot.number));
+            state.closed = kept;
+            (retired, state.closed.len())
+        };
+        self.shared.full_segments.send_replace(full);
+        for slot in retired {
+            if let Err(error) = slot.retire() {
+                tracing::warn!(%error, segment = %slot.path.display(), "could not empty a commit log segment");
+            }
+            let mut state = self.shared.lock();
+            if state.free.len() < MAX_FREE_SLOTS {
+                state.free.push(slot);
+            } else {
+                drop(state);
+                if let Err(error) = std::fs::remove_file(&slot.path) {
+                    tracing::warn!(%error, segment = %slot.path.display(), "could not delete a commit log segment");
+                }
+            }
+        }
+    }
+
+    /// Stops the writer once everything appended is durable, and waits for
+    /// that. Appending afterwards is a bug.
+    pub(crate) async fn stop(&self) -> Result<()> {
+        let end = {
+            let mut state = self.shared.lock();
+            state.stopping = true;
+            self.shared.wake.notify_one();
+            LogPosition(state.appended)
+        };
+        self.wait(end).await
+    }
+}
+
+impl CommitLog {
+    /// Empties every segment file, after [`CommitLog::stop`] and an engine
+    /// flush that followed it (a clean shutdown): the next open has nothing
+    /// to replay. A file that cannot be emptied is only replayed again.
+    pub(crate) fn retire_all(&self) {
+        let dir = &self.shared.options.dir;
+        let slots = list_slots(dir).unwrap_or_default();
+        for number in slots {
+            if let Err(error) = Slot::open(dir, number).and_then(|slot| slot.retire()) {
+                tracing::warn!(%error, slot = number, "could not empty a commit log segment");
+            }
+        }
+    }
+}
+
+impl Drop for CommitLog {
+    fn drop(&mut self) {
+        self.shared.lock().stopping = true;
+        self.shared.wake.notify_one();
+    }
+}

@@ -1,0 +1,313 @@
+//! The commit log through the store: in batch durability, a write is
+//! acknowledged once the log has it, the engine is flushed only at
+//! checkpoints, and after a crash that loses every unflushed engine write
+//! the replay brings back every acknowledged one.
+//!
+//! The engine is a `SimulatedDisk`, whose `crash` throws away what was not
+//! flushed, as `kill -9` does to sled; the log is real files in a temporary
+//! directory. A crash here drops the store without closing it (its writer
+//! thread may still drain what was appended, which a real crash would not
+//! do; what was acknowledged was synced before, so it does not matter).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ringstore_storage::{
+    Cell, CommitLogOptions, Durability, KeyspaceId, SimulatedDisk, Store, Timestamp,
+};
+
+const WRITERS: usize = 8;
+const KEYS_PER_WRITER: usize = 40;
+const VERSIONS: usize = 6;
+
+/// The log in `dir`, with no checkpoint by time during a test.
+fn options(dir: &Path) -> CommitLogOptions {
+    CommitLogOptions {
+        checkpoint_interval: Duration::from_secs(3600),
+        ..CommitLogOptions::new(dir.join("commitlog"))
+    }
+}
+
+fn open(disk: &SimulatedDisk, log: &CommitLogOptions) -> Store {
+    Store::open_with_commit_log(Arc::new(disk.clone()), Durability::Batch, log.clone()).unwrap()
+}
+
+/// A value that names its key and version, so a stale copy shows.
+fn value(writer: usize, key: usize, version: usize) -> Vec<u8> {
+    format!("w{writer}-k{key}-v{version}").into_bytes()
+}
+
+fn key(writer: usize, key: usize) -> Vec<u8> {
+    format!("writer{writer}/key{key}").into_bytes()
+}
+
+/// Counts the engine flushes a store runs from now on.
+fn count_flushes(store: &Store) -> Arc<AtomicUsize> {
+    let flushes = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&flushes);
+    assert!(store.observe_syncs(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    flushes
+}
+
+/// `WRITERS` tasks write every key `VERSIONS` times, each version with a
+/// higher timestamp, interleaved; the last acknowledged value of each key.
+async fn write_versions(store: &Store, ks: KeyspaceId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut acked = BTreeMap::new();
+                for version in 0..VERSIONS {
+                    for k in 0..KEYS_PER_WRITER {
+                        let cell =
+                            Cell::live(Timestamp(1 + version as i64), value(writer, k, version));
+                        store.apply(ks, &key(writer, k), cell).await.unwrap();
+                        acked.insert(key(writer, k), value(writer, k, version));
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked = BTreeMap::new();
+    for task in tasks {
+        acked.extend(task.await.unwrap());
+    }
+    acked
+}
+
+fn stored_value(store: &Store, ks: KeyspaceId, key: &[u8]) -> Option<Vec<u8>> {
+    store.read(ks, key).unwrap().and_then(|cell| cell.value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_an_engine_crash_through_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, log) = (SimulatedDisk::new(), options(dir.path()));
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let flushes = count_flushes(&store);
+    let acked = write_versions(&store, ks).await;
+    assert_eq!(acked.len(), WRITERS * KEYS_PER_WRITER);
+    assert_eq!(
+        flushes.load(Ordering::SeqCst),
+        0,
+        "the log acknowledged {} writes without one engine flush",
+        WRITERS * KEYS_PER_WRITER * VERSIONS
+    );
+    drop(store);
+    disk.crash();
+
+    // Without the log, the crash lost the writes: the replay is what brings them back.
+    let bare = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
+    let survived = acked
+        .keys()
+        .filter(|k| stored_value(&bare, ks, k).is_some())
+        .count();
+    assert_eq!(
+        survived, 0,
+        "the engine kept writes it was never asked to flush"
+    );
+    drop(bare);
+
+    let store = open(&disk, &log);
+    for (key, expected) in &acked {
+        assert_eq!(
+            stored_value(&store, ks, key).as_deref(),
+            Some(expected.as_slice()),
+            "key {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+    // The replay was flushed: a second crash loses nothing either.
+    drop(store);
+    disk.crash();
+    let store = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
+    for (key, expected) in &acked {
+        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
+    }
+}
+
+/// Segment files in the log's directory, and how many of them have a header.
+fn segments(log: &CommitLogOptions) -> (usize, usize) {
+    let mut files = 0;
+    let mut live = 0;
+    for entry in std::fs::read_dir(&log.dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        files += 1;
+        live += usize::from(bytes.starts_with(b"RSCLOG01"));
+    }
+    (files, live)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_flush_the_engine_and_reuse_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimulatedDisk::new();
+    let log = CommitLogOptions {
+        segment_bytes: 4096,
+        checkpoint_segments: 2,
+        ..options(dir.path())
+    };
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let flushes = count_flushes(&store);
+    let acked = write_versions(&store, ks).await;
+    // ~2,000 records of ~60 bytes in 4 KiB segments: about 30 segments' worth.
+    eventually("five checkpoints ran", || {
+        flushes.load(Ordering::SeqCst) >= 5
+    })
+    .await;
+    let (files, _) = segments(&log);
+    assert!(
+        files <= 2 + 1 + 4 + 1,
+        "{files} segment files: they are not reused"
+    );
+
+    drop(store);
+    disk.crash();
+    let store = open(&disk, &log);
+    for (key, expected) in &acked {
+        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_keyspace_stays_dropped_after_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, log) = (SimulatedDisk::new(), options(dir.path()));
+    let (dropped, kept) = (KeyspaceId::random(), KeyspaceId::random());
+    let store = open(&disk, &log);
+    for i in 0..20 {
+        let cell = Cell::live(Timestamp(1), value(0, i, 0));
+        store
+            .apply(dropped, &key(0, i), cell.clone())
+            .await
+            .unwrap();
+        store.apply(kept, &key(0, i), cell).await.unwrap();
+    }
+    assert!(store.drop_keyspace(dropped).await.unwrap());
+    drop(store);
+    disk.crash();
+
+    let store = open(&disk, &log);
+    assert_eq!(
+        store.stored_keyspaces(),
+        vec![kept],
+        "the replay must not re-create the dropped keyspace"
+    );
+    assert_eq!(stored_value(&store, kept, &key(0, 7)), Some(value(0, 7, 0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_close_leaves_nothing_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, log) = (SimulatedDisk::new(), options(dir.path()));
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let acked = write_versions(&store, ks).await;
+    assert_eq!(segments(&log).1, 1, "one active segment");
+    store.close().await.unwrap();
+    assert_eq!(
+        segments(&log).1,
+        0,
+        "closing flushed the engine and emptied the log"
+    );
+    drop(store);
+    disk.crash();
+    let store = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
+    for (key, expected) in &acked {
+        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_periodic_store_replays_what_a_batch_run_left_and_then_logs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, log) = (SimulatedDisk::new(), options(dir.path()));
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let acked = write_versions(&store, ks).await;
+    drop(store);
+    disk.crash();
+
+    let periodic = Durability::Periodic {
+        interval: Duration::from_secs(3600),
+    };
+    let store = Store::open_with_commit_log(Arc::new(disk.clone()), periodic, log.clone()).unwrap();
+    for (key, expected) in &acked {
+        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
+    }
+    store
+        .apply(ks, b"after", Cell::live(Timestamp(9), b"x".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(segments(&log).1, 0, "periodic durability writes no log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_loses_waits_for_the_winner_to_be_logged() {
+    // The stored cell wins: the write is acknowledged only once a record of
+    // the winner is durable, so a replay restores the winner, never
+    // something older.
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, log) = (SimulatedDisk::new(), options(dir.path()));
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let newer = Cell::live(Timestamp(10), b"newer".to_vec());
+    let older = Cell::live(Timestamp(5), b"older".to_vec());
+    store.apply(ks, b"k", newer.clone()).await.unwrap();
+    assert_eq!(store.apply(ks, b"k", older).await.unwrap(), newer);
+    drop(store);
+    disk.crash();
+    let store = open(&disk, &log);
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(newer));
+}
+
+/// Polls `done` every few milliseconds until it holds, failing after 20 s.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_follows_writes_within_the_interval_and_none_runs_without_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimulatedDisk::new();
+    let log = CommitLogOptions {
+        checkpoint_interval: Duration::from_millis(50),
+        ..options(dir.path())
+    };
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let flushes = count_flushes(&store);
+    store
+        .apply(ks, b"k", Cell::live(Timestamp(1), b"v".to_vec()))
+        .await
+        .unwrap();
+    eventually("a checkpoint flushed the engine", || {
+        flushes.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    // Idle: no more checkpoints (ten intervals).
+    let after = flushes.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        flushes.load(Ordering::SeqCst),
+        after,
+        "an idle log needs no checkpoint"
+    );
+    // The checkpoint made the write durable in the engine itself.
+    drop(store);
+    disk.crash();
+    let bare = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
+    assert_eq!(stored_value(&bare, ks, b"k"), Some(b"v".to_vec()));
+}
