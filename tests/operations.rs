@@ -126,6 +126,8 @@ fn the_metrics_endpoint_counts_every_request_of_a_workload_and_shows_every_famil
         puts + deletes
     );
     assert!(value("ringstore_storage_sync_duration_seconds_count") >= 1.0);
+    // Batch durability: the local writes waited for commit log syncs.
+    assert!(value("ringstore_commitlog_sync_duration_seconds_count") >= 1.0);
     assert_eq!(
         value("ringstore_keyspace_local_requests_total{keyspace=\"ks\",operation=\"write\"}"),
         puts + deletes

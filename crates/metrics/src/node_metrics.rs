@@ -93,6 +93,7 @@ pub struct NodeMetrics {
     pipelines_open: IntGauge,
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
+    commitlog_sync_latency: Histogram,
     keyspace_requests: IntCounterVec,
     keyspace_latency: HistogramVec,
     stage_active: IntGaugeVec,
@@ -226,6 +227,13 @@ impl NodeMetrics {
                 .histograms(
                     "ringstore_storage_sync_duration_seconds",
                     "Storage flushes to disk (fsync; group commit and periodic syncs).",
+                    &[],
+                )?
+                .with_label_values::<&str>(&[]),
+            commitlog_sync_latency: f
+                .histograms(
+                    "ringstore_commitlog_sync_duration_seconds",
+                    "Commit log writes, each ending in the fdatasync that acknowledges every batch-durability write appended while the previous one ran.",
                     &[],
                 )?
                 .with_label_values::<&str>(&[]),
@@ -398,6 +406,11 @@ impl NodeMetrics {
     /// Records one storage sync that took `elapsed`.
     pub fn storage_synced(&self, elapsed: Duration) {
         self.storage_sync_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one commit log write and sync that took `elapsed`.
+    pub fn commitlog_synced(&self, elapsed: Duration) {
+        self.commitlog_sync_latency.observe(elapsed.as_secs_f64());
     }
 
     /// The handles of keyspace `name`'s local reads and writes, created on

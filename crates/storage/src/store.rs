@@ -568,6 +568,17 @@ impl Store {
         self.inner.group.observe(Box::new(observer))
     }
 
+    /// Tells `observer` how long each commit log write took, from the write
+    /// to the end of its `fdatasync` (each covers every write appended while
+    /// the previous one ran; for metrics). Only the first call sets it;
+    /// whether this one did (never, for a store without a log).
+    pub fn observe_log_syncs(&self, observer: impl Fn(Duration) + Send + Sync + 'static) -> bool {
+        self.inner
+            .log
+            .get()
+            .is_some_and(|log| log.observe(Box::new(observer)))
+    }
+
     /// Watches for the engine's first failed flush (`None` until then). With
     /// sled that failure is for good: it keeps its first I/O error and fails
     /// every later write and flush, so the node must stop serving (its

@@ -311,3 +311,57 @@ async fn a_checkpoint_follows_writes_within_the_interval_and_none_runs_without_w
     let bare = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
     assert_eq!(stored_value(&bare, ks, b"k"), Some(b"v".to_vec()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_log_write_fails_its_writes_and_every_later_one_and_is_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimulatedDisk::new();
+    // Small segments and no recycling: the log soon needs a new file.
+    let log = CommitLogOptions {
+        segment_bytes: 4096,
+        checkpoint_segments: 1000,
+        ..options(dir.path())
+    };
+    let ks = KeyspaceId::random();
+    let store = open(&disk, &log);
+    let failure = store.failure();
+    store
+        .apply(ks, b"before", Cell::live(Timestamp(1), b"v".to_vec()))
+        .await
+        .unwrap();
+    // The directory goes away: creating the next segment fails.
+    std::fs::remove_dir_all(&log.dir).unwrap();
+    let mut acknowledged = 0;
+    let writes = async {
+        loop {
+            let cell = Cell::live(Timestamp(2), vec![b'x'; 100]);
+            let key = format!("k{acknowledged}");
+            match store.apply(ks, key.as_bytes(), cell).await {
+                Ok(_) => acknowledged += 1,
+                Err(error) => break error,
+            }
+            assert!(
+                acknowledged < 1000,
+                "4 KiB segments must have rolled by now"
+            );
+        }
+    };
+    let error = tokio::time::timeout(Duration::from_secs(30), writes)
+        .await
+        .expect("a write waiting for a failed log must fail, not hang");
+    assert!(
+        matches!(error, ringstore_storage::StorageError::FlushFailed { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("commit log"), "{error}");
+    let announced = failure.borrow().clone().expect("the failure is announced");
+    assert!(announced.to_string().contains("commit log"), "{announced}");
+    let later = store
+        .apply(ks, b"later", Cell::live(Timestamp(3), b"v".to_vec()))
+        .await
+        .expect_err("the log has failed for good");
+    assert!(
+        matches!(later, ringstore_storage::StorageError::FlushFailed { .. }),
+        "{later:?}"
+    );
+}

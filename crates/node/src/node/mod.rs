@@ -194,6 +194,10 @@ fn node_context(
     parts
         .store
         .observe_syncs(move |elapsed| observed.storage_synced(elapsed));
+    let observed = metrics.clone();
+    parts
+        .store
+        .observe_log_syncs(move |elapsed| observed.commitlog_synced(elapsed));
     Ok(NodeContext {
         host_id: record.host_id,
         generation: record.generation,

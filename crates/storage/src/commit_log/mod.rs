@@ -59,13 +59,14 @@ mod writer;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::cell::Cell;
 use crate::error::{Result, StorageError};
+use crate::group_commit::SyncObserver;
 use crate::keyspace::KeyspaceId;
 
 pub(crate) use record::LogRecord;
@@ -146,8 +147,9 @@ pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
     };
     for number in list_slots(dir).map_err(|e| disk(dir, e))? {
         let slot = Slot::open(dir, number).map_err(|e| disk(dir, e))?;
-        let bytes = slot.read_all().map_err(|e| disk(&slot.path, e))?;
-        if let Some(header) = SegmentHeader::decode(&bytes) {
+        let header = slot.read_header().map_err(|e| disk(&slot.path, e))?;
+        if let Some(header) = SegmentHeader::decode(&header) {
+            let bytes = slot.read_all().map_err(|e| disk(&slot.path, e))?;
             let found = decode_records(&bytes, header.nonce);
             tracing::info!(
                 segment = %slot.path.display(),
@@ -188,6 +190,8 @@ struct Shared {
     progress: watch::Sender<Progress>,
     /// How many segments are closed and not yet recycled.
     full_segments: watch::Sender<usize>,
+    /// Told how long each batch's write and sync took (metrics), once set.
+    observer: OnceLock<SyncObserver>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -263,6 +267,7 @@ impl CommitLog {
             wake: Condvar::new(),
             progress: watch::channel(Progress::default()).0,
             full_segments: watch::channel(0).0,
+            observer: OnceLock::new(),
         });
         let thread_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -309,6 +314,12 @@ impl CommitLog {
             // The sender lives in `shared`, which `self` holds.
             let _ = progress.changed().await;
         }
+    }
+
+    /// Sets the observer told how long each batch's write and sync took;
+    /// only the first call sets it. Whether this one did.
+    pub(crate) fn observe(&self, observer: SyncObserver) -> bool {
+        self.shared.observer.set(observer).is_ok()
     }
 
     /// The position after the last record appended so far.

@@ -84,6 +84,20 @@ impl Slot {
         Ok(Slot { number, path, file })
     }
 
+    /// The header's bytes (fewer if the file is shorter).
+    pub(crate) fn read_header(&self) -> io::Result<Vec<u8>> {
+        let mut header = vec![0u8; HEADER_LEN];
+        let mut read = 0;
+        while read < HEADER_LEN {
+            match self.file.read_at(&mut header[read..], read as u64)? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        header.truncate(read);
+        Ok(header)
+    }
+
     /// The whole file.
     pub(crate) fn read_all(&self) -> io::Result<Vec<u8>> {
         std::fs::read(&self.path)

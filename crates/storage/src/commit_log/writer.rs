@@ -17,6 +17,7 @@
 
 use std::io;
 use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
 
 use super::record::{HEADER_LEN, SegmentHeader, record_len, seal_record};
 use super::segment::Slot;
@@ -71,9 +72,13 @@ pub(super) fn run(shared: Arc<Shared>, mut active: Active) {
             }
             (std::mem::replace(&mut state.buffer, spare), state.appended)
         };
+        let began = Instant::now();
         if let Err(error) = write_batch(&shared, &mut active, &mut batch) {
             shared.fail(error);
             return;
+        }
+        if let Some(observe) = shared.observer.get() {
+            observe(began.elapsed());
         }
         shared
             .progress
