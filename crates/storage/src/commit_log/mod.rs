@@ -46,7 +46,13 @@
 //! # Caveats
 //! - Replay stops at the first record of a segment whose checksum fails. That
 //!   is how a torn tail ends, but a record damaged in the middle of a segment
-//!   (a bad disk) also hides the records behind it, with only a warning.
+//!   (a bad disk) also hides the records behind it, and nothing tells the two
+//!   apart: replay logs only how many records each segment gave. (Cassandra
+//!   writes sync markers between batches for this.)
+//! - A record logged before a purge of its key and replayed after it (a crash
+//!   before the next checkpoint) brings the key back: a tombstone, harmless,
+//!   or, after `cleanup`, a copy of data this node no longer replicates,
+//!   which the next cleanup removes again.
 //! - Writes that bypass the log (stream chunks, hints, metadata, purges)
 //!   are made durable by engine flushes, as without a log.
 //! - A replayed record of a keyspace dropped since is skipped only if the
