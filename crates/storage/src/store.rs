@@ -200,8 +200,8 @@ impl Store {
         log: CommitLogOptions,
     ) -> Result<Store> {
         let store = Store::open(engine, durability)?;
-        let recovered = commit_log::recover(&log)?;
-        store.replay(&recovered.records)?;
+        let mut recovered = commit_log::recover(&log)?;
+        store.replay(std::mem::take(&mut recovered.records))?;
         if recovered.undecodable > 0 {
             tracing::warn!(
                 records = recovered.undecodable,
@@ -221,9 +221,10 @@ impl Store {
 
     /// Merges replayed log records into the engine, skipping keyspaces
     /// recorded as dropped.
-    fn replay(&self, records: &[commit_log::LogRecord]) -> Result<()> {
+    fn replay(&self, records: Vec<commit_log::LogRecord>) -> Result<()> {
         let mut dropped: HashMap<KeyspaceId, bool> = HashMap::new();
         let mut replayed = 0usize;
+        let total = records.len();
         for record in records {
             let is_dropped = match dropped.get(&record.ks) {
                 Some(&is_dropped) => is_dropped,
@@ -238,21 +239,12 @@ impl Store {
                 }
             };
             if !is_dropped {
-                self.merge(
-                    record.ks,
-                    &record.key,
-                    record.cell.clone(),
-                    KeyPresence::Unknown,
-                )?;
+                self.merge(record.ks, &record.key, record.cell, KeyPresence::Unknown)?;
                 replayed += 1;
             }
         }
-        if !records.is_empty() {
-            tracing::info!(
-                replayed,
-                skipped = records.len() - replayed,
-                "commit log replayed"
-            );
+        if total > 0 {
+            tracing::info!(replayed, skipped = total - replayed, "commit log replayed");
         }
         Ok(())
     }

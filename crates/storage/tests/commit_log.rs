@@ -116,20 +116,28 @@ async fn acknowledged_writes_survive_an_engine_crash_through_the_replay() {
     drop(bare);
 
     let store = open(&disk, &log);
-    for (key, expected) in &acked {
-        assert_eq!(
-            stored_value(&store, ks, key).as_deref(),
-            Some(expected.as_slice()),
-            "key {}",
-            String::from_utf8_lossy(key)
-        );
-    }
+    assert_holds_every_acknowledged_value(&store, ks, &acked);
     // The replay was flushed: a second crash loses nothing either.
     drop(store);
     disk.crash();
     let store = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
-    for (key, expected) in &acked {
-        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
+    assert_holds_every_acknowledged_value(&store, ks, &acked);
+}
+
+/// Checks that `store` holds, for every key of `acked`, exactly its last
+/// acknowledged value.
+fn assert_holds_every_acknowledged_value(
+    store: &Store,
+    ks: KeyspaceId,
+    acked: &BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    for (key, expected) in acked {
+        assert_eq!(
+            stored_value(store, ks, key).as_ref(),
+            Some(expected),
+            "key {}",
+            String::from_utf8_lossy(key)
+        );
     }
 }
 
@@ -172,9 +180,7 @@ async fn checkpoints_flush_the_engine_and_reuse_segments() {
     drop(store);
     disk.crash();
     let store = open(&disk, &log);
-    for (key, expected) in &acked {
-        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
-    }
+    assert_holds_every_acknowledged_value(&store, ks, &acked);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,9 +227,7 @@ async fn a_clean_close_leaves_nothing_to_replay() {
     drop(store);
     disk.crash();
     let store = Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap();
-    for (key, expected) in &acked {
-        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
-    }
+    assert_holds_every_acknowledged_value(&store, ks, &acked);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,9 +244,7 @@ async fn a_periodic_store_replays_what_a_batch_run_left_and_then_logs_nothing() 
         interval: Duration::from_secs(3600),
     };
     let store = Store::open_with_commit_log(Arc::new(disk.clone()), periodic, log.clone()).unwrap();
-    for (key, expected) in &acked {
-        assert_eq!(stored_value(&store, ks, key).as_ref(), Some(expected));
-    }
+    assert_holds_every_acknowledged_value(&store, ks, &acked);
     store
         .apply(ks, b"after", Cell::live(Timestamp(9), b"x".to_vec()))
         .await
