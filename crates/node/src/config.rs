@@ -298,6 +298,10 @@ pub struct StorageConfig {
     /// instead (slower; for comparison). Either way nothing acknowledged is
     /// lost on a crash.
     pub commit_log: bool,
+    /// The shortest time between two commit log syncs, in microseconds (0:
+    /// sync as soon as the previous sync ends). Fewer, larger syncs for a
+    /// wait of up to this per write.
+    pub commit_log_sync_window_us: u64,
     /// What the node does once its storage has failed for good (a full
     /// disk): `stop` writes and gossip, `die`, or `ignore`.
     pub disk_failure_policy: DiskFailurePolicy,
@@ -375,6 +379,7 @@ impl Default for StorageConfig {
             durability: DurabilityMode::Batch,
             periodic_sync_ms: 500,
             commit_log: true,
+            commit_log_sync_window_us: 0,
             disk_failure_policy: DiskFailurePolicy::Stop,
         }
     }

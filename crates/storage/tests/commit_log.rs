@@ -367,3 +367,99 @@ async fn a_failed_log_write_fails_its_writes_and_every_later_one_and_is_announce
         "{later:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spare_segment_is_made_once_the_active_one_is_half_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLogOptions {
+        segment_bytes: 4096,
+        ..options(dir.path())
+    };
+    let (disk, ks) = (SimulatedDisk::new(), KeyspaceId::random());
+    let store = open(&disk, &log);
+    let write = |i: usize| {
+        let store = store.clone();
+        async move {
+            let cell = Cell::live(Timestamp(1), value(0, i, 0));
+            store.apply(ks, &key(0, i), cell).await.unwrap();
+        }
+    };
+    // Records of ~60 bytes: 10 leave the 4 KiB segment under half full.
+    for i in 0..10 {
+        write(i).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        segments(&log).0,
+        1,
+        "a spare before the segment is half full"
+    );
+    // 40 records in all: past half full, not yet full.
+    for i in 10..40 {
+        write(i).await;
+    }
+    eventually("a spare segment was created", || segments(&log).0 == 2).await;
+    // 110 in all: the roll takes the spare, and once the new active
+    // segment is half full another spare is made.
+    for i in 40..110 {
+        write(i).await;
+    }
+    eventually("a closed, an active and a spare segment", || {
+        segments(&log).0 == 3
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_window_spaces_the_log_syncs_and_loses_nothing() {
+    const WINDOW: Duration = Duration::from_millis(40);
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLogOptions {
+        sync_window: WINDOW,
+        ..options(dir.path())
+    };
+    let (disk, ks) = (SimulatedDisk::new(), KeyspaceId::random());
+    let store = open(&disk, &log);
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&syncs);
+    assert!(store.observe_log_syncs(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    // 8 writers, each waiting for every write: without the window each
+    // round of writes would get a sync of its own in about a millisecond.
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|writer| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for version in 0..6 {
+                    let cell = Cell::live(Timestamp(1 + version as i64), value(writer, 0, version));
+                    store.apply(ks, &key(writer, 0), cell).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let syncs = syncs.load(Ordering::SeqCst);
+    // Syncs start at least a window apart.
+    let most = (elapsed.as_secs_f64() / WINDOW.as_secs_f64()).floor() as usize + 1;
+    assert!(
+        syncs <= most,
+        "{syncs} log syncs in {elapsed:?}: more than one per {WINDOW:?}"
+    );
+    assert!(syncs >= 6, "{syncs} syncs for 6 rounds of waited writes");
+
+    drop(store);
+    disk.crash();
+    let store = open(&disk, &log);
+    for writer in 0..8 {
+        assert_eq!(
+            stored_value(&store, ks, &key(writer, 0)),
+            Some(value(writer, 0, 5)),
+            "writer {writer}'s last acknowledged version"
+        );
+    }
+}

@@ -123,10 +123,10 @@ async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
         },
     };
     let disk = disk.clone();
-    let commit_log = config
-        .storage
-        .commit_log
-        .then(|| CommitLogOptions::new(config.data_dir.join("commitlog")));
+    let commit_log = config.storage.commit_log.then(|| CommitLogOptions {
+        sync_window: Duration::from_micros(config.storage.commit_log_sync_window_us),
+        ..CommitLogOptions::new(config.data_dir.join("commitlog"))
+    });
     ringstore_storage::offload::spawn_blocking(move || {
         // The commit log lives beside sled; a simulated disk has none.
         let (engine, commit_log): (Arc<dyn Engine>, _) = match disk {

@@ -53,6 +53,14 @@
 //!   before the next checkpoint) brings the key back: a tombstone, harmless,
 //!   or, after `cleanup`, a copy of data this node no longer replicates,
 //!   which the next cleanup removes again.
+//! - A write waits for the whole sync that covers it, so a slow sync is
+//!   every covered write's latency. The benchmark machine's virtual disk
+//!   stalls syncs for 10–25 ms once its I/O budget, refilled every 100 ms,
+//!   is spent (`benches/disk_sync.sh` shows it without ringstore); with
+//!   three nodes on that one disk every replica stalls at once, which a
+//!   `QUORUM` of replicas on their own disks would not.
+//!   [`CommitLogOptions::sync_window`] trades a little latency for fewer
+//!   syncs.
 //! - Writes that bypass the log (stream chunks, hints, metadata, purges)
 //!   are made durable by engine flushes, as without a log.
 //! - A replayed record of a keyspace dropped since is skipped only if the
@@ -97,17 +105,24 @@ pub struct CommitLogOptions {
     /// disk is noticed: the log writes into space it reserved, so a full disk
     /// shows first in the engine's flush.
     pub checkpoint_interval: Duration,
+    /// The shortest time between the starts of two log syncs (0: sync as
+    /// soon as the previous sync ends). A window makes fewer, larger syncs:
+    /// each write waits up to the window for its batch, in exchange for
+    /// fewer I/O operations on a disk that stalls when they exceed its
+    /// budget (see the writer's "Sync window").
+    pub sync_window: Duration,
 }
 
 impl CommitLogOptions {
     /// 8 MiB segments, a checkpoint every 2 full ones or every second while
-    /// writes arrive, in `dir`.
+    /// writes arrive, no sync window, in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> CommitLogOptions {
         CommitLogOptions {
             dir: dir.into(),
             segment_bytes: 8 << 20,
             checkpoint_segments: 2,
             checkpoint_interval: Duration::from_secs(1),
+            sync_window: Duration::ZERO,
         }
     }
 }
@@ -225,6 +240,8 @@ struct State {
     free: Vec<Slot>,
     /// The highest slot number in use.
     highest_slot: u32,
+    /// Whether a spare segment file is being created in the background.
+    preparing_spare: bool,
 }
 
 impl Shared {
@@ -269,6 +286,7 @@ impl CommitLog {
                 closed: Vec::new(),
                 free,
                 highest_slot: highest_slot.max(first_number),
+                preparing_spare: false,
             }),
             wake: Condvar::new(),
             progress: watch::channel(Progress::default()).0,
