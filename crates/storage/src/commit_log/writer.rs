@@ -26,7 +26,7 @@
 //!
 //! # Spare segments
 //! Creating a segment file writes it full of zeros and syncs it: 10–20 ms
-//! on the benchmark machine, 150–200 ms when the disk is busy, and every
+//! on the benchmark machine, likely far more when the disk is busy, and every
 //! write waits while the writer does it. So once the active segment is
 //! half full and no free slot is left, a short-lived thread creates one
 //! spare slot in the background; a roll creates a file itself only when
@@ -192,9 +192,8 @@ fn roll(shared: &Arc<Shared>, active: &mut Active) -> io::Result<()> {
 
 /// Starts creating a spare slot in the background if the free list is
 /// empty, no spare is being created already and the log is not stopping
-/// (see "Spare segments"). A
-/// failure is only logged: the next roll then creates its slot itself, and
-/// fails the log if that fails too.
+/// (see "Spare segments"). A failure is only logged: the next roll then
+/// creates its slot itself, and fails the log if that fails too.
 fn prepare_spare(shared: &Arc<Shared>) {
     let number = {
         let mut state = shared.lock();
