@@ -22,12 +22,10 @@ seconds=${3:-5}
 rate=${4:-0}
 dir=${DIR:-$(mktemp -d)}
 trap 'rm -f "$dir"/disk_sync.*' EXIT
-dev=$(lsblk -no PKNAME "$(df --output=source "$dir" | tail -1)" 2>/dev/null || true)
-[ -n "$dev" ] || dev=$(basename "$(df --output=source "$dir" | tail -1)")
+. "$(dirname "$0")/disk_stats.sh"
+dev=$(disk_device "$dir")
 
-stat_line() { cat "/sys/block/$dev/stat" 2>/dev/null || echo; }
-
-before=$(stat_line)
+before=$(disk_stat "$dev")
 started=$(date +%s.%N)
 for p in $(seq 1 "$procs"); do
   python3 - "$dir/disk_sync.$p" "$size" "$seconds" "$rate" "$p" <<'EOF' &
@@ -65,17 +63,8 @@ print(f"process {name}: {n / seconds:.0f} syncs/s, p50 {q(0.5):.0f} us, p99 {q(0
 EOF
 done
 wait
-after=$(stat_line)
-python3 - "$before" "$after" "$(echo "$(date +%s.%N) - $started" | bc)" "$dev" <<'EOF'
-import sys
-before, after, elapsed, dev = sys.argv[1].split(), sys.argv[2].split(), float(sys.argv[3]), sys.argv[4]
-if len(before) > 15 and len(after) > 15:
-    d = [int(b) - int(a) for a, b in zip(before, after)]
-    print(f"device {dev}: {d[4] / elapsed:.0f} writes/s, {d[6] * 512 / elapsed / 1e6:.1f} MB/s written, "
-          f"{d[15] / elapsed:.0f} flushes/s")
-else:
-    print(f"device {dev}: no flush counts in /sys/block/{dev}/stat")
-EOF
+after=$(disk_stat "$dev")
+disk_rates "$dev" "$before" "$after" "$(echo "$(date +%s.%N) - $started" | bc)"
 python3 - "$dir/disk_sync.seq" <<'EOF'
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC)

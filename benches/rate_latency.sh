@@ -7,15 +7,19 @@
 #   2. open loop (`--rate`, latencies from the due time, so coordinated
 #      omission is corrected) at FRACTIONS of that maximum, each for SECONDS;
 # printing ops/s, p50/p99/p99.9, node 1's storage syncs (count, mean
-# duration) and the whole machine's CPU (busy share of /proc/stat over the
-# run, warm-up included, and that CPU time per operation) for each, and
-# writing one HTML report per run (stress --html) to OUT_DIR.
+# duration), the whole machine's CPU (busy share of /proc/stat over the
+# run, warm-up included, and that CPU time per operation) and what the disk
+# under the nodes' data did (writes, MB written and flushes per second, the
+# three nodes together) for each, and writing one HTML report per run
+# (stress --html) to OUT_DIR.
 # Usage: benches/rate_latency.sh [SECONDS] [OUT_DIR] [FRACTIONS]
 #        (defaults: 20, ./rate-latency, "0.25 0.5")
 # Every run first sends its load for WARMUP seconds (default 3) unreported
 # (stress --warmup): the first second after a heavier run or an idle spell
 # pays for cold connections and caches, which is not steady state.
 # DURABILITY=periodic runs the nodes with periodic sync instead of batch.
+# NODE_SETTINGS="RINGSTORE_X=V ..." gives the nodes more settings, e.g.
+# RINGSTORE_STORAGE__COMMIT_LOG_SYNC_WINDOW_US=2000.
 # STRESS_THREADS=N runs the load generator on N threads (stress --threads).
 # STRESS_PIPELINE=1 sends on Client/Pipeline streams (stress --pipeline).
 # STRESS_BIN=path runs another build instead of this tree's release binary.
@@ -25,12 +29,15 @@ seconds=${1:-20}
 out=${2:-rate-latency}
 fractions=${3:-0.25 0.5}
 . benches/common.sh
+. benches/disk_stats.sh
 mkdir -p "$out"
 
 block=110
 for i in 1 2 3; do
-  start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY="${DURABILITY:-batch}"
+  # shellcheck disable=SC2086 # NODE_SETTINGS is a list of words
+  start_server "$block" "$i" "node$i" RINGSTORE_STORAGE__DURABILITY="${DURABILITY:-batch}" ${NODE_SETTINGS:-}
 done
+dev=$(disk_device "$work")
 wait_until_up "127.$block.0.1:7100" 3
 
 hosts="127.$block.0.1:7100,127.$block.0.2:7100,127.$block.0.3:7100"
@@ -66,13 +73,17 @@ report() { # LABEL OPS P50 P99 P999 ERRORS SYNCS_BEFORE(2 words) TICKS_BEFORE(2 
 
 read -r c0 s0 < <(syncs)
 read -r b0 a0 < <(ticks)
+d0=$(disk_stat "$dev") t0=$(date +%s.%N)
 read -r max p50 p99 p999 errors < <(stress closed-loop --concurrency 64 --duration "${seconds}s")
 report "closed loop, c=64 (maximum)" "$max" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0" "$b0" "$a0"
+disk_rates "$dev" "$d0" "$(disk_stat "$dev")" "$(echo "$(date +%s.%N) - $t0" | bc)"
 for fraction in $fractions; do
   rate=$(python3 -c "print(int($max * $fraction))")
   read -r c0 s0 < <(syncs)
   read -r b0 a0 < <(ticks)
+  d0=$(disk_stat "$dev") t0=$(date +%s.%N)
   read -r got p50 p99 p999 errors < <(stress "rate-$fraction" --concurrency 256 --rate "$rate" --duration "${seconds}s")
   report "--rate $rate ($fraction of max)" "$got" "$p50" "$p99" "$p999" "$errors" "$c0" "$s0" "$b0" "$a0"
+  disk_rates "$dev" "$d0" "$(disk_stat "$dev")" "$(echo "$(date +%s.%N) - $t0" | bc)"
 done
 echo "HTML reports in $out/"

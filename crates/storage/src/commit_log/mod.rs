@@ -38,17 +38,21 @@
 //! - A record is replayed only if its checksum, seeded with its segment's
 //!   nonce, holds; so zeros, a torn tail and the leftovers of a file's
 //!   previous use all end a segment (`record.rs`).
+//! - The writer syncs each section (sync marker and records) before it
+//!   writes the next, so a valid section behind a damaged one proves the
+//!   damage hit acknowledged records, and only then is it reported.
 //! - A segment is recycled only after an engine flush that started after it
 //!   was closed has succeeded.
 //! - After the writer fails (a full disk, an I/O error), every waiter and
 //!   every later append fails with that error, for good, as sled does.
 //!
 //! # Caveats
-//! - Replay stops at the first record of a segment whose checksum fails. That
-//!   is how a torn tail ends, but a record damaged in the middle of a segment
-//!   (a bad disk) also hides the records behind it, and nothing tells the two
-//!   apart: replay logs only how many records each segment gave. (Cassandra
-//!   writes sync markers between batches for this.)
+//! - Damage to synced bytes (a bad disk) loses the rest of its section (one
+//!   synced batch): replay skips to the next valid sync marker, replays what
+//!   follows, and logs the damage as an error naming a repair. Damage in
+//!   the last section of a segment looks like a torn tail and is not
+//!   reported; neither is damage to a segment's header, which hides the
+//!   whole segment as a never-used file would.
 //! - A record logged before a purge of its key and replayed after it (a crash
 //!   before the next checkpoint) brings the key back: a tombstone, harmless,
 //!   or, after `cleanup`, a copy of data this node no longer replicates,
@@ -171,13 +175,22 @@ pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
         let header = slot.read_header().map_err(|e| disk(&slot.path, e))?;
         if let Some(header) = SegmentHeader::decode(&header) {
             let bytes = slot.read_all().map_err(|e| disk(&slot.path, e))?;
-            let found = decode_records(&bytes, header.nonce);
+            let found = decode_records(&bytes, &header);
             tracing::info!(
                 segment = %slot.path.display(),
                 records = found.records.len(),
                 bytes = found.end,
                 "replaying commit log segment"
             );
+            if found.damaged > 0 {
+                tracing::error!(
+                    segment = %slot.path.display(),
+                    damaged = found.damaged,
+                    "commit log segment damaged: synced records no longer read back \
+                     and were skipped; the records behind them were replayed. \
+                     Acknowledged writes may be missing here: run a repair"
+                );
+            }
             recovered.records.extend(found.records);
             recovered.undecodable += found.undecodable;
             recovered.next_sequence = recovered.next_sequence.max(header.sequence + 1);

@@ -18,6 +18,8 @@
 //! [`CommitLogOptions::sync_window`]: super::CommitLogOptions::sync_window
 //!
 //! # Segments
+//! Each synced part of a batch is one section: a sync marker, then its
+//! records (`record.rs`), so replay can tell damage from a torn tail.
 //! Records never span segments. A batch that does not fit in the active
 //! segment is split at a record boundary: the part that fits is written and
 //! synced, the segment is closed (handed to the checkpointer's list), and
@@ -39,7 +41,9 @@ use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::record::{HEADER_LEN, SegmentHeader, record_len, seal_record};
+use super::record::{
+    HEADER_LEN, Layout, MARKER_LEN, SegmentHeader, encode_marker, record_len, seal_record,
+};
 use super::segment::Slot;
 use super::{Shared, State};
 
@@ -59,6 +63,7 @@ impl Active {
         let header = SegmentHeader {
             sequence,
             nonce: fresh_nonce(),
+            layout: Layout::Sections,
         };
         slot.begin(header)?;
         Ok(Active {
@@ -135,7 +140,7 @@ fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> i
     let (mut start, mut at) = (0, 0);
     while at < batch.len() {
         let len = record_len(&batch[at..]);
-        let end = active.offset + (at + len - start) as u64;
+        let end = active.offset + (MARKER_LEN + at + len - start) as u64;
         let segment_is_empty = active.offset == HEADER_LEN as u64 && at == start;
         if end > segment_bytes && !segment_is_empty {
             write_part(active, &batch[start..at])?;
@@ -154,13 +159,18 @@ fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> i
     Ok(())
 }
 
-/// Writes `bytes` at the active segment's end and syncs them.
+/// Writes `bytes` (sealed records) as one section at the active segment's
+/// end, behind its sync marker, and syncs them.
 fn write_part(active: &mut Active, bytes: &[u8]) -> io::Result<()> {
     if bytes.is_empty() {
         return Ok(());
     }
-    active.slot.write_at(bytes, active.offset)?;
-    active.offset += bytes.len() as u64;
+    let marker = encode_marker(active.header.nonce, active.offset, bytes.len());
+    active.slot.write_at(&marker, active.offset)?;
+    active
+        .slot
+        .write_at(bytes, active.offset + MARKER_LEN as u64)?;
+    active.offset += (MARKER_LEN + bytes.len()) as u64;
     active.slot.sync()
 }
 
