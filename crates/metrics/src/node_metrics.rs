@@ -94,6 +94,7 @@ pub struct NodeMetrics {
     internode_latency: HistogramVec,
     storage_sync_latency: Histogram,
     commitlog_sync_latency: Histogram,
+    commitlog_damage: IntGauge,
     keyspace_requests: IntCounterVec,
     keyspace_latency: HistogramVec,
     stage_active: IntGaugeVec,
@@ -237,6 +238,10 @@ impl NodeMetrics {
                     &[],
                 )?
                 .with_label_values::<&str>(&[]),
+            commitlog_damage: f.gauge(
+                "ringstore_commitlog_damaged_sections",
+                "Damaged places in synced commit log sections that the replay found when this node started: acknowledged writes that may be missing here until a repair.",
+            )?,
             keyspace_requests: f.counters(
                 "ringstore_keyspace_local_requests_total",
                 "Replica-local reads and writes of one key, by keyspace (tablestats).",
@@ -411,6 +416,12 @@ impl NodeMetrics {
     /// Records one commit log write and sync that took `elapsed`.
     pub fn commitlog_synced(&self, elapsed: Duration) {
         self.commitlog_sync_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records the damaged places the commit log's replay found at start.
+    pub fn commitlog_damage_found(&self, places: usize) {
+        self.commitlog_damage
+            .set(i64::try_from(places).unwrap_or(i64::MAX));
     }
 
     /// The handles of keyspace `name`'s local reads and writes, created on

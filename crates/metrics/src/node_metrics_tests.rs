@@ -131,6 +131,22 @@ fn sampled_counters_follow_the_snapshot_and_stale_labels_go() {
 }
 
 /// Every family, each with at least one sample.
+#[test]
+fn commit_log_damage_found_at_start_shows_on_the_page() {
+    let metrics = NodeMetrics::new().unwrap();
+    let page = metrics.render(&NodeSnapshot::default()).unwrap();
+    assert_eq!(
+        line(&page, "ringstore_commitlog_damaged_sections"),
+        Some("0")
+    );
+    metrics.commitlog_damage_found(2);
+    let page = metrics.render(&NodeSnapshot::default()).unwrap();
+    assert_eq!(
+        line(&page, "ringstore_commitlog_damaged_sections"),
+        Some("2")
+    );
+}
+
 fn page_with_every_family() -> String {
     let metrics = NodeMetrics::new().unwrap();
     let peer: SocketAddr = "127.0.0.1:7101".parse().unwrap();

@@ -117,6 +117,9 @@ struct Inner {
     /// The commit log, in batch durability when the store was opened with
     /// one; set once, after its replay.
     log: OnceLock<Arc<CommitLog>>,
+    /// Damaged places the commit log's replay found (see
+    /// [`Store::commit_log_damage`]); set once, at open.
+    log_damage: OnceLock<usize>,
 }
 
 /// Open data trees, the live bytes of every stored keyspace, and the ids
@@ -181,6 +184,7 @@ impl Store {
                 closed: RwLock::new(false),
                 flusher,
                 log: OnceLock::new(),
+                log_damage: OnceLock::new(),
             }),
         })
     }
@@ -202,6 +206,7 @@ impl Store {
         let store = Store::open(engine, durability)?;
         let mut recovered = commit_log::recover(&log)?;
         store.replay(std::mem::take(&mut recovered.records))?;
+        let _ = store.inner.log_damage.set(recovered.damaged);
         if recovered.undecodable > 0 {
             tracing::warn!(
                 records = recovered.undecodable,
@@ -569,6 +574,14 @@ impl Store {
             .log
             .get()
             .is_some_and(|log| log.observe(Box::new(observer)))
+    }
+
+    /// How many damaged places in synced sections the commit log's replay
+    /// found when the store opened: acknowledged writes that may be missing
+    /// from this replica, which a repair brings back from the others (the
+    /// replay logs each as an error too). Zero without a log.
+    pub fn commit_log_damage(&self) -> usize {
+        self.inner.log_damage.get().copied().unwrap_or(0)
     }
 
     /// Watches for the engine's first failed flush (`None` until then). With

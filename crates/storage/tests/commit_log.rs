@@ -116,6 +116,7 @@ async fn acknowledged_writes_survive_an_engine_crash_through_the_replay() {
     drop(bare);
 
     let store = open(&disk, &log);
+    assert_eq!(store.commit_log_damage(), 0, "a crash is not damage");
     assert_holds_every_acknowledged_value(&store, ks, &acked);
     // The replay was flushed: a second crash loses nothing either.
     drop(store);
@@ -171,6 +172,7 @@ async fn damage_in_the_middle_of_a_segment_loses_only_its_own_batch() {
     std::fs::write(&path, &bytes).unwrap();
 
     let store = open(&disk, &log);
+    assert_eq!(store.commit_log_damage(), 1, "the damage is counted");
     assert_eq!(stored_value(&store, ks, &first), None, "the damaged write");
     let lost: Vec<usize> = (1..KEYS)
         .filter(|&k| stored_value(&store, ks, &key(0, k)) != Some(value(0, k, 1)))

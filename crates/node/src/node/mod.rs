@@ -198,6 +198,7 @@ fn node_context(
     parts
         .store
         .observe_log_syncs(move |elapsed| observed.commitlog_synced(elapsed));
+    metrics.commitlog_damage_found(parts.store.commit_log_damage());
     Ok(NodeContext {
         host_id: record.host_id,
         generation: record.generation,

@@ -144,6 +144,8 @@ pub(crate) struct Recovered {
     pub(crate) records: Vec<LogRecord>,
     /// Records whose checksum held but whose payload did not decode.
     pub(crate) undecodable: usize,
+    /// Damaged places in synced sections (`record.rs`, "Why sync markers").
+    pub(crate) damaged: usize,
     slots: Vec<Slot>,
     next_sequence: u64,
 }
@@ -167,6 +169,7 @@ pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
     let mut recovered = Recovered {
         records: Vec::new(),
         undecodable: 0,
+        damaged: 0,
         slots: Vec::new(),
         next_sequence: 1,
     };
@@ -193,6 +196,7 @@ pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
             }
             recovered.records.extend(found.records);
             recovered.undecodable += found.undecodable;
+            recovered.damaged += found.damaged;
             recovered.next_sequence = recovered.next_sequence.max(header.sequence + 1);
         }
         recovered.slots.push(slot);
