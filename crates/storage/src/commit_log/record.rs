@@ -72,6 +72,7 @@ pub(crate) struct SegmentHeader {
     pub(crate) sequence: u64,
     /// Random, new each time a file is (re)used.
     pub(crate) nonce: u64,
+    /// How the records behind the header are laid out (its magic).
     pub(crate) layout: Layout,
 }
 
