@@ -196,9 +196,7 @@ fn section_at(bytes: &[u8], at: usize, nonce: u64) -> Option<&[u8]> {
 /// previous life of the file).
 fn next_section(bytes: &[u8], from: usize, nonce: u64) -> Option<usize> {
     (from..bytes.len().saturating_sub(MARKER_LEN)).find(|&at| {
-        section_at(bytes, at, nonce).is_some_and(|records| {
-            records_prefix(records, nonce, &mut SegmentRecords::default()) > 0
-        })
+        section_at(bytes, at, nonce).is_some_and(|records| payload_at(records, 0, nonce).is_some())
     })
 }
 
@@ -234,25 +232,22 @@ pub(crate) fn decode_records(bytes: &[u8], header: &SegmentHeader) -> SegmentRec
         return found;
     }
     let mut at = found.end;
-    // Damage seen and not yet known to be followed by a valid section.
-    let mut unconfirmed = false;
+    // Damage that no valid section has followed yet: a torn tail until one
+    // does.
+    let mut pending_damage = false;
     loop {
-        let section = match section_at(bytes, at, nonce) {
-            Some(records) => records,
-            None => match next_section(bytes, at + 1, nonce) {
-                Some(later) => {
-                    (found.damaged, at, unconfirmed) = (found.damaged + 1, later, false);
-                    continue;
-                }
-                None => break,
-            },
+        let Some(section) = section_at(bytes, at, nonce) else {
+            // A damaged marker, or the end: go on only from a later section.
+            let Some(later) = next_section(bytes, at + 1, nonce) else {
+                break;
+            };
+            (at, pending_damage) = (later, true);
+            continue;
         };
-        if unconfirmed {
-            found.damaged += 1;
-        }
-        unconfirmed = !read_records(section, nonce, &mut found);
+        found.damaged += usize::from(pending_damage);
+        pending_damage = !read_records(section, nonce, &mut found);
         at += MARKER_LEN + section.len();
-        if !unconfirmed {
+        if !pending_damage {
             found.end = at;
         }
     }
@@ -269,22 +264,24 @@ fn read_records(section: &[u8], nonce: u64, found: &mut SegmentRecords) -> bool 
 /// that is cut short or fails its checksum; the bytes they take.
 fn records_prefix(bytes: &[u8], nonce: u64, found: &mut SegmentRecords) -> usize {
     let mut at = 0;
-    while let Some(overhead) = bytes.get(at..at + RECORD_OVERHEAD) {
-        let len = u32::from_le_bytes(overhead[..4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(overhead[4..].try_into().expect("4 bytes"));
-        let Some(payload) = bytes.get(at + RECORD_OVERHEAD..at + RECORD_OVERHEAD + len) else {
-            break;
-        };
-        if len == 0 || record_crc(nonce, payload) != crc {
-            break;
-        }
+    while let Some(payload) = payload_at(bytes, at, nonce) {
         match decode_payload(payload) {
             Some(record) => found.records.push(record),
             None => found.undecodable += 1,
         }
-        at += RECORD_OVERHEAD + len;
+        at += RECORD_OVERHEAD + payload.len();
     }
     at
+}
+
+/// The payload of the record at `at` of `bytes`, if one is whole there
+/// and its checksum holds.
+fn payload_at(bytes: &[u8], at: usize, nonce: u64) -> Option<&[u8]> {
+    let overhead = bytes.get(at..at + RECORD_OVERHEAD)?;
+    let len = u32::from_le_bytes(overhead[..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(overhead[4..].try_into().expect("4 bytes"));
+    let payload = bytes.get(at + RECORD_OVERHEAD..at + RECORD_OVERHEAD + len)?;
+    (len > 0 && record_crc(nonce, payload) == crc).then_some(payload)
 }
 
 fn decode_payload(payload: &[u8]) -> Option<LogRecord> {
