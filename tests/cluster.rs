@@ -450,6 +450,113 @@ async fn reads_coalesced_for_peers_without_read_many_are_sent_again_alone() {
     cluster.shutdown().await;
 }
 
+/// Node 0's replica writes to each peer go on one long-lived apply stream,
+/// not a call each: clients write at `ALL` through node 0 at once, so every
+/// write reaches both peers, and every replica must hold every key's value.
+/// Node 0 opens one stream per peer for all of them. A peer's restart ends
+/// its stream (its graceful shutdown must not wait for it: the restart would
+/// hang), and node 0's next writes to it open a new one. Address block 202.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_writes_share_one_stream_per_peer_which_a_restart_replaces() {
+    let mut cluster = TestCluster::start(202, 3, 3).await;
+    cluster.create_keyspace(0, "three", 3).await;
+    writes_at_all_reach_every_replica(&cluster, "first").await;
+    let opened = cluster.context(0).metrics.apply_streams_opened_total();
+    assert_eq!(opened, 2, "node 0 opened {opened} streams to its 2 peers");
+
+    cluster.stop(1).await;
+    cluster.restart(1).await;
+    eventually(
+        Duration::from_secs(30),
+        "node 0 writes to node 1 again",
+        || {
+            let cluster = &cluster;
+            async move {
+                let mut client = cluster.client(0).await;
+                client
+                    .put(put("three", "probe", "probe", All))
+                    .await
+                    .is_ok()
+            }
+        },
+    )
+    .await;
+    writes_at_all_reach_every_replica(&cluster, "second").await;
+    let reopened = cluster.context(0).metrics.apply_streams_opened_total();
+    assert!(
+        reopened > opened,
+        "no new stream to the restarted peer ({reopened} opened in all)"
+    );
+    cluster.shutdown().await;
+}
+
+/// A rolling upgrade's mixed cluster: two of the three nodes answer
+/// `ApplyStream` as a build from before it does (`UNIMPLEMENTED`). Node 0's
+/// replica writes to them must go as unary `Apply` calls instead, each one
+/// acknowledged at `ALL` and stored on every replica; node 0 offers each
+/// peer a stream once, then remembers its refusal. Address block 203.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_writes_to_peers_without_apply_streams_go_as_unary_calls() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = (0..3)
+        .map(|i| {
+            let mut config = TestCluster::config(203, i, 3, dirs.path());
+            config.test_without_apply_stream = i > 0;
+            config
+        })
+        .collect();
+    let cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, "three", 3).await;
+    writes_at_all_reach_every_replica(&cluster, "unary").await;
+    let offered = cluster.context(0).metrics.apply_streams_opened_total();
+    assert_eq!(offered, 2, "streams offered to the 2 peers: {offered}");
+    for peer in [1, 2] {
+        let calls = cluster.internode_calls(0, peer, "apply").await;
+        assert!(calls >= 1, "no apply call reached peer {peer}");
+    }
+    cluster.shutdown().await;
+}
+
+/// `CLIENTS` clients write `KEYS` keys each through node 0 at once, at `ALL`,
+/// each value naming its key and `round`; every write must succeed, and each
+/// of the three replicas must then hold every key's value of this round.
+async fn writes_at_all_reach_every_replica(cluster: &TestCluster, round: &str) {
+    const CLIENTS: usize = 8;
+    const KEYS: usize = 40;
+    let key_of = |c: usize, k: usize| format!("c{c}k{k}");
+    let value_of = |key: &str| format!("{round}/{key}");
+    let clients = (0..CLIENTS).map(|c| async move {
+        let mut client = cluster.client(0).await;
+        for k in 0..KEYS {
+            let key = key_of(c, k);
+            client
+                .put(put("three", &key, &value_of(&key), All))
+                .await
+                .unwrap_or_else(|status| panic!("{round}: write of {key} failed: {status}"));
+        }
+    });
+    futures::future::join_all(clients).await;
+    let mut missing = Vec::new();
+    for node in 0..3 {
+        for c in 0..CLIENTS {
+            for k in 0..KEYS {
+                let key = key_of(c, k);
+                let stored = cluster.local_value(node, "three", &key);
+                if stored != Some(value_of(&key).into_bytes()) {
+                    missing.push((node, key));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{round}: {} of {} replica copies lack their value, e.g. {:?}",
+        missing.len(),
+        3 * CLIENTS * KEYS,
+        &missing[..missing.len().min(5)]
+    );
+}
+
 /// Writes `KEYS` keys (distinct values) to keyspaces "one" (RF 1) and
 /// "three" (RF 3), then has `CLIENTS` clients read every key through node 0
 /// at once, at `ONE` and `QUORUM`, and fails on any read that errs or gets

@@ -176,6 +176,7 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
         };
         let push = dress("PushSchema");
         let apply = dress("Apply");
+        let apply_stream = dress("ApplyStream");
         let stream = dress("StreamRange");
         let take = dress("TakeHints");
         if let Attacker::Replay = attacker {
@@ -197,6 +198,19 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
                 ))
                 .await
                 .expect("the original apply");
+            let frame = pb::ApplyFrame {
+                id: 1,
+                request: Some(pb::ApplyRequest::default()),
+            };
+            let mut answers = internode
+                .apply_stream(with_proof(
+                    futures::stream::iter([frame]),
+                    apply_stream.as_deref(),
+                ))
+                .await
+                .expect("the original apply stream")
+                .into_inner();
+            while answers.message().await.unwrap().is_some() {}
             let mut original = internode
                 .stream_range(with_proof(
                     pb::StreamRangeRequest {
@@ -229,6 +243,19 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
                 .apply(with_proof(overwrite.clone(), apply.as_deref()))
                 .await,
             &what("Apply"),
+        );
+        let frame = pb::ApplyFrame {
+            id: 1,
+            request: Some(overwrite.clone()),
+        };
+        assert_unauthenticated(
+            internode
+                .apply_stream(with_proof(
+                    futures::stream::iter([frame]),
+                    apply_stream.as_deref(),
+                ))
+                .await,
+            &what("ApplyStream"),
         );
         assert_unauthenticated(
             internode

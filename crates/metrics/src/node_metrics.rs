@@ -87,6 +87,7 @@ pub struct NodeMetrics {
     speculative_retries: IntCounter,
     coalesced_reads: IntCounter,
     coalesced_writes: IntCounter,
+    apply_streams_opened: IntCounter,
     coalesced_replica_reads: IntCounter,
     auth_refusals: IntCounterVec,
     pipelines_opened: IntCounter,
@@ -201,6 +202,10 @@ impl NodeMetrics {
             coalesced_writes: f.counter(
                 "ringstore_coalesced_writes_total",
                 "Replica writes to another node that queued behind its busy call slots and left in a call shared with others.",
+            )?,
+            apply_streams_opened: f.counter(
+                "ringstore_apply_streams_opened_total",
+                "Streams of replica writes this node opened to peers, refused ones included: about one per peer while connections hold.",
             )?,
             coalesced_replica_reads: f.counter(
                 "ringstore_coalesced_replica_reads_total",
@@ -382,6 +387,16 @@ impl NodeMetrics {
     /// Replica writes that left in a shared call since start.
     pub fn coalesced_writes_total(&self) -> u64 {
         self.coalesced_writes.get()
+    }
+
+    /// Counts a stream of replica writes opened to a peer.
+    pub fn apply_stream_opened(&self) {
+        self.apply_streams_opened.inc();
+    }
+
+    /// Streams of replica writes opened to peers since start.
+    pub fn apply_streams_opened_total(&self) -> u64 {
+        self.apply_streams_opened.get()
     }
 
     /// Counts `count` replica reads that left in a shared call.

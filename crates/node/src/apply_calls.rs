@@ -1,9 +1,10 @@
-//! Internode `Apply` calls as the coordinator makes them: one call, timed
-//! in the internode metrics ([`call_apply`]); the check of a replica's
-//! answer against the ring the writes were placed with ([`check_ring`]);
-//! and a call of its own for several mutations ([`apply_remotely`], as scans
-//! write their repairs). Single replica writes go through the per-peer
-//! queues instead (`batched_applies.rs`), which use the first two.
+//! Internode `Apply` calls as the coordinator makes them: one call, on the
+//! peer's apply stream and timed in the internode metrics ([`call_apply`]);
+//! the check of a replica's answer against the ring the writes were placed
+//! with ([`check_ring`]); and a call of its own for several mutations
+//! ([`apply_remotely`], as scans write their repairs). Single replica writes
+//! go through the per-peer queues instead (`batched_applies.rs`), which use
+//! the first two.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use ringstore_metrics::InternodeRpc;
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 
+use crate::apply_streams::Streamed;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::ring_lag;
@@ -40,7 +42,9 @@ pub(crate) async fn apply_remotely(
 }
 
 /// One `Apply` call of `mutations`, placed with the ring of checksum
-/// `ring`, to the replica at `address`, timed in the internode metrics.
+/// `ring`, to the replica at `address`, timed in the internode metrics: on
+/// the peer's apply stream (`apply_streams.rs`), or as a unary call to a
+/// peer that does not serve one.
 pub(crate) async fn call_apply(
     context: &NodeContext,
     address: SocketAddr,
@@ -48,20 +52,26 @@ pub(crate) async fn call_apply(
     ring: u64,
 ) -> Result<pb::ApplyResponse> {
     let started = Instant::now();
-    let response = context
-        .peers
-        .client(address)
-        .apply(pb::ApplyRequest {
-            mutations,
-            ring_checksum: ring,
-        })
-        .await;
+    let request = pb::ApplyRequest {
+        mutations,
+        ring_checksum: ring,
+    };
+    let streams = &context.apply_streams;
+    let open = || {
+        context.metrics.apply_stream_opened();
+        context.peers.client(address)
+    };
+    let answered = match streams.call(address, open, request).await {
+        Streamed::Answered(answered) => answered,
+        Streamed::Unsupported(request) => {
+            let response = context.peers.client(address).apply(request).await;
+            response.map(tonic::Response::into_inner)
+        }
+    };
     context
         .metrics
         .internode(address, InternodeRpc::Apply, started.elapsed());
-    Ok(response
-        .map_err(NodeError::peer(address, "apply"))?
-        .into_inner())
+    answered.map_err(NodeError::peer(address, "apply"))
 }
 
 /// Fails a replica's answer whose members show the placing ring behind the

@@ -71,7 +71,8 @@ async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch
     .await;
 }
 
-/// One `Apply` call of `mutations`; each one's part of the answer, in order.
+/// One `Apply` call of `mutations`, on the peer's apply stream; each one's
+/// part of the answer, in order.
 async fn call(
     context: &NodeContext,
     address: SocketAddr,

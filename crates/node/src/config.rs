@@ -107,6 +107,11 @@ pub struct NodeConfig {
     /// build from before it does, to test a rolling upgrade's mixed cluster
     /// (`RINGSTORE_TEST_WITHOUT_READ_MANY`). Never set it in production.
     pub test_without_read_many: bool,
+    /// For tests only: answer `ApplyStream` with `UNIMPLEMENTED`, as a node
+    /// of a build from before it does, to test a rolling upgrade's mixed
+    /// cluster (`RINGSTORE_TEST_WITHOUT_APPLY_STREAM`). Never set it in
+    /// production.
+    pub test_without_apply_stream: bool,
     /// The most mutations one `Batch` request may carry (default 1,000).
     pub max_batch_mutations: usize,
     /// The most bytes of keys and values one `Batch` request may carry
@@ -358,6 +363,7 @@ impl Default for NodeConfig {
             max_clock_offset_ms: 500,
             test_clock_offset_ms: 0,
             test_without_read_many: false,
+            test_without_apply_stream: false,
             max_batch_mutations: 1000,
             max_batch_bytes: 16 * 1024 * 1024,
             batch_concurrency: 32,

@@ -9,6 +9,7 @@ use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
 use crate::apply_queues::ApplyQueues;
+use crate::apply_streams::ApplyStreams;
 use crate::clock::TimestampSource;
 use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
@@ -74,6 +75,8 @@ pub struct NodeContext {
     pub(crate) read_flights: ReadFlights,
     /// Replica writes queued per peer, for coalescing them into calls.
     pub(crate) apply_queues: ApplyQueues,
+    /// Each peer's stream of replica writes (the calls `apply_queues` shape).
+    pub(crate) apply_streams: Arc<ApplyStreams>,
     /// The coordinator's replica reads, coalesced per peer.
     pub(crate) read_queues: ReadQueues,
     /// Peers seen refusing `ReadMany` (an earlier build), for a while.

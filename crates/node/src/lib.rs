@@ -10,7 +10,8 @@
 //! plans the request with `ringstore_replication`, and talks to the replicas
 //! (itself included, directly) in parallel. Writes and reads bound for
 //! one peer while its call slots are busy leave together in its next call
-//! ([`peer_queues`]), and reads of one hot key share replica rounds
+//! ([`peer_queues`]); the write calls to a peer go on one long-lived stream
+//! ([`apply_streams`]); and reads of one hot key share replica rounds
 //! ([`read_flights`]).
 //!
 //! - **Schema** ([`schema`]) is a last-write-wins map of keyspace entries,
@@ -71,6 +72,7 @@
 
 pub mod apply_calls;
 pub mod apply_queues;
+pub mod apply_streams;
 pub mod batched_applies;
 pub mod batched_reads;
 pub mod client_auth;

@@ -61,7 +61,8 @@ struct Gate {
 }
 
 impl Gate {
-    fn admit<B>(&self, request: &http::Request<B>) -> Result<(), Refusal> {
+    /// The caller `request`'s proof names, if it may call.
+    fn admit<B>(&self, request: &http::Request<B>) -> Result<HostId, Refusal> {
         let header = match request.headers().get(PROOF_HEADER) {
             None => None,
             Some(value) => Some(value.to_str().map_err(|_| Refusal::Malformed("not text"))?),
@@ -74,7 +75,7 @@ impl Gate {
         if departed(&self.membership.view(), caller) {
             return Err(Refusal::NotMember(caller.to_string()));
         }
-        Ok(())
+        Ok(caller)
     }
 
     /// Logs a refusal: the 1st, 2nd, 4th, 8th… so a flood cannot flood the log.
@@ -96,6 +97,29 @@ fn departed(view: &ClusterView, caller: HostId) -> bool {
             .is_some_and(|m| m.metadata.state == NodeState::Left)
 }
 
+/// The caller of an admitted call, as the layer leaves it in the request's
+/// extensions: a long-lived stream checks at each message that its caller
+/// is still a member ([`Caller::admitted`]), since the layer saw only its
+/// opening.
+#[derive(Clone)]
+pub struct Caller {
+    host: HostId,
+    gate: Arc<Gate>,
+}
+
+impl Caller {
+    /// Whether the caller may still call: refused, as the layer would
+    /// refuse a new call, once it has left the cluster.
+    pub fn admitted(&self) -> Result<(), Status> {
+        if departed(&self.gate.membership.view(), self.host) {
+            return Err(Status::unauthenticated(
+                Refusal::NotMember(self.host.to_string()).to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A service behind [`InternodeAuthLayer`].
 #[derive(Clone)]
 pub struct Authenticated<S> {
@@ -115,13 +139,19 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if let Some(gate) = &self.gate
-            && let Err(refusal) = gate.admit(&request)
-        {
-            gate.log(&refusal, request.uri().path());
-            let status = Status::unauthenticated(refusal.to_string());
-            return Either::Right(ready(Ok(status.into_http())));
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if let Some(gate) = &self.gate {
+            match gate.admit(&request) {
+                Ok(host) => {
+                    let gate = Arc::clone(gate);
+                    request.extensions_mut().insert(Caller { host, gate });
+                }
+                Err(refusal) => {
+                    gate.log(&refusal, request.uri().path());
+                    let status = Status::unauthenticated(refusal.to_string());
+                    return Either::Right(ready(Ok(status.into_http())));
+                }
+            }
         }
         Either::Left(self.inner.call(request))
     }

@@ -2,7 +2,10 @@
 //! peer carries a proof of the cluster secret ([`SignedChannel`]), and the
 //! internode server refuses, with `UNAUTHENTICATED`, every call whose proof
 //! is missing, wrong, stale or replayed, or whose caller has left the cluster
-//! ([`InternodeAuthLayer`]).
+//! ([`InternodeAuthLayer`]). A stream is one call: its proof is checked
+//! when it opens, and the layer leaves the caller in the request
+//! ([`Caller`]) so that a long-lived stream can end once its caller has
+//! left.
 //!
 //! The layer wraps the whole `Internode` service (it sees the HTTP/2 request,
 //! not the decoded message), so an RPC added later is covered without a line
@@ -15,7 +18,7 @@ mod channel;
 mod layer;
 
 pub use channel::{CallSigner, SignedChannel};
-pub use layer::{Authenticated, InternodeAuthLayer};
+pub use layer::{Authenticated, Caller, InternodeAuthLayer};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -220,6 +220,7 @@ fn node_context(
         read_latencies: Default::default(),
         read_flights: Default::default(),
         apply_queues: Default::default(),
+        apply_streams: Default::default(),
         read_queues: Default::default(),
         read_many_refusals: Default::default(),
         hot_keys: Default::default(),

@@ -239,7 +239,7 @@ fn serve_internode(
         .http2_keepalive_timeout(Some(security.keepalive.timeout))
         .layer(internode_auth)
         .add_service(
-            InternodeServer::new(InternodeService::new(context.clone()))
+            InternodeServer::new(InternodeService::new(context.clone(), stopped.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )

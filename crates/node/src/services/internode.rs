@@ -10,17 +10,20 @@ use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
 use ringstore_storage::{Cell, KeyspaceId, StorageError, Timestamp};
+use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
 use crate::convert::{range_from_pb, ranges_from_pb};
 use crate::error::{NodeError, Result};
+use crate::internode_auth::Caller;
 use crate::repair::replica;
 use crate::ring_lag;
 use crate::schema::store::snapshot_of;
 use crate::schema::sync::merge_and_publish;
+use crate::services::apply_stream;
 use crate::services::client::check_key;
 use crate::services::replica_reads;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};
@@ -80,40 +83,29 @@ fn refusal(index: usize, error: &NodeError) -> pb::RefusedMutation {
 }
 
 /// Serves `Internode` from a node's context.
+#[derive(Clone)]
 pub struct InternodeService {
     context: Arc<NodeContext>,
+    /// Turns true when the node stops: open apply streams then end, or the
+    /// server's graceful shutdown would wait for them forever.
+    stopped: watch::Receiver<bool>,
 }
 
 impl InternodeService {
-    /// The service of `context`'s node.
-    pub fn new(context: Arc<NodeContext>) -> InternodeService {
-        InternodeService { context }
+    /// The service of `context`'s node, whose streams end once `stopped`
+    /// turns true.
+    pub fn new(context: Arc<NodeContext>, stopped: watch::Receiver<bool>) -> InternodeService {
+        InternodeService { context, stopped }
     }
 
-    /// One mutation of an `Apply` as a write; an error if it can never be
-    /// applied (a dropped keyspace, an invalid id, key or cell).
-    fn replica_write(&self, mutation: pb::ReplicaMutation) -> Result<Write> {
-        let id = self.context.live_keyspace(&mutation.keyspace_id)?;
-        check_key(&mutation.key)?;
-        let cell = mutation
-            .cell
-            .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
-        Ok((id, mutation.key, cell_from_pb(cell)))
-    }
-}
-
-#[tonic::async_trait]
-impl Internode for InternodeService {
-    async fn apply(
-        &self,
-        request: Request<pb::ApplyRequest>,
-    ) -> Result<Response<pb::ApplyResponse>, Status> {
+    /// One `Apply` call: every mutation applied, or refused on its own if
+    /// it can never be applied.
+    async fn apply_request(&self, request: pb::ApplyRequest) -> Result<pb::ApplyResponse, Status> {
         self.context.check_serving()?;
         let _stage = self.context.metrics.stage(Stage::InternodeApply);
         let started = Instant::now();
         let mut accepted = Accepted::default();
         let mut refused = Vec::new();
-        let request = request.into_inner();
         let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
         for (index, mutation) in request.mutations.into_iter().enumerate() {
             match self.replica_write(mutation) {
@@ -146,7 +138,61 @@ impl Internode for InternodeService {
             self.context
                 .served_locally(*id, &name, LocalOp::Write, key, elapsed);
         }
-        Ok(Response::new(pb::ApplyResponse { refused, members }))
+        Ok(pb::ApplyResponse { refused, members })
+    }
+
+    /// One mutation of an `Apply` as a write; an error if it can never be
+    /// applied (a dropped keyspace, an invalid id, key or cell).
+    fn replica_write(&self, mutation: pb::ReplicaMutation) -> Result<Write> {
+        let id = self.context.live_keyspace(&mutation.keyspace_id)?;
+        check_key(&mutation.key)?;
+        let cell = mutation
+            .cell
+            .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
+        Ok((id, mutation.key, cell_from_pb(cell)))
+    }
+}
+
+#[tonic::async_trait]
+impl Internode for InternodeService {
+    async fn apply(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        Ok(Response::new(
+            self.apply_request(request.into_inner()).await?,
+        ))
+    }
+
+    type ApplyStreamStream = apply_stream::Answers;
+
+    async fn apply_stream(
+        &self,
+        request: Request<Streaming<pb::ApplyFrame>>,
+    ) -> Result<Response<Self::ApplyStreamStream>, Status> {
+        if self.context.config.test_without_apply_stream {
+            return Err(Status::unimplemented(
+                "ApplyStream: test_without_apply_stream is set (as on a build without it)",
+            ));
+        }
+        // Without a cluster secret there is no caller to check.
+        let caller = request.extensions().get::<Caller>().cloned();
+        let admitted = move || caller.as_ref().map_or(Ok(()), Caller::admitted);
+        let service = self.clone();
+        let apply = move |request| {
+            let service = service.clone();
+            async move { service.apply_request(request).await }
+        };
+        let mut stopped = self.stopped.clone();
+        let stop = async move {
+            let _ = stopped.wait_for(|&stopped| stopped).await;
+        };
+        Ok(Response::new(apply_stream::answers(
+            request.into_inner(),
+            admitted,
+            apply,
+            stop,
+        )))
     }
 
     async fn read(

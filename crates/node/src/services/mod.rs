@@ -3,6 +3,7 @@
 //! port.
 
 pub mod admin;
+mod apply_stream;
 pub mod client;
 pub mod internode;
 pub mod node_stats;
