@@ -4,7 +4,7 @@
 //! drop a keyspace, write cells or read data, and nothing changes; the
 //! cluster itself, whose nodes sign their calls, works as before.
 //!
-//! Address block 85 (in-process nodes).
+//! Address blocks 85 and 204 (in-process nodes).
 
 mod common;
 
@@ -301,5 +301,92 @@ async fn callers_without_the_secret_or_replaying_a_call_are_refused_and_change_n
         (0..3).all(|i| cluster.local_value(i, "ks", "k2").as_deref() == Some(&b"v2"[..]))
     })
     .await;
+    cluster.shutdown().await;
+}
+
+/// A stream is authenticated once, when it opens; its caller is checked
+/// again at each frame. Node 2's identity opens an `ApplyStream` to node 0
+/// and a first write is served; node 2 dies and is removed; the stream's
+/// next frame ends it with `UNAUTHENTICATED`, and its write is not applied.
+/// Address block 204.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_stream_ends_at_its_next_frame_once_its_caller_is_removed() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = (0..3)
+        .map(|i| {
+            let mut config = TestCluster::config(204, i, 3, dirs.path());
+            config.cluster_secret = Some(SECRET.into());
+            config
+        })
+        .collect();
+    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    let ks_id = cluster.create_keyspace(0, "ks", 2).await;
+    let write = |id: u64, value: &str, timestamp_micros: i64| pb::ApplyFrame {
+        id,
+        request: Some(pb::ApplyRequest {
+            mutations: vec![pb::ReplicaMutation {
+                keyspace_id: ks_id.clone(),
+                key: b"k".to_vec(),
+                cell: Some(pb::Cell {
+                    timestamp_micros,
+                    expires_at_micros: None,
+                    value: Some(value.as_bytes().to_vec()),
+                }),
+            }],
+            ring_checksum: 0,
+        }),
+    };
+
+    let caller = cluster.context(2).host_id;
+    let (frames, outgoing) = futures::channel::mpsc::unbounded();
+    frames.unbounded_send(write(1, "before", 1_000)).unwrap();
+    let mut answers = cluster
+        .internode(0)
+        .await
+        .apply_stream(with_proof(
+            outgoing,
+            Some(&proof(SECRET, &method("ApplyStream"), caller)),
+        ))
+        .await
+        .expect("a member's stream opens")
+        .into_inner();
+    let first = answers
+        .message()
+        .await
+        .unwrap()
+        .expect("the first frame's answer");
+    assert_eq!((first.id, first.code), (1, 0), "{first:?}");
+    assert_eq!(
+        cluster.local_value(0, "ks", "k").as_deref(),
+        Some(&b"before"[..])
+    );
+
+    cluster.stop(2).await;
+    let observer = cluster.context(0).clone();
+    eventually(Duration::from_secs(30), "node 0 sees node 2 down", || {
+        let observer = observer.clone();
+        async move { !observer.view().is_up(caller) }
+    })
+    .await;
+    cluster
+        .topology(0)
+        .await
+        .remove_node(pb::RemoveNodeRequest {
+            host_id: caller.to_string(),
+        })
+        .await
+        .expect("removenode succeeds");
+
+    frames.unbounded_send(write(2, "after", 2_000)).unwrap();
+    let ended = answers
+        .message()
+        .await
+        .expect_err("the removed caller's stream ends");
+    assert_eq!(ended.code(), Code::Unauthenticated, "{ended:?}");
+    assert_eq!(
+        cluster.local_value(0, "ks", "k").as_deref(),
+        Some(&b"before"[..]),
+        "the removed caller's write was applied"
+    );
     cluster.shutdown().await;
 }
