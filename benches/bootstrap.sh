@@ -15,7 +15,10 @@
 #     (/proc/PID/stat, steadier than wall time on a shared machine);
 #   - the joiner's `Load` over its share of the bytes written (3/4 of it);
 #   - the bytes the joiner wrote to its disk (/proc/PID/io write_bytes) over
-#     the bytes it applied: the storage engine's write amplification.
+#     the bytes it applied: the storage engine's write amplification;
+#   - how long after UN the joiner's runs of streamed cells were folded into
+#     sled (a node keeps what it receives as runs, see storage's `runs`),
+#     and its CPU and disk writes by then.
 # Usage: benches/bootstrap.sh [KEYS]   (default 300000: 293 MiB of values)
 # STRESS_BIN=path runs another build instead of building this tree's;
 # BENCH_LOGS=dir keeps the servers' logs there; BENCH_JOINER_PID_FILE=path
@@ -140,4 +143,18 @@ print(f"joiner: Load {$joiner_load / 1048576:.1f} MiB = {$joiner_load / share:.2
 print(f"joiner wrote {$joiner_wrote / 1048576:.1f} MiB to its disk during the join: "
       f"{$joiner_wrote / received:.2f}x the bytes it applied")
 EOF
+# The joiner keeps what it received as runs and folds them into sled in
+# the background once no stream is writing (storage's `runs`): how long
+# after UN that took, and what the joiner then had spent and written.
+pending=$(metric 4 ringstore_storage_runs_pending)
+if [ -n "$pending" ]; then
+  deadline=$(( $(date +%s) + 600 ))
+  while [ "$(metric 4 ringstore_storage_runs_pending)" != "0" ]; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "runs not folded after 600 s" >&2; break; fi
+    sleep 0.1
+  done
+  folded=$(echo "$(date +%s.%N) - $start - $elapsed" | bc)
+  python3 -c "print(f'runs folded into sled {$folded:.1f} s after UN ($pending runs at UN); joiner CPU {$(cpu_seconds "${pids[4]}")} s, '
+      f'wrote {$(awk '$1 == "write_bytes:" { print $2 }' "/proc/${pids[4]}/io") / $received:.2f}x the bytes it applied, in all')"
+fi
 keep_logs

@@ -310,6 +310,24 @@ async fn join_moves_what_its_plan_estimates(block: u8, rf: u32) {
     let joiner = cluster.add(config(3, cluster.dir())).await;
     cluster.wait_until_settled().await;
     let (moved, _) = bootstrap_bytes(&cluster, joiner).await;
+    // The joiner wrote what it received as runs (each keyspace's directory
+    // stays) and then folded them into sled.
+    let runs_dir = cluster.dir().join(format!("node{joiner}")).join("runs");
+    let keyspaces_with_runs = std::fs::read_dir(&runs_dir).unwrap().count();
+    assert!(
+        keyspaces_with_runs > 0,
+        "nothing was written to {runs_dir:?}"
+    );
+    eventually(
+        Duration::from_secs(30),
+        "the joiner's runs are folded",
+        || async {
+            let metrics = cluster.metrics(joiner).await;
+            metrics.contains("ringstore_storage_runs_pending 0\n")
+                && metrics.contains("ringstore_storage_runs_pending_cells 0\n")
+        },
+    )
+    .await;
     let metrics = cluster.metrics(joiner).await;
     assert!(
         metrics.contains(&format!(
@@ -966,7 +984,7 @@ async fn alter_under_load(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn altering_rf_1_to_3_and_back_to_2_under_load_moves_the_data_and_loses_no_write() {
-    let cluster = TestCluster::start(42, 3, 1).await;
+    let cluster = TestCluster::start(205, 3, 1).await;
     cluster.create_keyspace(0, "ks", 1).await;
     const BULK: usize = 4000;
     fill_directly(&cluster, BULK).await;

@@ -11,6 +11,9 @@ pub(crate) struct Sampled {
     uptime: IntGauge,
     load: IntGauge,
     disk: IntGauge,
+    runs_pending: IntGauge,
+    runs_pending_cells: IntGauge,
+    runs_damaged: IntGauge,
     gossip_packets: IntCounterVec,
     gossip_bytes: IntCounterVec,
     gossip_dropped: IntCounterVec,
@@ -58,6 +61,18 @@ impl Sampled {
             disk: f.gauge(
                 "ringstore_storage_disk_bytes",
                 "Bytes the storage engine's files occupy on disk.",
+            )?,
+            runs_pending: f.gauge(
+                "ringstore_storage_runs_pending",
+                "Runs of streamed cells (bootstrap, decommission, removenode, replace, alter) not yet folded into the storage engine.",
+            )?,
+            runs_pending_cells: f.gauge(
+                "ringstore_storage_runs_pending_cells",
+                "Cells in the runs not yet folded into the storage engine.",
+            )?,
+            runs_damaged: f.gauge(
+                "ringstore_storage_runs_damaged",
+                "Run files that did not check when this node started: their cells are missing here until a repair.",
             )?,
             gossip_packets: f.counters(
                 "ringstore_gossip_packets_total",
@@ -198,6 +213,9 @@ impl Sampled {
         self.uptime.set(gauge_value(s.uptime_seconds));
         self.load.set(gauge_value(s.load_bytes));
         self.disk.set(gauge_value(s.disk_bytes));
+        self.runs_pending.set(gauge_value(s.runs_pending.0));
+        self.runs_pending_cells.set(gauge_value(s.runs_pending.1));
+        self.runs_damaged.set(gauge_value(s.runs_damaged));
         for (family, traffic) in [
             (&self.gossip_packets, s.gossip_packets),
             (&self.gossip_bytes, s.gossip_bytes),

@@ -13,6 +13,11 @@ pub struct NodeSnapshot {
     pub load_bytes: u64,
     /// Bytes the storage engine's files occupy on disk.
     pub disk_bytes: u64,
+    /// Runs of streamed cells not yet folded into the storage engine, and
+    /// their cells.
+    pub runs_pending: (u64, u64),
+    /// Run files that did not check when the node started.
+    pub runs_damaged: u64,
     /// Gossip datagrams sent and received.
     pub gossip_packets: Traffic,
     /// Gossip bytes sent and received.

@@ -73,6 +73,11 @@ fn snapshot(
         uptime_seconds: context.started.elapsed().as_secs(),
         load_bytes: context.store.load_bytes(),
         disk_bytes: context.store.disk_bytes().unwrap_or(0),
+        runs_pending: {
+            let (runs, cells) = context.store.runs_pending();
+            (runs as u64, cells)
+        },
+        runs_damaged: context.store.run_damage() as u64,
         gossip_packets: Traffic {
             sent: gossip.packets_sent,
             received: gossip.packets_received,

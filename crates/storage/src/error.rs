@@ -90,6 +90,20 @@ pub enum StorageError {
         source: tokio::task::JoinError,
     },
 
+    /// A run file (see `runs`) that does not check: its data is lost
+    /// from this node until a repair brings it back.
+    #[error("corrupt run file {path:?}: {reason}")]
+    CorruptRun {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What did not check.
+        reason: String,
+    },
+
+    /// Cells handed to a run out of data key order.
+    #[error("cells appended to a run must come in increasing (token, key) order")]
+    RunOutOfOrder,
+
     /// The engine's disk failed (a full disk, an I/O error).
     #[error("disk: {0}")]
     Disk(#[source] std::io::Error),
@@ -104,7 +118,9 @@ impl StorageError {
     /// request or an I/O failure): retrying will not help, repair might.
     pub fn is_corruption(&self) -> bool {
         match self {
-            StorageError::CorruptCell { .. } | StorageError::CorruptKey { .. } => true,
+            StorageError::CorruptCell { .. }
+            | StorageError::CorruptKey { .. }
+            | StorageError::CorruptRun { .. } => true,
             StorageError::Sled(sled::Error::Corruption { .. }) => true,
             StorageError::FlushFailed { source } => source.is_corruption(),
             _ => false,

@@ -26,6 +26,11 @@
 //!   never resurrected.
 //! - [`Store`]: LWW merges through atomic [`Tree::update`], the [`Durability`]
 //!   policy, and group commit.
+//! - `runs`: bulk loads (streamed ranges) written as sorted files beside the
+//!   engine ([`Store::start_run`]), read through by reads, writes and scans
+//!   until a background thread folds them into the engine. sled writes a
+//!   bulk load about four times over at ~15 µs of CPU per cell; a run is
+//!   written once.
 //!
 //! # Durability
 //! - [`Durability::Batch`]: a write is acknowledged only once it is durable.
@@ -93,6 +98,7 @@ mod live_size;
 mod memory_engine;
 pub mod offload;
 mod periodic_flush;
+mod runs;
 mod scan;
 mod simulated_disk;
 mod sled_engine;
@@ -110,4 +116,4 @@ pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
 pub use simulated_disk::SimulatedDisk;
 pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
-pub use store::{HINTS_TREE, SYSTEM_TREE, Store};
+pub use store::{HINTS_TREE, RunIngest, SYSTEM_TREE, Store};

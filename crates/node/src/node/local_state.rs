@@ -123,6 +123,7 @@ async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
         },
     };
     let disk = disk.clone();
+    let runs_dir = config.data_dir.join("runs");
     let commit_log = config.storage.commit_log.then(|| CommitLogOptions {
         sync_window: Duration::from_micros(config.storage.commit_log_sync_window_us),
         ..CommitLogOptions::new(config.data_dir.join("commitlog"))
@@ -133,8 +134,9 @@ async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
             Disk::Sled => (Arc::new(SledEngine::open(path, options)?), commit_log),
             Disk::Engine(engine) => (engine, None),
         };
+        // Runs of bulk loads live beside sled too (see `Store::start_run`).
         Ok(match commit_log {
-            Some(log) => Store::open_with_commit_log(engine, durability, log)?,
+            Some(log) => Store::open_on_disk(engine, durability, log, Some(runs_dir))?,
             None => Store::open(engine, durability)?,
         })
     })

@@ -69,7 +69,11 @@ use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
 use crate::live_size::{self, KeyspaceCounts, LiveCounts, StoredCell};
 use crate::periodic_flush::PeriodicFlusher;
+use crate::runs::{ReadThrough, RunSet, RunStore, newer};
 use crate::scan::Scan;
+
+mod ingest;
+pub use ingest::RunIngest;
 
 /// The tree of node metadata.
 pub const SYSTEM_TREE: &str = "system";
@@ -120,6 +124,11 @@ struct Inner {
     /// Damaged places the commit log's replay found (see
     /// [`Store::commit_log_damage`]); set once, at open.
     log_damage: OnceLock<usize>,
+    /// The runs of bulk loads not yet folded into the engine, when the
+    /// store keeps them (see `runs`); set once, at open.
+    runs: OnceLock<Arc<RunStore>>,
+    /// The thread folding runs into the engine.
+    folder: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// Open data trees, the live bytes of every stored keyspace, and the ids
@@ -185,6 +194,8 @@ impl Store {
                 flusher,
                 log: OnceLock::new(),
                 log_damage: OnceLock::new(),
+                runs: OnceLock::new(),
+                folder: Mutex::new(None),
             }),
         })
     }
@@ -203,7 +214,31 @@ impl Store {
         durability: Durability,
         log: CommitLogOptions,
     ) -> Result<Store> {
+        Store::open_on_disk(engine, durability, log, None)
+    }
+
+    /// [`Store::open_with_commit_log`], keeping the runs of bulk loads in
+    /// `runs_dir` when one is given (see [`Store::start_run`]): the runs
+    /// left there are read before the log is replayed, and a thread folds
+    /// them into the engine.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn open_on_disk(
+        engine: Arc<dyn Engine>,
+        durability: Durability,
+        log: CommitLogOptions,
+        runs_dir: Option<std::path::PathBuf>,
+    ) -> Result<Store> {
         let store = Store::open(engine, durability)?;
+        if let Some(dir) = runs_dir {
+            let system = Arc::clone(&store.inner.system);
+            let runs = RunStore::open(&dir, |ks| {
+                Ok(system.get(dropped_key(ks).as_bytes())?.is_some())
+            })?;
+            let _ = store.inner.runs.set(Arc::new(runs));
+            store.spawn_folder();
+        }
         let mut recovered = commit_log::recover(&log)?;
         store.replay(std::mem::take(&mut recovered.records))?;
         let _ = store.inner.log_damage.set(recovered.damaged);
@@ -369,25 +404,19 @@ impl Store {
     /// return, whatever the mode. How many cells were there.
     pub async fn purge(&self, ks: KeyspaceId, keys: &[Vec<u8>]) -> Result<usize> {
         let keys = keys.to_vec();
-        let (removed, ticket) = self
-            .off_worker(move |store| {
-                store.write(|| {
-                    let (tree, live_counts) = store.keyspace_tree(ks)?;
-                    let mut removed = 0;
-                    for key in &keys {
-                        let data_key = encode_data_key(token_of(key)?, key);
-                        if let Some(old) = tree.remove(&data_key)? {
-                            let old = StoredCell::of(&old);
-                            live_size::account(&live_counts, &data_key, Some(old), None);
-                            removed += 1;
-                        }
-                    }
-                    Ok(removed)
-                })
-            })
-            .await?;
-        self.inner.group.wait(ticket).await?;
-        Ok(removed)
+        self.purge_with(ks, move |tree, live_counts| {
+            let mut removed = 0;
+            for key in &keys {
+                let data_key = encode_data_key(token_of(key)?, key);
+                if let Some(old) = tree.remove(&data_key)? {
+                    let old = StoredCell::of(&old);
+                    live_size::account(live_counts, &data_key, Some(old), None);
+                    removed += 1;
+                }
+            }
+            Ok(removed)
+        })
+        .await
     }
 
     /// Removes each `(key, cell)` of `ks` whose stored cell is still exactly
@@ -399,32 +428,46 @@ impl Store {
         ks: KeyspaceId,
         cells: Vec<(Vec<u8>, Cell)>,
     ) -> Result<usize> {
+        self.purge_with(ks, move |tree, live_counts| {
+            let mut removed = 0;
+            for (key, expected) in &cells {
+                let data_key = encode_data_key(token_of(key)?, key);
+                let mut purged = None;
+                tree.update(&data_key, &mut |stored| {
+                    // Overwritten on every call: the engine may retry.
+                    let unchanged = stored
+                        .is_some_and(|bytes| Cell::decode(bytes).is_ok_and(|c| &c == expected));
+                    purged = stored.filter(|_| unchanged).map(StoredCell::of);
+                    if unchanged {
+                        None
+                    } else {
+                        stored.map(<[u8]>::to_vec)
+                    }
+                })?;
+                if let Some(old) = purged {
+                    live_size::account(live_counts, &data_key, Some(old), None);
+                    removed += 1;
+                }
+            }
+            Ok(removed)
+        })
+        .await
+    }
+
+    /// Runs the removals `remove` on the engine's tree of `ks` and its live
+    /// counts, after folding the keyspace's runs (so a removal cannot
+    /// uncover an older cell in a run); durable on return.
+    async fn purge_with(
+        &self,
+        ks: KeyspaceId,
+        remove: impl FnOnce(&dyn Tree, &live_size::LiveCounters) -> Result<usize> + Send + 'static,
+    ) -> Result<usize> {
         let (removed, ticket) = self
             .off_worker(move |store| {
+                store.fold_keyspace(ks)?;
                 store.write(|| {
                     let (tree, live_counts) = store.keyspace_tree(ks)?;
-                    let mut removed = 0;
-                    for (key, expected) in &cells {
-                        let data_key = encode_data_key(token_of(key)?, key);
-                        let mut purged = None;
-                        tree.update(&data_key, &mut |stored| {
-                            // Overwritten on every call: the engine may retry.
-                            let unchanged = stored.is_some_and(|bytes| {
-                                Cell::decode(bytes).is_ok_and(|c| &c == expected)
-                            });
-                            purged = stored.filter(|_| unchanged).map(StoredCell::of);
-                            if unchanged {
-                                None
-                            } else {
-                                stored.map(<[u8]>::to_vec)
-                            }
-                        })?;
-                        if let Some(old) = purged {
-                            live_size::account(&live_counts, &data_key, Some(old), None);
-                            removed += 1;
-                        }
-                    }
-                    Ok(removed)
+                    remove(tree.as_ref(), &live_counts)
                 })
             })
             .await?;
@@ -447,6 +490,9 @@ impl Store {
                         keyspaces.dropped.insert(ks);
                         keyspaces.open.remove(&ks);
                         keyspaces.live_counts.remove(&ks);
+                    }
+                    if let Some(runs) = store.inner.runs.get() {
+                        runs.drop_keyspace(ks)?;
                     }
                     // Outside the lock: dropping a big tree takes a while, and
                     // no one can open it again now that its id is marked
@@ -515,10 +561,14 @@ impl Store {
     /// until they are purged): the load `status` reports. It falls when data
     /// is purged, where the disk size does not (see `live_size`).
     pub fn load_bytes(&self) -> u64 {
-        lock(&self.inner.keyspaces)
+        let keyspaces: Vec<KeyspaceId> = lock(&self.inner.keyspaces)
             .live_counts
-            .values()
-            .map(|counters| counters.get().bytes)
+            .keys()
+            .copied()
+            .collect();
+        keyspaces
+            .into_iter()
+            .map(|ks| self.keyspace_counts(ks).bytes)
             .sum()
     }
 
@@ -531,18 +581,30 @@ impl Store {
     /// tombstones, kept by every write (see `live_size`), so asking costs
     /// no scan. Zero for a keyspace never written or dropped.
     pub fn keyspace_counts(&self, ks: KeyspaceId) -> KeyspaceCounts {
-        lock(&self.inner.keyspaces)
+        let engine = lock(&self.inner.keyspaces)
             .live_counts
             .get(&ks)
             .map(|counters| counters.get())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let runs = self
+            .inner
+            .runs
+            .get()
+            .map(|runs| runs.counts(ks))
+            .unwrap_or_default();
+        KeyspaceCounts {
+            bytes: engine.bytes + runs.bytes,
+            keys: engine.keys + runs.keys,
+            tombstones: engine.tombstones + runs.tombstones,
+        }
     }
 
     /// The bytes the engine's files occupy on disk: data, metadata, hints
     /// and the engine's own overhead. sled never shrinks its files, so this
     /// only grows; freed space is reused by later writes.
     pub fn disk_bytes(&self) -> Result<u64> {
-        self.inner.engine.size_on_disk()
+        let runs = self.inner.runs.get().map_or(0, |runs| runs.file_bytes());
+        Ok(self.inner.engine.size_on_disk()? + runs)
     }
 
     /// Runs `f` with every write held off (writers in progress finish first,
@@ -610,6 +672,7 @@ impl Store {
         if let Some(flusher) = &self.inner.flusher {
             flusher.stop().await;
         }
+        self.stop_folder().await;
         // No write is in progress now, so the counters are exact: keep them
         // for the next open (see `live_size`).
         live_size::save(
@@ -683,6 +746,12 @@ impl Store {
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell, presence: KeyPresence) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
         let (tree, live_counts) = self.keyspace_tree(ks)?;
+        // The newest cell the runs hold for the key competes as if stored;
+        // the winner goes to the engine (see `runs`).
+        let from_runs = match self.run_set(ks).and_then(|set| set.snapshot()) {
+            Some(runs) => runs.get(&data_key)?,
+            None => None,
+        };
         // `Ok(Some(stored))` when the stored cell wins, `Ok(None)` when
         // `cell` does: it is moved out at the end, never cloned per try.
         let mut outcome = None;
@@ -690,12 +759,13 @@ impl Store {
         let mut keep_the_winner = |stored: Option<&[u8]>| {
             // Overwrites `outcome` and `change` on every call: the engine may retry.
             let old = stored.map(StoredCell::of);
-            match stored.map(Cell::decode).transpose() {
+            let effective = newer(stored, from_runs.as_deref());
+            match effective.map(Cell::decode).transpose() {
                 Ok(Some(kept)) if cell.compare(&kept) != Ordering::Greater => {
                     // As `Cell::reconcile`: the newcomer wins only if greater.
                     outcome = Some(Ok(Some(kept)));
-                    change = (old, old);
-                    stored.map(<[u8]>::to_vec)
+                    change = (old, effective.map(StoredCell::of));
+                    effective.map(<[u8]>::to_vec)
                 }
                 Ok(_) => {
                     let bytes = cell.encode();
@@ -721,9 +791,19 @@ impl Store {
         Ok(kept.unwrap_or(cell))
     }
 
-    /// The data tree of `ks`, opened on first use.
+    /// The data tree of `ks` as readers see it (with its runs laid over
+    /// it, if any), opened on first use.
     fn data_tree(&self, ks: KeyspaceId) -> Result<Arc<dyn Tree>> {
-        Ok(self.keyspace_tree(ks)?.0)
+        let sled = self.keyspace_tree(ks)?.0;
+        Ok(match self.run_set(ks) {
+            Some(runs) => Arc::new(ReadThrough { sled, runs }),
+            None => sled,
+        })
+    }
+
+    /// The runs of `ks`, when the store keeps runs.
+    fn run_set(&self, ks: KeyspaceId) -> Option<Arc<RunSet>> {
+        self.inner.runs.get().map(|runs| runs.set(ks))
     }
 
     /// The data tree of `ks`, opened on first use, and its live bytes.
