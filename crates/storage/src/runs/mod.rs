@@ -148,6 +148,11 @@ impl RunStore {
         Arc::clone(lock(&self.sets).entry(ks).or_default())
     }
 
+    /// The runs of `ks`, if it has had any since the store opened.
+    pub(crate) fn existing_set(&self, ks: KeyspaceId) -> Option<Arc<RunSet>> {
+        lock(&self.sets).get(&ks).cloned()
+    }
+
     /// A writer for a new run of `ks`; counted as being written until
     /// [`RunStore::written`].
     pub(crate) fn create(&self, ks: KeyspaceId) -> Result<RunWriter> {

@@ -792,18 +792,20 @@ impl Store {
     }
 
     /// The data tree of `ks` as readers see it (with its runs laid over
-    /// it, if any), opened on first use.
+    /// it while it has any), opened on first use. A run sealed after this
+    /// is not seen through a tree taken before, as a write made meanwhile
+    /// may not be.
     fn data_tree(&self, ks: KeyspaceId) -> Result<Arc<dyn Tree>> {
         let sled = self.keyspace_tree(ks)?.0;
         Ok(match self.run_set(ks) {
-            Some(runs) => Arc::new(ReadThrough { sled, runs }),
-            None => sled,
+            Some(runs) if runs.snapshot().is_some() => Arc::new(ReadThrough { sled, runs }),
+            _ => sled,
         })
     }
 
-    /// The runs of `ks`, when the store keeps runs.
+    /// The runs of `ks`, when the store keeps runs and `ks` has had some.
     fn run_set(&self, ks: KeyspaceId) -> Option<Arc<RunSet>> {
-        self.inner.runs.get().map(|runs| runs.set(ks))
+        self.inner.runs.get().and_then(|runs| runs.existing_set(ks))
     }
 
     /// The data tree of `ks`, opened on first use, and its live bytes.
