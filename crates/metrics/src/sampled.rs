@@ -72,7 +72,7 @@ impl Sampled {
             )?,
             runs_damaged: f.gauge(
                 "ringstore_storage_runs_damaged",
-                "Run files that did not check when this node started: their cells are missing here until a repair.",
+                "Run files that did not check when this node started or when the fold read them: their unread cells are missing here until a repair.",
             )?,
             gossip_packets: f.counters(
                 "ringstore_gossip_packets_total",

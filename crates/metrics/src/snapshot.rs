@@ -16,7 +16,7 @@ pub struct NodeSnapshot {
     /// Runs of streamed cells not yet folded into the storage engine, and
     /// their cells.
     pub runs_pending: (u64, u64),
-    /// Run files that did not check when the node started.
+    /// Run files that did not check when the node started or when folded.
     pub runs_damaged: u64,
     /// Gossip datagrams sent and received.
     pub gossip_packets: Traffic,

@@ -39,7 +39,10 @@
 //! A run is complete once renamed from `.run.tmp`; leftover temporary files
 //! are deleted at open. A run that does not check at open is left on disk,
 //! counted as damage ([`crate::Store::run_damage`]) and not read: its cells
-//! are missing from this node until a repair.
+//! are missing from this node until a repair. One whose block does not
+//! check when the fold reads it is set aside the same way (renamed
+//! `.run.damaged`), so a damaged run cannot stall the fold or the purges
+//! that fold first.
 //!
 //! # Invariants
 //! - `Load` and the keyspace counts are sled's counts plus the runs' (from
@@ -79,7 +82,8 @@ pub(crate) struct RunStore {
     /// Held while a run is folded: by the fold thread, or by a purge that
     /// folds a keyspace first.
     pub(crate) folding: Mutex<()>,
-    damaged: usize,
+    /// Runs found damaged: at open, or by the fold.
+    damaged: AtomicUsize,
 }
 
 impl RunStore {
@@ -139,7 +143,7 @@ impl RunStore {
             stopped: Mutex::new(false),
             wake: Condvar::new(),
             folding: Mutex::new(()),
-            damaged,
+            damaged: AtomicUsize::new(damaged),
         })
     }
 
@@ -210,9 +214,20 @@ impl RunStore {
         lock(&self.sets).values().map(|s| s.file_bytes()).sum()
     }
 
-    /// Runs that do not check, found at open.
+    /// Runs that did not check, at open or when folded.
     pub(crate) fn damaged(&self) -> usize {
-        self.damaged
+        self.damaged.load(Ordering::Relaxed)
+    }
+
+    /// Sets aside a run the fold found damaged: no longer read, renamed to
+    /// `….run.damaged` for inspection, and counted. Its cells before the
+    /// damage are in the engine already; the rest need a repair.
+    pub(crate) fn set_aside(&self, ks: KeyspaceId, run: &Run) -> Result<()> {
+        self.set(ks).remove(run.path());
+        self.damaged.fetch_add(1, Ordering::Relaxed);
+        let aside = run.path().with_extension("run.damaged");
+        fs::rename(run.path(), &aside).map_err(StorageError::Disk)?;
+        file::sync_dir(&aside)
     }
 
     /// The next run to fold (the one with the lowest sequence, so runs fold

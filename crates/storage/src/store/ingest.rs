@@ -124,8 +124,9 @@ impl Store {
         })
     }
 
-    /// Run files that did not check when the store opened (their cells are
-    /// missing from this node until a repair).
+    /// Run files that did not check when the store opened or when the fold
+    /// read them (their unread cells are missing from this node until a
+    /// repair).
     pub fn run_damage(&self) -> usize {
         self.inner.runs.get().map_or(0, |runs| runs.damaged())
     }
@@ -144,8 +145,20 @@ impl Store {
     }
 
     /// Merges every cell of `run` into the engine, flushes, then removes
-    /// the run. Stops early, leaving the run, if the store is closing.
+    /// the run; a run found damaged is set aside instead (see `runs`).
+    /// Stops early, leaving the run, if the store is closing.
     fn fold_run(&self, runs: &RunStore, ks: KeyspaceId, run: &Arc<Run>) -> Result<()> {
+        match self.fold_cells(runs, ks, run) {
+            Err(error) if error.is_corruption() => {
+                tracing::error!(%error, "a run does not check; set aside, its remaining cells need a repair");
+                self.inner.engine.flush()?;
+                runs.set_aside(ks, run)
+            }
+            other => other,
+        }
+    }
+
+    fn fold_cells(&self, runs: &RunStore, ks: KeyspaceId, run: &Arc<Run>) -> Result<()> {
         let (tree, live_counts) = self.keyspace_tree(ks)?;
         let mut cells = run.range(Bound::Unbounded, Bound::Unbounded).peekable();
         while cells.peek().is_some() {
