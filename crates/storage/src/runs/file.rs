@@ -40,7 +40,7 @@ use crate::live_size::KeyspaceCounts;
 /// The first bytes of every run file.
 const MAGIC: &[u8; 8] = b"RSRUN\x01\0\0";
 /// A block is closed once its records reach this many bytes.
-pub(crate) const BLOCK_BYTES: usize = 64 << 10;
+const BLOCK_BYTES: usize = 64 << 10;
 /// Bytes of the footer.
 const FOOTER_BYTES: usize = 8 * 5 + 4 + 4 + MAGIC.len();
 
@@ -235,7 +235,7 @@ impl<'a> Reader<'a> {
 
 /// A finished run file, open for reading: its index in memory.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     path: PathBuf,
     file: File,
     index: Vec<BlockEntry>,
@@ -302,7 +302,7 @@ impl Run {
     }
 
     /// Where the run is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -322,7 +322,7 @@ impl Run {
     }
 
     /// The file's size.
-    pub fn file_bytes(&self) -> u64 {
+    pub(crate) fn file_bytes(&self) -> u64 {
         self.file_bytes
     }
 

@@ -63,7 +63,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use crate::error::{Result, StorageError};
 use crate::keyspace::KeyspaceId;
 use crate::live_size::KeyspaceCounts;
-pub use file::Run;
+pub(crate) use file::Run;
 pub(crate) use file::RunWriter;
 pub(crate) use overlay::ReadThrough;
 pub(crate) use set::{RunSet, newer};

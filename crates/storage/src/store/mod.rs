@@ -561,15 +561,15 @@ impl Store {
     /// until they are purged): the load `status` reports. It falls when data
     /// is purged, where the disk size does not (see `live_size`).
     pub fn load_bytes(&self) -> u64 {
-        let keyspaces: Vec<KeyspaceId> = lock(&self.inner.keyspaces)
+        let engine: u64 = lock(&self.inner.keyspaces)
             .live_counts
-            .keys()
-            .copied()
-            .collect();
-        keyspaces
-            .into_iter()
-            .map(|ks| self.keyspace_counts(ks).bytes)
-            .sum()
+            .values()
+            .map(|counters| counters.get().bytes)
+            .sum();
+        let runs = self.inner.runs.get().map_or(0, |runs| {
+            runs.all().iter().map(|(_, run)| run.counts().bytes).sum()
+        });
+        engine + runs
     }
 
     /// The live bytes of keyspace `ks` (see [`Store::load_bytes`]).
