@@ -116,4 +116,4 @@ pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
 pub use simulated_disk::SimulatedDisk;
 pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
-pub use store::{HINTS_TREE, RunIngest, SYSTEM_TREE, Store};
+pub use store::{FoldHold, HINTS_TREE, RunIngest, SYSTEM_TREE, Store};

@@ -295,3 +295,35 @@ async fn damaged_runs_read_as_corruption_are_set_aside_by_the_fold_and_refused_a
     assert_eq!(store.read(ks, &first).unwrap(), None);
     store.close().await.unwrap();
 }
+
+/// The number of runs at which the fold goes on while held
+/// (`runs::FOLD_ANYWAY_AT`).
+const FOLD_ANYWAY_AT: usize = 64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_load_holds_the_fold_off_between_runs_until_64_runs_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&SimulatedDisk::new(), dir.path());
+    let ks = KeyspaceId::random();
+    let load = store.hold_fold();
+    let run_of = |i: usize| vec![(format!("key{i}").into_bytes(), live(1, &format!("v{i}")))];
+    // Between one run's seal and the next run's start no run is being
+    // written: only the hold keeps the fold off then.
+    for i in 0..FOLD_ANYWAY_AT - 1 {
+        ingest(&store, ks, run_of(i)).await;
+    }
+    assert_eq!(store.runs_pending().0, FOLD_ANYWAY_AT - 1, "folded while held");
+    // One more, and the fold goes on to keep the runs bounded, stopping
+    // again below the bound while the load still holds it.
+    ingest(&store, ks, run_of(FOLD_ANYWAY_AT - 1)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.runs_pending().0 >= FOLD_ANYWAY_AT {
+        assert!(Instant::now() < deadline, "{FOLD_ANYWAY_AT} runs and no fold");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(store.runs_pending().0, FOLD_ANYWAY_AT - 1);
+    drop(load);
+    wait_for_the_fold(&store).await;
+    let keys: Vec<Vec<u8>> = scanned(&store, ks).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys.len(), FOLD_ANYWAY_AT);
+}

@@ -56,6 +56,8 @@ pub async fn fetch_ranges(
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     let checkpoints = Arc::new(Checkpoints::load(&context.store, operation)?);
+    // No fold while the ranges stream: it would take their CPU between runs.
+    let _no_fold = context.store.hold_fold();
     let mut groups: BTreeMap<(KeyspaceId, HostId), Vec<RangeFetch>> = BTreeMap::new();
     for fetch in fetches {
         let preferred = *fetch.sources.first().ok_or_else(|| {

@@ -27,7 +27,10 @@
 //!
 //! # The fold
 //! One thread per store folds the oldest run while no run is being
-//! written: each of its cells is merged into sled by LWW, sled is flushed,
+//! written and no bulk load holds it off (a stream operation does for its
+//! whole length, so the fold does not take CPU from the streams between
+//! two runs), or once 64 runs wait, so a long load cannot pile up runs
+//! without bound. Each of the run's cells is merged into sled by LWW, sled is flushed,
 //! and only then is the run removed from its set and its file deleted (and
 //! the directory synced). A crash before the deletion folds the run again
 //! on the next open: merging is idempotent. Sled is written before the run
@@ -68,12 +71,19 @@ pub(crate) use file::RunWriter;
 pub(crate) use overlay::ReadThrough;
 pub(crate) use set::{RunSet, newer};
 
+/// Unfolded runs at which the fold goes on even while runs are being
+/// written: a long bulk load (a repair of a big range, a join of a big
+/// node) then folds as it goes, which bounds the runs a read consults and
+/// the files held open (64 runs of 64 MiB: 4 GiB waiting).
+pub(crate) const FOLD_ANYWAY_AT: usize = 64;
+
 /// Every keyspace's runs, their directory, and what the fold waits on.
 pub(crate) struct RunStore {
     dir: PathBuf,
     sets: Mutex<HashMap<KeyspaceId, Arc<RunSet>>>,
     next_sequence: AtomicU64,
-    /// Runs being written: the fold waits while there are any, so it does
+    /// Runs being written and bulk loads holding the fold off
+    /// ([`RunStore::hold`]): the fold waits while there are any, so it does
     /// not take the CPU from the stream that writes them.
     writing: AtomicUsize,
     /// Set when the store closes; the fold thread waits on `wake`.
@@ -168,7 +178,14 @@ impl RunStore {
         Ok(writer)
     }
 
-    /// A writer from [`RunStore::create`] is finished or abandoned.
+    /// Holds the fold off as a run being written does, until
+    /// [`RunStore::written`].
+    pub(crate) fn hold(&self) {
+        self.writing.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A writer from [`RunStore::create`] is finished or abandoned, or a
+    /// [`RunStore::hold`] released.
     pub(crate) fn written(&self) {
         self.writing.fetch_sub(1, Ordering::AcqRel);
         self.wake.notify_all();
@@ -231,7 +248,8 @@ impl RunStore {
     }
 
     /// The next run to fold (the one with the lowest sequence, so runs fold
-    /// in the order they were written), once no run is being written;
+    /// in the order they were written), once no run is being written and
+    /// no bulk load holds the fold off, or once [`FOLD_ANYWAY_AT`] runs wait;
     /// `None` once the store is stopping or `alive` says it is gone.
     /// Blocks until then.
     /// (Sequences are zero-padded, so file names sort as they do.)
@@ -241,8 +259,10 @@ impl RunStore {
             if *stopped || !alive() {
                 return None;
             }
-            if self.writing.load(Ordering::Acquire) == 0
-                && let Some(next) = self.oldest()
+            let runs = self.all();
+            let held = self.writing.load(Ordering::Acquire) > 0;
+            if (!held || runs.len() >= FOLD_ANYWAY_AT)
+                && let Some(next) = oldest(runs)
             {
                 return Some(next);
             }
@@ -267,11 +287,6 @@ impl RunStore {
             .collect()
     }
 
-    fn oldest(&self) -> Option<(KeyspaceId, Arc<Run>)> {
-        self.all()
-            .into_iter()
-            .min_by(|a, b| a.1.path().file_name().cmp(&b.1.path().file_name()))
-    }
 
     /// Waits `pause`, or less if the store stops meanwhile.
     pub(crate) fn rest(&self, pause: std::time::Duration) {
@@ -286,6 +301,12 @@ impl RunStore {
         *lock(&self.stopped) = true;
         self.wake.notify_all();
     }
+}
+
+/// The run with the lowest sequence.
+fn oldest(runs: Vec<(KeyspaceId, Arc<Run>)>) -> Option<(KeyspaceId, Arc<Run>)> {
+    runs.into_iter()
+        .min_by(|a, b| a.1.path().file_name().cmp(&b.1.path().file_name()))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -58,7 +58,34 @@ impl RunIngest {
     }
 }
 
+/// Holds the fold off while a bulk load is under way ([`Store::hold_fold`]):
+/// released when dropped.
+pub struct FoldHold {
+    runs: Option<Arc<RunStore>>,
+}
+
+impl Drop for FoldHold {
+    fn drop(&mut self) {
+        if let Some(runs) = self.runs.take() {
+            runs.written();
+        }
+    }
+}
+
 impl Store {
+    /// Holds the fold off until the returned guard is dropped: a bulk load
+    /// (all the ranges of one stream operation) takes it for its whole
+    /// length, so the fold does not start in the gap between one run's
+    /// seal and the next run's start and take CPU from the streams.
+    pub fn hold_fold(&self) -> FoldHold {
+        FoldHold {
+            runs: self.inner.runs.get().map(|runs| {
+                runs.hold();
+                Arc::clone(runs)
+            }),
+        }
+    }
+
     /// Starts a run of `ks` for a bulk load, or `None` when the store keeps
     /// no runs (then apply the cells with [`Store::apply_many_unflushed`]).
     /// Cells appended to it ([`Store::append_run`]) are neither readable

@@ -73,7 +73,7 @@ use crate::runs::{ReadThrough, RunSet, RunStore, newer};
 use crate::scan::Scan;
 
 mod ingest;
-pub use ingest::RunIngest;
+pub use ingest::{FoldHold, RunIngest};
 
 /// The tree of node metadata.
 pub const SYSTEM_TREE: &str = "system";
