@@ -18,7 +18,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]
     .map(|name| root.join(format!("ringstore/v1/{name}.proto")));
     let descriptors = protox::compile(&files, [&root])?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // Every service encodes through `codec`: prost's, reserving a message's
+    // length before encoding it.
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::ReservingProstCodec")
+        .compile_fds(descriptors)?;
     println!("cargo:rerun-if-changed={}", root.display());
     Ok(())
 }

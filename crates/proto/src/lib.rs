@@ -15,6 +15,8 @@ pub const USER_HEADER: &str = "x-ringstore-user";
 /// marked sensitive so HTTP/2 header compression does not index it).
 pub const PASSWORD_HEADER: &str = "x-ringstore-password-bin";
 
+pub mod codec;
+
 /// Version 1 of the API.
 pub mod v1 {
     #![allow(missing_docs, clippy::all, clippy::pedantic)]
