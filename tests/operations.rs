@@ -426,6 +426,50 @@ fn the_server_writes_one_json_object_per_log_line_with_log_format_json() {
     assert_eq!(start["target"], "ringstore_node::node");
 }
 
+#[test]
+fn the_server_raises_its_soft_open_files_limit_to_the_hard_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = |port: u16| format!("127.231.0.1:{port}");
+    // Started with a soft limit of 256 (the shell's `ulimit -Sn`), as a
+    // service manager's default of 1,024 would be.
+    let script = format!(
+        "ulimit -Sn 256 && exec {} server --cluster-name nofile --data-dir {} \
+         --listen-address {} --internode-address {} --gossip-address {} --seeds {}",
+        env!("CARGO_BIN_EXE_ringstore"),
+        dir.path().join("data").display(),
+        address(7100),
+        address(7101),
+        address(7000),
+        address(7000),
+    );
+    let mut server = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let proc = format!("/proc/{}", server.id());
+    // (soft, hard) of "Max open files", once the shell has become the node.
+    let open_files = || {
+        let command = std::fs::read(format!("{proc}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&command).contains("nofile") {
+            return None;
+        }
+        let text = std::fs::read_to_string(format!("{proc}/limits")).unwrap_or_default();
+        let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        Some((fields[3].to_string(), fields[4].to_string()))
+    };
+    let mut seen = None;
+    eventually(Duration::from_secs(30), "the soft limit is raised", || {
+        seen = open_files();
+        seen.as_ref()
+            .is_some_and(|(soft, hard)| soft == hard && soft != "256")
+    });
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
 /// Runs the CLI against node 0, which must succeed; its output.
 fn ok(servers: &Processes, args: &[&str]) -> String {
     let output = servers.cli(0, args);

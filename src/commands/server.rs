@@ -61,8 +61,41 @@ fn flag_settings(args: &ServerArgs) -> Vec<(String, toml::Value)> {
     settings
 }
 
+/// The open-files limit below which the node warns: each client and
+/// internode connection, each sled file and each streamed run not yet
+/// folded holds one (Cassandra's packages set 100,000).
+const FEW_OPEN_FILES: u64 = 10_000;
+
+/// Raises this process's soft limit on open files to its hard limit, as
+/// Go's runtime and many servers do, so a big join's runs or a burst of
+/// connections do not fail with "too many open files" at the default
+/// soft limit of 1,024; warns when even the hard limit is low.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    let now = match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => raised.current,
+        Err(error) => {
+            tracing::warn!(%error, "could not raise the open-files limit");
+            limit.current
+        }
+    };
+    match now {
+        Some(n) if n < FEW_OPEN_FILES => tracing::warn!(
+            limit = n,
+            "the open-files limit is low: raise it (ulimit -n, LimitNOFILE) to {FEW_OPEN_FILES} or more"
+        ),
+        _ => tracing::debug!(limit = ?now, "open-files limit"),
+    }
+}
+
 /// Runs the node in the foreground.
 pub async fn run(args: &ServerArgs) -> Outcome {
+    raise_open_files_limit();
     let config = NodeConfig::load(
         args.config.as_deref(),
         std::env::vars(),

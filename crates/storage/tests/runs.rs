@@ -312,13 +312,20 @@ async fn a_bulk_load_holds_the_fold_off_between_runs_until_64_runs_wait() {
     for i in 0..FOLD_ANYWAY_AT - 1 {
         ingest(&store, ks, run_of(i)).await;
     }
-    assert_eq!(store.runs_pending().0, FOLD_ANYWAY_AT - 1, "folded while held");
+    assert_eq!(
+        store.runs_pending().0,
+        FOLD_ANYWAY_AT - 1,
+        "folded while held"
+    );
     // One more, and the fold goes on to keep the runs bounded, stopping
     // again below the bound while the load still holds it.
     ingest(&store, ks, run_of(FOLD_ANYWAY_AT - 1)).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while store.runs_pending().0 >= FOLD_ANYWAY_AT {
-        assert!(Instant::now() < deadline, "{FOLD_ANYWAY_AT} runs and no fold");
+        assert!(
+            Instant::now() < deadline,
+            "{FOLD_ANYWAY_AT} runs and no fold"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(store.runs_pending().0, FOLD_ANYWAY_AT - 1);

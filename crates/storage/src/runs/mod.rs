@@ -287,7 +287,6 @@ impl RunStore {
             .collect()
     }
 
-
     /// Waits `pause`, or less if the store stops meanwhile.
     pub(crate) fn rest(&self, pause: std::time::Duration) {
         let stopped = lock(&self.stopped);
