@@ -16,8 +16,12 @@
 //! 2. **Metadata anti-entropy**, ringstore's own: every second a node sends a
 //!    digest (host, metadata stamp) of all it knows to a few live members; a
 //!    receiver pulls what is newer and pushes back what the sender has older.
-//!    A node's own change is pushed at once to a few members, and a member
-//!    that comes up (or comes back with a new generation) is pulled directly.
+//!    A node's own change is pushed at once to a few members, who pass it
+//!    on once to a few more (a node accepts each version once), so a change
+//!    reaches most members within a few network delays; a first sighting
+//!    is not passed on, or a starting node would flood the cluster with
+//!    every member. A member that comes up (or comes back with a new
+//!    generation) is pulled directly.
 //!    foca's custom broadcasts are not used for metadata: they are sent a
 //!    bounded number of times, never reach a node that joins later, and must
 //!    fit one packet, which 256 tokens do not. Metadata is chunked instead.

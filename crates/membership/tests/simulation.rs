@@ -235,6 +235,28 @@ fn joining_tokens_stay_out_of_the_ring_until_the_node_is_normal() {
 }
 
 #[test]
+fn a_change_reaches_every_member_of_a_small_cluster_at_once_passed_on_by_those_pushed_to() {
+    let (mut sim, _) = cluster(4, 29);
+    let host = sim.nodes()[3].host_id;
+    for round in 1..=10u64 {
+        sim.update_local(3, |m| m.load_bytes = round);
+        // Pushed to 2 of the 3 others, who pass it on: the third has it
+        // after a few link delays (2 ms at most each), long before an
+        // anti-entropy round (every 1 s) would bring it.
+        let took = sim
+            .run_until(Duration::from_secs(5), |s| {
+                (0..3).all(|i| s.view(i).members[&host].metadata.load_bytes == round)
+            })
+            .expect("the change spreads");
+        assert!(
+            took <= Duration::from_millis(50),
+            "change {round} took {took:?} to reach every member"
+        );
+        sim.run_for(Duration::from_millis(1500));
+    }
+}
+
+#[test]
 fn a_briefly_flapping_node_causes_no_down_events() {
     let (mut sim, _) = cluster(5, 23);
     let others = [0, 1, 2, 3];

@@ -29,6 +29,12 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use crate::internode_auth::{CallSigner, SignedChannel};
 use crate::platform::{Keepalive, Network, Transport};
 
+/// The largest HTTP/2 frame this node accepts from a peer (the peer sends
+/// no larger): one stream chunk (256 KiB) in one frame instead of sixteen
+/// of HTTP/2's default 16 KiB, each of which the receiver reads, buffers
+/// and hands on by itself. Small messages are sent as they are either way.
+const MAX_FRAME_BYTES: u32 = 256 * 1024 + 1024;
+
 /// An internode client: its calls carry this node's proof.
 pub type PeerClient = InternodeClient<SignedChannel>;
 
@@ -92,6 +98,7 @@ impl Peers {
                     .expect("a socket address is a valid URI")
                     .connect_timeout(Duration::from_secs(2))
                     .tcp_nodelay(true)
+                    .max_frame_size(MAX_FRAME_BYTES)
                     .http2_keep_alive_interval(self.keepalive.interval)
                     .keep_alive_timeout(self.keepalive.timeout)
                     .keep_alive_while_idle(true)
