@@ -442,13 +442,15 @@ fn the_server_raises_its_soft_open_files_limit_to_the_hard_one() {
         address(7000),
         address(7000),
     );
-    let mut server = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let proc = format!("/proc/{}", server.id());
+    let server = KilledOnDrop(
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let proc = format!("/proc/{}", server.0.id());
     // (soft, hard) of "Max open files", once the shell has become the node.
     let open_files = || {
         let command = std::fs::read(format!("{proc}/cmdline")).unwrap_or_default();
@@ -460,14 +462,20 @@ fn the_server_raises_its_soft_open_files_limit_to_the_hard_one() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         Some((fields[3].to_string(), fields[4].to_string()))
     };
-    let mut seen = None;
     eventually(Duration::from_secs(30), "the soft limit is raised", || {
-        seen = open_files();
-        seen.as_ref()
-            .is_some_and(|(soft, hard)| soft == hard && soft != "256")
+        open_files().is_some_and(|(soft, hard)| soft == hard && soft != "256")
     });
-    server.kill().unwrap();
-    server.wait().unwrap();
+}
+
+/// A child process killed (and reaped) when dropped, failed assertions
+/// included, so a failing test leaves no server holding its addresses.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Runs the CLI against node 0, which must succeed; its output.

@@ -436,26 +436,22 @@ async fn apply(
     Ok(())
 }
 
-/// Records the range done: with its run sealed (which makes its cells
-/// durable) the record need not be, as the operation's end clears the
-/// checkpoints durably and a crash before that only fetches the range
-/// again; without runs, durably, which makes the range's cells durable
-/// before the operation goes on.
+/// Records the range done, durably, after sealing its run (which makes its
+/// cells durable) if one is being written; without runs, the durable
+/// record makes the range's cells durable too. Either way a crash after
+/// this never fetches the range again. (A non-durable record, flushed with
+/// the store's next flush, was lost to a SIGKILL once nothing else flushed
+/// during a join: the restarted joiner fetched every range again.)
 async fn record_done(
     context: &NodeContext,
     checkpoints: &Checkpoints,
     fetch: &RangeFetch,
     run: &mut Option<RunIngest>,
 ) -> Result<()> {
-    let (keyspace, range) = (fetch.keyspace, fetch.range);
-    if context.store.keeps_runs() {
-        seal(context, run).await?;
-        checkpoints.advance(keyspace, range, Position::Done).await?;
-    } else {
-        checkpoints
-            .record(keyspace, range, Some(Position::Done))
-            .await?;
-    }
+    seal(context, run).await?;
+    checkpoints
+        .record(fetch.keyspace, fetch.range, Some(Position::Done))
+        .await?;
     Ok(())
 }
 
