@@ -92,6 +92,9 @@ pub enum Command {
     /// Refuses writes, syncs storage and stops gossip, so the node can be
     /// stopped for maintenance (as `nodetool drain`). Only a restart undoes it.
     Drain,
+    /// Re-reads the node's cluster secret file and TLS files: one step of a
+    /// rotation without restarts (see the README's Security section).
+    Reloadsecrets,
     /// Copies the node's cells of a keyspace (or of all), at one point in
     /// time, into DATA_DIR/snapshots/TAG/ (as `nodetool snapshot`).
     Snapshot(SnapshotArgs),
@@ -535,9 +538,19 @@ pub struct ServerArgs {
         value_name = "T1,T2,..."
     )]
     pub initial_token: Option<Vec<i64>>,
-    /// A shared secret that authenticates gossip.
+    /// A file holding the cluster secret (one per line: the first seals,
+    /// every one is accepted; `ringstore reloadsecrets` re-reads it).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// The cluster secret itself (at least 16 bytes). Every user of the
+    /// machine sees it in `ps`: prefer --cluster-secret-file or the
+    /// RINGSTORE_CLUSTER_SECRET variable.
     #[arg(long, value_name = "SECRET")]
     pub cluster_secret: Option<String>,
+    /// Start without a cluster secret on a non-loopback address: open to
+    /// anyone who reaches the node (logged as such). Never in production.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Arguments of `ringstore truncatehints`.

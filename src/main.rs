@@ -108,6 +108,7 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
         }
         Command::Restore(args) => commands::snapshots::restore(&connection, args, &mut out).await,
         Command::Drain => commands::info::drain(&connection, &mut out).await,
+        Command::Reloadsecrets => commands::info::reload_secrets(&connection, &mut out).await,
         Command::Tpstats => commands::stats::tpstats(&connection, &mut out).await,
         Command::Proxyhistograms => commands::stats::proxyhistograms(&connection, &mut out).await,
         Command::Tablestats(args) => commands::stats::tablestats(&connection, args, &mut out).await,

@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::processes::{Processes, text};
 use common::tls::{create_certs, start_tls};
-use ringstore_auth::{InternodeKey, Nonce, PROOF_HEADER, Proof};
+use ringstore_auth::{Nonce, PROOF_HEADER, Proof};
+use ringstore_identity::NodeKeys;
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use tonic::metadata::MetadataValue;
@@ -76,7 +77,8 @@ fn no_log_line_or_cli_output_contains_the_cluster_secret_or_a_private_key() {
         ],
     ));
 
-    // Refused internode calls: a wrong secret and a replay, logged by the node.
+    // Refused internode calls: no proof, a stranger's proof, and a replay of
+    // it, logged by the node.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let read = |p: std::path::PathBuf| std::fs::read(p).unwrap();
@@ -97,14 +99,26 @@ fn no_log_line_or_cli_output_contains_the_cluster_secret_or_a_private_key() {
             .unwrap()
             .as_millis() as u64;
         let method = "/ringstore.v1.Internode/PullSchema";
-        for secret in ["not-the-secret", SECRET, SECRET] {
-            let key = InternodeKey::from_secret(secret.as_bytes()).unwrap();
-            let proof = Proof::sign(&key, method, HostId::from_u128(1), now, Nonce([7; 16]));
+        let (stranger, other) = (NodeKeys::generate(), NodeKeys::generate());
+        let key = stranger
+            .pair_key(stranger.host_id(), other.host_id(), &other.public())
+            .unwrap();
+        let proof = Proof::sign(
+            &key,
+            method,
+            HostId::from_u128(1),
+            HostId::from_u128(2),
+            now,
+            Nonce([7; 16]),
+        );
+        for proof in [None, Some(&proof), Some(&proof)] {
             let mut request = tonic::Request::new(pb::PullSchemaRequest {});
-            request.metadata_mut().insert(
-                PROOF_HEADER,
-                MetadataValue::try_from(proof.to_text()).unwrap(),
-            );
+            if let Some(proof) = proof {
+                request.metadata_mut().insert(
+                    PROOF_HEADER,
+                    MetadataValue::try_from(proof.to_text()).unwrap(),
+                );
+            }
             let _ = internode.pull_schema(request).await;
         }
     });

@@ -91,6 +91,30 @@ pub async fn drain(connection: &Connection, out: &mut impl Write) -> Outcome {
     Ok(())
 }
 
+/// Re-reads the node's secret file and TLS files.
+pub async fn reload_secrets(connection: &Connection, out: &mut impl Write) -> Outcome {
+    let reloaded = connection
+        .admin()
+        .reload_secrets(pb::ReloadSecretsRequest {})
+        .await?
+        .into_inner();
+    let tls = if reloaded.tls_reloaded.is_empty() {
+        "no TLS files".to_string()
+    } else {
+        format!(
+            "the TLS files of the {} port(s)",
+            reloaded.tls_reloaded.join(" and ")
+        )
+    };
+    writeln!(
+        out,
+        "reloaded: {} cluster secret(s) (the first seals gossip, each is accepted) and {tls}",
+        reloaded.secrets
+    )
+    .map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
 /// Sets a log level: `TARGET LEVEL`, or `LEVEL` alone for every module.
 pub async fn set_logging_level(
     connection: &Connection,

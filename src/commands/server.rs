@@ -44,6 +44,15 @@ fn flag_settings(args: &ServerArgs) -> Vec<(String, toml::Value)> {
     text("dc", args.dc.clone());
     text("rack", args.rack.clone());
     text("cluster_secret", args.cluster_secret.clone());
+    text(
+        "cluster_secret_file",
+        args.cluster_secret_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
+    );
+    if args.insecure {
+        settings.push(("insecure".into(), toml::Value::Boolean(true)));
+    }
     if let Some(seeds) = &args.seeds {
         let seeds = seeds
             .iter()
@@ -96,6 +105,12 @@ fn raise_open_files_limit() {
 /// Runs the node in the foreground.
 pub async fn run(args: &ServerArgs) -> Outcome {
     raise_open_files_limit();
+    if args.cluster_secret.is_some() {
+        tracing::warn!(
+            "--cluster-secret shows the secret to every user of this machine (ps, \
+             /proc/PID/cmdline): use --cluster-secret-file or RINGSTORE_CLUSTER_SECRET"
+        );
+    }
     let config = NodeConfig::load(
         args.config.as_deref(),
         std::env::vars(),
@@ -123,7 +138,9 @@ pub async fn run(args: &ServerArgs) -> Outcome {
     let view = node.context.view();
     let left = view.member(node.context.host_id).map(|m| m.metadata.state)
         == Some(ringstore_node::membership::NodeState::Left);
-    let removed = view.removed.contains(&node.context.host_id);
+    // Asked to stop while members claim to have removed it: the others
+    // agreed (see `ringstore_node::removal`).
+    let removed = asked && !left && !view.removal_claims.is_empty();
     let storage_failed = node.context.store.failure().borrow().clone();
     tracing::info!("shutting down");
     let shutdown = node.shutdown().await;

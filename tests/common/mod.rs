@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod load;
+pub mod member;
 pub mod nemesis;
 pub mod netproxy;
 pub mod processes;
@@ -191,6 +192,11 @@ impl TestCluster {
     pub async fn metrics(&self, i: usize) -> String {
         let response = self.admin(i).await.metrics(pb::MetricsRequest {}).await;
         response.expect("the metrics page").into_inner().text
+    }
+
+    /// Node `i`'s configuration.
+    pub fn node_config(&self, i: usize) -> &NodeConfig {
+        &self.configs[i]
     }
 
     /// An `Internode` client of node `i` (to look at one replica directly).

@@ -87,7 +87,7 @@ pub use decision::{Denied, Principal};
 pub use error::AccessError;
 pub use password::{MAX_PASSWORD_BYTES, StoredHash, check_password, verify};
 pub use permission::{AUTH_KEYSPACE, Grant, Permission, Scope};
-pub use rpc::{KeyspaceField, Need, Rule, is_user_management, rule_for};
+pub use rpc::{KeyspaceField, Need, Rule, in_table, is_user_management, rule_for};
 pub use user::{
     BOOTSTRAP_TIMESTAMP_MICROS, DEFAULT_PASSWORD, DEFAULT_SUPERUSER, USER_INDEX_KEY, UserName,
     UserRecord, decode_index, encode_index,

@@ -27,7 +27,8 @@ pub enum Rule {
     /// RPCs (`Client/Pipeline`), and the service checks each one against
     /// the rule of the RPC it stands for.
     PerMessage,
-    /// Superusers only: an RPC this table does not know (fail closed).
+    /// Superusers only: an RPC this table does not know (fail closed), or
+    /// one that swaps the node's secrets (`reloadsecrets`).
     Superuser,
 }
 
@@ -76,6 +77,8 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Admin/Snapshot", On(Admin, Field(2))),
         ("/ringstore.v1.Admin/ClearSnapshot", On(Admin, NoKs)),
         ("/ringstore.v1.Admin/RestoreSnapshot", On(Admin, Field(2))),
+        // Admin: swapping the cluster secret and TLS files is a superuser's.
+        ("/ringstore.v1.Admin/ReloadSecrets", Rule::Superuser),
         // Topology.
         ("/ringstore.v1.Topology/Decommission", On(Admin, NoKs)),
         ("/ringstore.v1.Topology/RemoveNode", On(Admin, NoKs)),
@@ -107,6 +110,12 @@ pub fn rule_for(path: &str) -> Rule {
         .iter()
         .find(|(p, _)| *p == path)
         .map_or(Rule::Superuser, |(_, rule)| *rule)
+}
+
+/// Whether the table names `path` (an RPC it does not name is refused to
+/// all but superusers, by default rather than by choice).
+pub fn in_table(path: &str) -> bool {
+    TABLE.iter().any(|(p, _)| *p == path)
 }
 
 /// Whether `path` is one of the RPCs a default superuser whose password is

@@ -1,61 +1,69 @@
-//! Proof that an internode call comes from a holder of the cluster secret.
+//! Proof that an internode call comes from the member it names, is meant
+//! for the node that receives it, and carries the messages that member
+//! sent — nothing else.
 //!
-//! Gossip packets are sealed with an HMAC of the cluster secret
-//! (`ringstore-membership`'s envelope); this crate does the same for the
-//! internode gRPC port, which otherwise takes schema pushes, replica writes,
+//! Gossip admits a member (its packets are sealed with the cluster secret,
+//! its records signed with its own key: see `ringstore-membership`); this
+//! crate makes every call on the internode gRPC port prove it comes from
+//! such a member. The port otherwise takes schema pushes, replica writes,
 //! hints and range streams from anyone who can reach it.
 //!
 //! # Protocol
 //!
-//! The caller adds one metadata entry, [`PROOF_HEADER`], to every internode
-//! call:
+//! Caller `A` and callee `B` share a key only they can compute,
+//! `K = pair_key(A, B)` (an X25519 agreement of their identity keys, see
+//! `ringstore-identity`). Every call carries one metadata entry,
+//! [`PROOF_HEADER`]:
 //!
 //! ```text
-//! v1.<caller host id, 32 hex>.<issued at, ms since the epoch>.<nonce, 32 hex>.<tag, 64 hex>
-//! tag = HMAC-SHA256(K, "ringstore-internode-v1" | len(method) | method | caller | issued | nonce)
-//! K   = HMAC-SHA256(cluster secret, "ringstore internode rpc key v1")
+//! v2.<caller A, 32 hex>.<callee B, 32 hex>.<issued at, ms since the epoch>.<nonce, 32 hex>.<tag, 64 hex>
+//! tag = HMAC-SHA256(K, "ringstore-internode-v2" | len(method) | method | A | B | issued | nonce)
 //! ```
 //!
-//! `method` is the gRPC path (`/ringstore.v1.Internode/Apply`), so a proof
-//! for a harmless call (`PullSchema`) cannot be moved to a harmful one
-//! (`PushSchema`). `K` is derived from the secret rather than being the secret, so a
-//! weakness in one use (gossip tags) does not carry over to the other.
+//! and every gRPC message of its request body, unary or streamed, is
+//! followed by a tag ([`messages`]):
 //!
-//! The receiver ([`Verifier`]) accepts a proof only if its tag verifies,
-//! it was issued within `max_skew` of the receiver's clock (either way), and
-//! its `(issued, nonce)` has not been seen before: the [`ReplayCache`]
-//! remembers every accepted pair until it is older than `max_skew`, after
-//! which the clock check refuses it anyway. A full cache forgets its oldest
-//! entries and raises a floor below which everything is refused, so memory
-//! stays bounded and a replay is never accepted; the price under an extreme
-//! call rate is refusing honest calls delayed past the floor.
+//! ```text
+//! message tag = HMAC-SHA256(K, "ringstore-internode-message-v2" | nonce | sequence number | flag | message)
+//! ```
 //!
-//! Everything here is sans-IO: the clock reading and the nonce are
+//! So a proof names its method (a proof for `PullSchema` cannot open a
+//! `PushSchema`), its destination (it is refused by any other node, whose
+//! key with `A` differs anyway), and it cannot carry another body: each
+//! message is bound to the call's nonce and its place in the call, so a
+//! message cannot be changed, dropped from the middle, reordered, moved to
+//! another call, or injected into a long-lived stream.
+//!
+//! The receiver ([`Verifier`]) accepts a proof only if it names the
+//! receiver, its caller is a member the receiver knows (and has not
+//! removed: the node's directory answers that, and the key), its tag
+//! verifies, it was issued within `max_skew` of the receiver's clock, and
+//! its `(issued, nonce)` has not been seen before ([`ReplayCache`]).
+//!
+//! Everything here is sans-IO: keys, clock readings and nonces are
 //! arguments, so tests are deterministic. The tonic glue (a tower layer on
-//! the whole `Internode` service, and a signing channel) lives in
-//! `ringstore-node`.
+//! the whole `Internode` service, a signing channel, the bodies that add
+//! and check message tags) lives in `ringstore-node`.
 //!
 //! # Caveats
 //!
-//! - The proof covers the method, not the request body: an attacker who can
-//!   intercept and *hold back* a call can substitute its body within the
-//!   skew window. Against an active man in the middle, use TLS for
-//!   internode traffic as well (`internode_encryption = "all"`).
-//! - Every holder of the secret is trusted alike: the caller's host id is a
-//!   claim checked against membership (removed or departed nodes are
-//!   refused), not a per-node identity. Mutual TLS gives per-node identities.
+//! - Responses are not tagged: a man in the middle could change what a
+//!   callee answers. Internode TLS (`server_encryption`) covers that, and
+//!   hides the traffic.
+//! - A stream cut short looks like a stream that ended: the messages before
+//!   the cut are authentic, and none is lost silently (each is answered).
 //! - Clocks must agree within `max_skew` (60 s by default).
 
 #![deny(missing_docs)]
 
 mod error;
-mod key;
+pub mod messages;
 mod proof;
 mod replay;
 mod verifier;
 
 pub use error::Refusal;
-pub use key::InternodeKey;
+pub use messages::{MessageOpener, MessageSealer, MessageSplitter};
 pub use proof::{Nonce, PROOF_HEADER, Proof};
 pub use replay::ReplayCache;
-pub use verifier::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, Verifier};
+pub use verifier::{Admitted, DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, Verifier};

@@ -12,9 +12,11 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::envelope::ClusterSecret;
 use crate::error::{MembershipError, Result};
 use crate::metadata::NodeMetadata;
 use crate::offsets::ClockReport;
+use crate::remembrance::Remembrance;
 use crate::socket::GossipSocket;
 use crate::state_machine::{Membership, MembershipEvent, Output, Timer};
 use crate::stats::MembershipStats;
@@ -26,6 +28,8 @@ type Change = Box<dyn FnOnce(&mut NodeMetadata) + Send>;
 enum Command {
     Update(Change, oneshot::Sender<()>),
     Stats(oneshot::Sender<MembershipStats>),
+    Remembrance(oneshot::Sender<Remembrance>),
+    SetSecrets(Vec<ClusterSecret>, oneshot::Sender<bool>),
     Leave(oneshot::Sender<()>),
 }
 
@@ -87,6 +91,22 @@ impl MembershipHandle {
     pub async fn stats(&self) -> Result<MembershipStats> {
         let (reply, wait) = oneshot::channel();
         self.request(Command::Stats(reply)).await?;
+        wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    /// Replaces the cluster secrets gossip seals and opens with (a rotation
+    /// step); `false` if that would turn authentication on or off.
+    pub async fn set_secrets(&self, secrets: Vec<ClusterSecret>) -> Result<bool> {
+        let (reply, wait) = oneshot::channel();
+        self.request(Command::SetSecrets(secrets, reply)).await?;
+        wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    /// What a restart must remember: the other members' signed records and
+    /// the claims this node accepted (see `Membership::with_remembered`).
+    pub async fn remembrance(&self) -> Result<Remembrance> {
+        let (reply, wait) = oneshot::channel();
+        self.request(Command::Remembrance(reply)).await?;
         wait.await.map_err(|_| MembershipError::Stopped)
     }
 
@@ -212,6 +232,12 @@ impl Task {
                     }
                     Some(Command::Stats(reply)) => {
                         let _ = reply.send(self.membership.stats().clone());
+                    }
+                    Some(Command::Remembrance(reply)) => {
+                        let _ = reply.send(self.membership.remembrance());
+                    }
+                    Some(Command::SetSecrets(secrets, reply)) => {
+                        let _ = reply.send(self.membership.set_secrets(secrets));
                     }
                     Some(Command::Leave(done)) => {
                         self.membership.leave();

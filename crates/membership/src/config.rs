@@ -12,8 +12,9 @@ pub struct MembershipConfig {
     /// The cluster's name; packets of other clusters are dropped.
     pub cluster_name: String,
     /// With a secret, every gossip packet is authenticated (HMAC-SHA256) and
-    /// replays are dropped.
-    pub cluster_secret: Option<ClusterSecret>,
+    /// replays are dropped. Several during a rotation: the first seals,
+    /// every one opens.
+    pub cluster_secrets: Vec<ClusterSecret>,
     /// Gossip addresses to join through. A node whose only seed is itself
     /// starts a new cluster.
     pub seeds: Vec<SocketAddr>,
@@ -33,6 +34,10 @@ pub struct MembershipConfig {
     /// The most a node's clock may be off from the majority of the live
     /// members before its [`ClockVerdict`](crate::ClockVerdict) says skewed.
     pub max_clock_offset: Duration,
+    /// How long a node must have been connected before it judges what
+    /// members claim about each other (see [`crate::claims`]): long enough
+    /// to know who is up. Two probe periods.
+    pub claim_settle: Duration,
 }
 
 impl MembershipConfig {
@@ -57,7 +62,7 @@ impl MembershipConfig {
         }
         MembershipConfig {
             cluster_name: cluster_name.into(),
-            cluster_secret: None,
+            cluster_secrets: Vec::new(),
             seeds,
             swim,
             metadata_gossip_interval: Duration::from_secs(1),
@@ -65,6 +70,7 @@ impl MembershipConfig {
             seed_retry_interval: Duration::from_secs(2),
             clock_probe_interval: Duration::from_secs(1),
             max_clock_offset: Duration::from_millis(500),
+            claim_settle: Duration::from_secs(2),
         }
     }
 
@@ -75,6 +81,7 @@ impl MembershipConfig {
         config.swim.probe_period *= 3;
         config.swim.probe_rtt *= 3;
         config.swim.suspect_to_down_after *= 3;
+        config.claim_settle *= 3;
         config
     }
 
@@ -86,7 +93,13 @@ impl MembershipConfig {
 
     /// Sets the cluster secret.
     pub fn with_secret(mut self, secret: Option<ClusterSecret>) -> MembershipConfig {
-        self.cluster_secret = secret;
+        self.cluster_secrets = secret.into_iter().collect();
+        self
+    }
+
+    /// Sets the cluster secrets: the first seals, every one opens.
+    pub fn with_secrets(mut self, secrets: Vec<ClusterSecret>) -> MembershipConfig {
+        self.cluster_secrets = secrets;
         self
     }
 }

@@ -10,7 +10,10 @@
 //! dropped before its body is looked at. With a cluster secret, flag bit 0 is
 //! set and the tag is HMAC-SHA256(secret, everything before the tag); a packet
 //! whose tag does not verify is dropped, and so is an authenticated packet
-//! reaching a node without the secret (or the reverse). Sequences are
+//! reaching a node without the secret (or the reverse). A node may hold
+//! several secrets while one is rotated: it seals with the first and opens
+//! with any (each extra secret costs a second HMAC on packets sealed with
+//! it), as memberlist's keyring does. Sequences are
 //! `generation << 32 | counter`, so they grow across restarts; with a secret,
 //! each sender's last 64 sequences are remembered and a repeat, or anything
 //! older than the window, is dropped as a replay. Without a secret there is
@@ -81,7 +84,8 @@ pub struct Opened<'a> {
 pub struct Envelope {
     cluster_id: u64,
     local: HostId,
-    mac: Option<Hmac<Sha256>>,
+    /// One per secret, the sealing one first; empty without a secret.
+    macs: Vec<Hmac<Sha256>>,
     next_sequence: u64,
     windows: HashMap<HostId, ReplayWindow>,
 }
@@ -94,14 +98,35 @@ impl Envelope {
         local: HostId,
         generation: Generation,
     ) -> Envelope {
+        let secrets: Vec<ClusterSecret> = secret.into_iter().cloned().collect();
+        Envelope::with_secrets(cluster_name, &secrets, local, generation)
+    }
+
+    /// The envelope of a node holding `secrets`: it seals with the first and
+    /// opens with any (none: unauthenticated).
+    pub fn with_secrets(
+        cluster_name: &str,
+        secrets: &[ClusterSecret],
+        local: HostId,
+        generation: Generation,
+    ) -> Envelope {
         Envelope {
             cluster_id: cluster_id(cluster_name),
             local,
-            mac: secret
-                .map(|s| Hmac::<Sha256>::new_from_slice(&s.0).expect("HMAC takes any key length")),
+            macs: macs(secrets),
             next_sequence: generation.0 << 32,
             windows: HashMap::new(),
         }
+    }
+
+    /// Replaces the secrets (a rotation step). Going from none to some or
+    /// back is refused: it would cut this node off from the others at once.
+    pub fn set_secrets(&mut self, secrets: &[ClusterSecret]) -> bool {
+        if secrets.is_empty() != self.macs.is_empty() {
+            return false;
+        }
+        self.macs = macs(secrets);
+        true
     }
 
     /// Wraps `body` in a packet from this node.
@@ -111,7 +136,7 @@ impl Envelope {
         let mut packet = Vec::with_capacity(HEADER_LEN + body.len() + TAG_LEN);
         packet.extend_from_slice(&MAGIC);
         packet.push(WIRE_VERSION);
-        packet.push(if self.mac.is_some() {
+        packet.push(if !self.macs.is_empty() {
             FLAG_AUTHENTICATED
         } else {
             0
@@ -120,7 +145,7 @@ impl Envelope {
         packet.extend_from_slice(self.local.0.as_bytes());
         packet.extend_from_slice(&sequence.to_le_bytes());
         packet.extend_from_slice(body);
-        if let Some(mac) = &self.mac {
+        if let Some(mac) = self.macs.first() {
             let mut mac = mac.clone();
             mac.update(&packet);
             packet.extend_from_slice(&mac.finalize().into_bytes());
@@ -144,18 +169,23 @@ impl Envelope {
             return Err(Rejection::ForeignCluster);
         }
         let authenticated = flags & FLAG_AUTHENTICATED != 0;
-        let body = match &self.mac {
-            None if authenticated => return Err(Rejection::BadAuth),
-            None => &packet[HEADER_LEN..],
-            Some(_) if !authenticated => return Err(Rejection::BadAuth),
-            Some(mac) => {
+        let body = match self.macs.is_empty() {
+            true if authenticated => return Err(Rejection::BadAuth),
+            true => &packet[HEADER_LEN..],
+            false if !authenticated => return Err(Rejection::BadAuth),
+            false => {
                 if packet.len() < HEADER_LEN + TAG_LEN {
                     return Err(Rejection::Malformed);
                 }
                 let (signed, tag) = packet.split_at(packet.len() - TAG_LEN);
-                let mut mac = mac.clone();
-                mac.update(signed);
-                mac.verify_slice(tag).map_err(|_| Rejection::BadAuth)?;
+                let verifies = self.macs.iter().any(|mac| {
+                    let mut mac = mac.clone();
+                    mac.update(signed);
+                    mac.verify_slice(tag).is_ok()
+                });
+                if !verifies {
+                    return Err(Rejection::BadAuth);
+                }
                 if !self.accept_sequence(sender, sequence) {
                     return Err(Rejection::Replay);
                 }
@@ -173,6 +203,13 @@ impl Envelope {
         }
         self.windows.entry(sender).or_default().accept(sequence)
     }
+}
+
+fn macs(secrets: &[ClusterSecret]) -> Vec<Hmac<Sha256>> {
+    secrets
+        .iter()
+        .map(|s| Hmac::<Sha256>::new_from_slice(&s.0).expect("HMAC takes any key length"))
+        .collect()
 }
 
 /// The cluster id carried in every packet: a hash of the cluster name.
@@ -320,6 +357,33 @@ mod tests {
         assert_eq!(
             b.open(b"GET / HTTP/1.1\r\n\r\n and more bytes to pass the length"),
             Err(Rejection::Malformed)
+        );
+    }
+
+    #[test]
+    fn during_a_rotation_both_secrets_open_and_the_first_seals() {
+        let old = ClusterSecret::new("old").unwrap();
+        let new = ClusterSecret::new("new").unwrap();
+        let mut rolled = Envelope::with_secrets(
+            "prod",
+            &[new.clone(), old.clone()],
+            HostId::from_u128(1),
+            Generation(1),
+        );
+        let mut not_yet = Envelope::new("prod", Some(&old), HostId::from_u128(2), Generation(1));
+        let mut done = Envelope::new("prod", Some(&new), HostId::from_u128(3), Generation(1));
+        assert!(rolled.open(&not_yet.seal(b"x")).is_ok());
+        assert!(rolled.open(&done.seal(b"x")).is_ok());
+        assert!(
+            done.open(&rolled.seal(b"x")).is_ok(),
+            "sealed with the new one"
+        );
+        assert_eq!(not_yet.open(&rolled.seal(b"x")), Err(Rejection::BadAuth));
+        assert!(not_yet.set_secrets(std::slice::from_ref(&new)));
+        assert!(not_yet.open(&rolled.seal(b"x")).is_ok());
+        assert!(
+            !not_yet.set_secrets(&[]),
+            "a secret is never dropped at runtime"
         );
     }
 

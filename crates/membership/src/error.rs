@@ -1,5 +1,6 @@
 //! The membership crate's one error type.
 
+use ringstore_placement::HostId;
 use std::path::PathBuf;
 
 /// Why a membership operation failed.
@@ -41,6 +42,13 @@ pub enum MembershipError {
     InvalidMetadata {
         /// What is wrong with it.
         reason: String,
+    },
+
+    /// A metadata record whose signature is not its keys'.
+    #[error("metadata of {host} is not signed by the keys it names")]
+    BadSignature {
+        /// The host id the record names.
+        host: HostId,
     },
 
     /// The configuration is not usable.

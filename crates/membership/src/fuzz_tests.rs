@@ -11,15 +11,17 @@
 //! `PROPTEST_CASES=100000 cargo test -p ringstore-membership fuzz_tests`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use proptest::prelude::*;
+use ringstore_identity::NodeKeys;
 use ringstore_placement::{HostId, Token};
 
 use crate::config::MembershipConfig;
 use crate::envelope::{ClusterSecret, Envelope, HEADER_LEN};
 use crate::identity::{Generation, NodeIdentity};
 use crate::message::{Body, Control, MetadataChunk, chunk_metadata, encode_control, encode_swim};
-use crate::metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
+use crate::metadata::{MetadataStamp, NodeMetadata, NodeState, SignedMetadata, Takeovers};
 use crate::state_machine::{Membership, Timer};
 
 const CLUSTER: &str = "fuzz";
@@ -33,6 +35,7 @@ fn addr(n: u128) -> SocketAddr {
 fn metadata(host: u128, tokens: Vec<Token>) -> NodeMetadata {
     NodeMetadata {
         host_id: HostId::from_u128(host),
+        keys: keys_of(host).public(),
         stamp: MetadataStamp {
             generation: Generation(7),
             version: 1,
@@ -52,6 +55,19 @@ fn metadata(host: u128, tokens: Vec<Token>) -> NodeMetadata {
     }
 }
 
+/// The keys of test host `host`.
+fn keys_of(host: u128) -> NodeKeys {
+    NodeKeys::for_test(host as u64 + 100)
+}
+
+/// `m` as its host signs it (the local node's and a peer's alike).
+fn signed(m: &NodeMetadata) -> Vec<u8> {
+    let keys = keys_of(m.host_id.0.as_u128());
+    let mut m = m.clone();
+    m.keys = keys.public();
+    m.sign(&keys).encode().expect("signed")
+}
+
 /// A node of cluster [`CLUSTER`], with tokens 0, 10, 20.
 fn node(secret: Option<&str>) -> Membership {
     let config = MembershipConfig::lan(CLUSTER, vec![addr(PEER)])
@@ -63,7 +79,8 @@ fn node(secret: Option<&str>) -> Membership {
         rejoin: 0,
     };
     let tokens = vec![Token(0), Token(10), Token(20)];
-    let mut node = Membership::new(config, identity, metadata(LOCAL, tokens), 42);
+    let keys = Arc::new(keys_of(LOCAL));
+    let mut node = Membership::new(config, identity, metadata(LOCAL, tokens), keys, 42);
     node.drain_outputs();
     node
 }
@@ -306,8 +323,8 @@ proptest! {
         let mut peer = peer_envelope(None);
         for m in &metadata {
             let encoded = match &mutation {
-                Some(mutation) => mutate(m.encode(), mutation),
-                None => m.encode(),
+                Some(mutation) => mutate(signed(m), mutation),
+                None => signed(m),
             };
             for chunk in chunk_metadata(m.host_id, m.stamp, &encoded) {
                 node.handle_packet(addr(PEER), &peer.seal(&encode_control(&chunk)));
@@ -325,9 +342,10 @@ proptest! {
         mutation in mutation(),
         garbage in bytes(300),
     ) {
-        for encoded in [mutate(m.encode(), &mutation), garbage] {
-            if let Ok(decoded) = NodeMetadata::decode(&encoded) {
-                prop_assert_eq!(NodeMetadata::decode(&decoded.encode()).unwrap(), decoded);
+        for encoded in [mutate(signed(&m), &mutation), garbage] {
+            if let Ok(decoded) = SignedMetadata::decode(&encoded) {
+                let again = decoded.encode().expect("signed");
+                prop_assert_eq!(SignedMetadata::decode(&again).unwrap(), decoded);
             }
         }
     }

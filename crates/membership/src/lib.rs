@@ -77,6 +77,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod claims;
 mod clock;
 mod config;
 pub mod envelope;
@@ -88,6 +89,7 @@ mod message;
 mod metadata;
 mod node_record;
 pub mod offsets;
+mod remembrance;
 pub mod sim;
 mod socket;
 mod state_machine;
@@ -95,14 +97,17 @@ mod stats;
 mod view;
 
 pub use agent::{MembershipHandle, start, start_on};
+pub use claims::{Claim, ClaimKind};
 pub use clock::{Clock, SystemClock, WallTime, system_micros};
 pub use config::MembershipConfig;
 pub use envelope::ClusterSecret;
 pub use error::{MembershipError, Result};
 pub use identity::{Generation, NodeIdentity};
-pub use metadata::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
+pub use message::metadata_bodies;
+pub use metadata::{MetadataStamp, NodeMetadata, NodeState, SignedMetadata, Takeovers};
 pub use node_record::{NODE_RECORD_FILE, NodeRecord};
 pub use offsets::{ClockReport, ClockVerdict, PeerOffset};
+pub use remembrance::Remembrance;
 pub use socket::{GossipSocket, IoFuture};
 pub use state_machine::{Membership, MembershipEvent, Output, Timer};
 pub use stats::MembershipStats;

@@ -142,6 +142,16 @@ pub fn chunk_metadata(host_id: HostId, stamp: MetadataStamp, encoded: &[u8]) -> 
         .collect()
 }
 
+/// The gossip bodies that carry an encoded metadata record (its chunks), to
+/// seal with an [`Envelope`](crate::envelope::Envelope): for tools and tests
+/// that speak gossip directly (a forger, in the tests that refuse one).
+pub fn metadata_bodies(host_id: HostId, stamp: MetadataStamp, encoded: &[u8]) -> Vec<Vec<u8>> {
+    chunk_metadata(host_id, stamp, encoded)
+        .iter()
+        .map(encode_control)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

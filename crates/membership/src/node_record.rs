@@ -29,15 +29,17 @@ pub struct NodeRecord {
 const FORMAT: u32 = 1;
 
 impl NodeRecord {
-    /// Loads the record from `data_dir`, or creates one with a new host id, and
-    /// bumps the generation for this start: `max(saved + 1, unix seconds)`, so
-    /// that it grows even if the file was lost and restored. Refuses a data
-    /// directory of another cluster. The bumped record is written (atomically)
-    /// before it is returned.
+    /// Loads the record from `data_dir`, or creates one with host id
+    /// `new_host` (the one the node's keys make), and bumps the generation
+    /// for this start: `max(saved + 1, unix seconds)`, so that it grows even
+    /// if the file was lost and restored. Refuses a data directory of
+    /// another cluster. The bumped record is written (atomically) before it
+    /// is returned.
     pub fn load_for_start(
         data_dir: &Path,
         cluster_name: &str,
         now_unix_secs: u64,
+        new_host: HostId,
     ) -> Result<NodeRecord> {
         let path = data_dir.join(NODE_RECORD_FILE);
         let io = |source| MembershipError::NodeRecordIo {
@@ -73,7 +75,7 @@ impl NodeRecord {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => NodeRecord {
                 format: FORMAT,
-                host_id: HostId::random(),
+                host_id: new_host,
                 cluster_name: cluster_name.to_string(),
                 generation: Generation(now_unix_secs.max(1)),
             },
@@ -103,19 +105,20 @@ mod tests {
     #[test]
     fn a_restart_keeps_the_host_id_and_raises_the_generation() {
         let dir = tempfile::tempdir().unwrap();
-        let first = NodeRecord::load_for_start(dir.path(), "prod", 100).unwrap();
-        let second = NodeRecord::load_for_start(dir.path(), "prod", 100).unwrap();
+        let first = NodeRecord::load_for_start(dir.path(), "prod", 100, HostId::random()).unwrap();
+        let second = NodeRecord::load_for_start(dir.path(), "prod", 100, HostId::random()).unwrap();
         assert_eq!(first.host_id, second.host_id);
         assert_eq!(second.generation, Generation(101));
-        let later = NodeRecord::load_for_start(dir.path(), "prod", 5000).unwrap();
+        let later = NodeRecord::load_for_start(dir.path(), "prod", 5000, HostId::random()).unwrap();
         assert_eq!(later.generation, Generation(5000));
     }
 
     #[test]
     fn a_data_directory_of_another_cluster_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        NodeRecord::load_for_start(dir.path(), "prod", 1).unwrap();
-        let error = NodeRecord::load_for_start(dir.path(), "staging", 2).unwrap_err();
+        NodeRecord::load_for_start(dir.path(), "prod", 1, HostId::random()).unwrap();
+        let error =
+            NodeRecord::load_for_start(dir.path(), "staging", 2, HostId::random()).unwrap_err();
         assert!(matches!(error, MembershipError::ClusterNameMismatch { .. }));
         assert!(error.to_string().contains("\"prod\""), "{error}");
     }
@@ -124,7 +127,8 @@ mod tests {
     fn a_corrupt_record_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join(NODE_RECORD_FILE), b"{ not json").unwrap();
-        let error = NodeRecord::load_for_start(dir.path(), "prod", 1).unwrap_err();
+        let error =
+            NodeRecord::load_for_start(dir.path(), "prod", 1, HostId::random()).unwrap_err();
         assert!(
             matches!(error, MembershipError::NodeRecordCorrupt { .. }),
             "{error}"

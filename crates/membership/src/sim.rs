@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use ringstore_identity::NodeKeys;
 use ringstore_placement::HostId;
 
 use crate::clock::{Clock, WallTime};
@@ -76,6 +77,8 @@ pub struct SimNode {
     /// Bumped on every kill and restart, so timers of a dead incarnation are ignored.
     incarnation: u64,
     membership: Option<Membership>,
+    /// Its keys (kept across restarts, as the node's key file is).
+    keys: Arc<NodeKeys>,
     /// Its clock's offset from the simulation's time, in microseconds.
     clock_offset: Arc<AtomicI64>,
     /// Every event the node reported, with when.
@@ -164,6 +167,18 @@ impl Simulation {
     /// Starts a node with `config` and `metadata` (its host id, gossip address
     /// and generation come from the metadata). Returns its index.
     pub fn add_node(&mut self, config: MembershipConfig, metadata: NodeMetadata) -> usize {
+        let keys = Arc::new(NodeKeys::for_test(self.nodes.len() as u64 + 1));
+        self.add_node_with_keys(config, metadata, keys)
+    }
+
+    /// Starts a node as [`Simulation::add_node`] does, with its own `keys`
+    /// (a node whose host id is derived from them, as a real node's is).
+    pub fn add_node_with_keys(
+        &mut self,
+        config: MembershipConfig,
+        metadata: NodeMetadata,
+        keys: Arc<NodeKeys>,
+    ) -> usize {
         let index = self.nodes.len();
         self.by_addr.insert(metadata.gossip_addr, index);
         self.nodes.push(SimNode {
@@ -173,6 +188,7 @@ impl Simulation {
             metadata,
             incarnation: 0,
             membership: None,
+            keys,
             clock_offset: Arc::new(AtomicI64::new(0)),
             events: Vec::new(),
         });
@@ -195,8 +211,14 @@ impl Simulation {
             offset_micros: node.clock_offset.clone(),
         };
         node.membership = Some(
-            Membership::new(node.config.clone(), identity, node.metadata.clone(), seed)
-                .with_clock(Arc::new(clock)),
+            Membership::new(
+                node.config.clone(),
+                identity,
+                node.metadata.clone(),
+                node.keys.clone(),
+                seed,
+            )
+            .with_clock(Arc::new(clock)),
         );
         self.flush(index);
     }

@@ -25,6 +25,15 @@ pub struct MembershipStats {
     pub swim_errors: u64,
     /// Metadata chunks or blobs that were inconsistent or undecodable.
     pub metadata_rejected: u64,
+    /// Records refused as forgeries: not signed by the keys they name, or
+    /// by keys that may not speak for their host id.
+    pub metadata_forged: u64,
+    /// Records of removed nodes refused.
+    pub metadata_refused: u64,
+    /// Claims about a node seen up (or about this node) refused.
+    pub claims_refused: u64,
+    /// Packets from removed nodes dropped.
+    pub dropped_removed: u64,
 }
 
 impl MembershipStats {
@@ -44,5 +53,6 @@ impl MembershipStats {
             + self.dropped_foreign_cluster
             + self.dropped_bad_auth
             + self.dropped_replay
+            + self.dropped_removed
     }
 }

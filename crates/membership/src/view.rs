@@ -57,8 +57,14 @@ pub struct ClusterView {
     /// adds (the pending replicas).
     pub pending_ring: Option<Arc<Ring>>,
     /// Members removed or replaced by another node: out of the ring for good,
-    /// whatever their own metadata says.
+    /// whatever their own metadata says. Only claims this node accepted
+    /// count (see [`crate::claims`]); `members` shows each member's
+    /// takeovers with the refused claims left out.
     pub removed: BTreeSet<HostId>,
+    /// Members that claim to have removed or replaced *this* node, which it
+    /// refuses on its own word (it is alive); the node asks the others
+    /// whether they accepted the claim.
+    pub removal_claims: BTreeSet<HostId>,
 }
 
 impl ClusterView {
@@ -191,6 +197,7 @@ pub(crate) fn build_pending_ring<'a>(
     epoch: u64,
     members: impl Iterator<Item = &'a NodeMetadata> + Clone,
     removed: &BTreeSet<HostId>,
+    current: &Ring,
 ) -> Option<Ring> {
     let mut going: BTreeSet<HostId> = removed.clone();
     let mut moving = false;
@@ -227,17 +234,37 @@ pub(crate) fn build_pending_ring<'a>(
             m
         })
         .collect();
-    Some(build_ring(epoch, future.iter()))
+    Some(build_ring(epoch, future.iter(), Some(current)))
 }
 
 /// Builds the ring from the members that own tokens. When two members claim
-/// one token (a misconfiguration), the member of the older generation keeps
-/// it (ties: the lower host id) and the other member's conflicting tokens are
-/// left out, identically on every node; the conflict is logged.
-pub(crate) fn build_ring<'a>(epoch: u64, members: impl Iterator<Item = &'a NodeMetadata>) -> Ring {
+/// one token (a misconfiguration, or a member claiming another's tokens),
+/// the member that holds it in `incumbent` (the ring this one replaces)
+/// keeps it; otherwise the member of the older generation (ties: the lower
+/// host id). The other member's conflicting tokens are left out, and the
+/// conflict is logged. A member cannot take a token from its owner by
+/// claiming it, whatever generation it names: tokens change hands only
+/// through an accepted replacement, which takes the dead owner out first.
+pub(crate) fn build_ring<'a>(
+    epoch: u64,
+    members: impl Iterator<Item = &'a NodeMetadata>,
+    incumbent: Option<&Ring>,
+) -> Ring {
     let mut owners: Vec<&NodeMetadata> = members.filter(|m| m.state.owns_tokens()).collect();
     owners.sort_by_key(|m| (m.stamp.generation, m.host_id));
-    let mut claimed: BTreeSet<Token> = BTreeSet::new();
+    let held: BTreeMap<Token, HostId> = incumbent
+        .map(|ring| ring.entries().map(|(t, host)| (t, host.id)).collect())
+        .unwrap_or_default();
+    let present: BTreeSet<HostId> = owners.iter().map(|m| m.host_id).collect();
+    // Tokens whose incumbent still claims them are taken first.
+    let mut claimed: BTreeSet<Token> = owners
+        .iter()
+        .flat_map(|m| m.tokens.iter().map(move |t| (*t, m.host_id)))
+        .filter(|(t, host)| held.get(t) == Some(host) && present.contains(host))
+        .map(|(t, _)| t)
+        .collect();
+    // Each incumbent token once, even if its owner lists it twice.
+    let mut kept: BTreeSet<Token> = BTreeSet::new();
     let mut ring_members = Vec::with_capacity(owners.len());
     for metadata in owners {
         let tokens: Vec<Token> = metadata
@@ -245,6 +272,9 @@ pub(crate) fn build_ring<'a>(epoch: u64, members: impl Iterator<Item = &'a NodeM
             .iter()
             .copied()
             .filter(|&t| {
+                if held.get(&t) == Some(&metadata.host_id) {
+                    return kept.insert(t);
+                }
                 let free = claimed.insert(t);
                 if !free {
                     tracing::warn!(host = %metadata.host_id, token = %t, "token already claimed by another node; ignored");
@@ -288,7 +318,7 @@ mod tests {
         members[2].state = NodeState::Leaving;
         members[3].tokens = vec![Token(30)];
         members[3].state = NodeState::Left;
-        let ring = build_ring(1, members.iter());
+        let ring = build_ring(1, members.iter(), None);
         let hosts: Vec<HostId> = ring.hosts().iter().map(|h| h.id).collect();
         assert_eq!(hosts, vec![HostId::from_u128(1), HostId::from_u128(3)]);
         assert_eq!(
@@ -315,7 +345,7 @@ mod tests {
             with_tokens(2, NodeState::Normal, &[2]),
             with_tokens(3, NodeState::Joining, &[]),
         ];
-        assert!(build_pending_ring(1, members.iter(), &BTreeSet::new()).is_none());
+        assert!(build_pending_ring(1, members.iter(), &BTreeSet::new(), &Ring::empty(0)).is_none());
     }
 
     #[test]
@@ -326,7 +356,8 @@ mod tests {
             with_tokens(3, NodeState::Joining, &[3]),
             with_tokens(4, NodeState::Left, &[4]),
         ];
-        let pending = build_pending_ring(1, members.iter(), &BTreeSet::new()).unwrap();
+        let pending =
+            build_pending_ring(1, members.iter(), &BTreeSet::new(), &Ring::empty(0)).unwrap();
         assert_eq!(owners(&pending), vec![1, 3]);
     }
 
@@ -339,7 +370,8 @@ mod tests {
             with_tokens(2, NodeState::Normal, &[2]),
             with_tokens(3, NodeState::Normal, &[3]),
         ];
-        let pending = build_pending_ring(1, members.iter(), &BTreeSet::new()).unwrap();
+        let pending =
+            build_pending_ring(1, members.iter(), &BTreeSet::new(), &Ring::empty(0)).unwrap();
         assert_eq!(owners(&pending), vec![1, 3], "removing 2");
 
         let mut replacement = with_tokens(4, NodeState::Joining, &[3]);
@@ -354,7 +386,7 @@ mod tests {
             removed.is_empty(),
             "a joining replacement removes nothing yet"
         );
-        let pending = build_pending_ring(1, members.iter(), &removed).unwrap();
+        let pending = build_pending_ring(1, members.iter(), &removed, &Ring::empty(0)).unwrap();
         assert_eq!(owners(&pending), vec![1, 4], "4 takes 3's token");
         assert_eq!(pending.tokens_of(HostId::from_u128(4)), vec![Token(3)]);
 
@@ -366,9 +398,9 @@ mod tests {
         ];
         let removed = removed_members(members.iter());
         assert_eq!(removed, BTreeSet::from([HostId::from_u128(3)]));
-        assert!(build_pending_ring(1, members.iter(), &removed).is_none());
+        assert!(build_pending_ring(1, members.iter(), &removed, &Ring::empty(0)).is_none());
         let present = members.iter().filter(|m| !removed.contains(&m.host_id));
-        assert_eq!(owners(&build_ring(1, present)), vec![1, 4]);
+        assert_eq!(owners(&build_ring(1, present, None)), vec![1, 4]);
     }
 
     #[test]
@@ -378,8 +410,24 @@ mod tests {
         let mut new = sample(1, 0);
         new.tokens = vec![Token(5), Token(7)];
         new.stamp.generation = Generation(old.stamp.generation.0 + 1);
-        let ring = build_ring(1, [&new, &old].into_iter());
+        let ring = build_ring(1, [&new, &old].into_iter(), None);
         assert_eq!(ring.tokens_of(old.host_id), vec![Token(5), Token(6)]);
         assert_eq!(ring.tokens_of(new.host_id), vec![Token(7)]);
+    }
+
+    #[test]
+    fn a_token_stays_with_its_incumbent_whatever_generation_a_claimant_names() {
+        let mut owner = sample(2, 0);
+        owner.tokens = vec![Token(5), Token(6)];
+        let before = build_ring(1, [&owner].into_iter(), None);
+        let mut claimant = sample(1, 0);
+        claimant.tokens = vec![Token(5), Token(9)];
+        claimant.stamp.generation = Generation(owner.stamp.generation.0 - 1);
+        let after = build_ring(2, [&claimant, &owner].into_iter(), Some(&before));
+        assert_eq!(after.tokens_of(owner.host_id), vec![Token(5), Token(6)]);
+        assert_eq!(after.tokens_of(claimant.host_id), vec![Token(9)]);
+        // Without an incumbent ring, the older generation wins.
+        let fresh = build_ring(1, [&claimant, &owner].into_iter(), None);
+        assert_eq!(fresh.tokens_of(claimant.host_id), vec![Token(5), Token(9)]);
     }
 }

@@ -51,6 +51,7 @@ async fn start_node(
         schema_version: uuid::Uuid::nil(),
         software_version: "test".into(),
         takeovers: Default::default(),
+        keys: Default::default(),
     };
     let identity = NodeIdentity {
         host_id,
@@ -58,7 +59,8 @@ async fn start_node(
         generation,
         rejoin: 0,
     };
-    let membership = Membership::new(fast_config(), identity, metadata, i as u64);
+    let keys = std::sync::Arc::new(ringstore_identity::NodeKeys::for_test(i as u64 + 1));
+    let membership = Membership::new(fast_config(), identity, metadata, keys, i as u64);
     let shutdown = async move {
         let _ = shutdown.await;
     };

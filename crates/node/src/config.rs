@@ -73,10 +73,23 @@ pub struct NodeConfig {
     /// The replication factor the balanced allocator balances for (in the
     /// node's DC), as Cassandra's `allocate_tokens_for_local_replication_factor`.
     pub allocate_tokens_for_local_replication_factor: u32,
-    /// With a secret, gossip packets and internode calls are authenticated
-    /// (HMAC-SHA256; see `ringstore-auth`). Without one, anyone who reaches
-    /// the internode port can change the schema and the data.
+    /// The cluster secret (at least 16 bytes): with it, gossip packets are
+    /// authenticated (HMAC-SHA256) and internode calls must come from
+    /// members (see `ringstore-auth`). Without one, anyone who reaches the
+    /// internode or gossip port can join the ring and change the schema and
+    /// the data, so a node on a non-loopback address refuses to start
+    /// without it unless `insecure` (see [`crate::security`]). Prefer
+    /// `cluster_secret_file` or `RINGSTORE_CLUSTER_SECRET`: a flag shows in
+    /// `ps`.
     pub cluster_secret: Option<SecretString>,
+    /// A file holding the cluster secret (mode 0600): one per line, the
+    /// first used to seal, every one accepted, so a secret is rotated
+    /// without downtime; re-read by `ringstore reloadsecrets`. Excludes
+    /// `cluster_secret`.
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Start open on a non-loopback address without a cluster secret, on
+    /// purpose (`--insecure`); logged loudly. Never in production.
+    pub insecure: bool,
     /// TLS on the client port.
     pub client_encryption: ClientEncryption,
     /// TLS on internode gRPC.
@@ -354,6 +367,8 @@ impl Default for NodeConfig {
             initial_token: None,
             allocate_tokens_for_local_replication_factor: 3,
             cluster_secret: None,
+            cluster_secret_file: None,
+            insecure: false,
             client_encryption: ClientEncryption::default(),
             server_encryption: ServerEncryption::default(),
             storage: StorageConfig::default(),
@@ -578,7 +593,14 @@ fn parse_env_value(key: &str, value: &str) -> toml::Value {
             .collect();
         return toml::Value::Array(items);
     }
-    let text_keys = ["cluster_name", "dc", "rack", "cluster_secret", "data_dir"];
+    let text_keys = [
+        "cluster_name",
+        "dc",
+        "rack",
+        "cluster_secret",
+        "cluster_secret_file",
+        "data_dir",
+    ];
     if text_keys.contains(&key) {
         return toml::Value::String(value.to_string());
     }

@@ -99,6 +99,19 @@ impl NodeContext {
         self.membership.view()
     }
 
+    /// What rotating the node's secrets reads and swaps.
+    pub fn rotation(&self) -> crate::rotation::Rotation {
+        crate::rotation::Rotation {
+            config: self.config.clone(),
+            membership: self.membership.clone(),
+        }
+    }
+
+    /// The node's gossip agent (a cloneable handle).
+    pub fn membership(&self) -> &MembershipHandle {
+        &self.membership
+    }
+
     /// Whether the node takes writes and gossips (see [`Serving`]).
     pub fn is_serving(&self) -> bool {
         self.serving.borrow().is_normal()

@@ -214,6 +214,28 @@ pub enum NodeError {
         /// Its data directory.
         data_dir: std::path::PathBuf,
     },
+
+    /// The node's identity key cannot be read or made.
+    #[error("identity: {0}")]
+    Identity(#[from] ringstore_identity::IdentityError),
+
+    /// The key file does not make the host id the node record holds: the
+    /// node would speak as somebody else.
+    #[error(
+        "{key_file} does not belong to host {host} (its node.json): restore the key file \
+         from a copy of this data directory, or start with an empty data directory to \
+         join as a new node"
+    )]
+    ForeignIdentity {
+        /// The key file.
+        key_file: std::path::PathBuf,
+        /// The host id of the node record.
+        host: ringstore_placement::HostId,
+    },
+
+    /// The node would start open on a network, or with a weak secret.
+    #[error("{0}")]
+    Insecure(#[from] crate::security::InsecureStart),
 }
 
 impl From<ringstore_replication::ReplicationError> for NodeError {
@@ -312,6 +334,9 @@ impl NodeError {
             | NodeError::Streaming(_)
             | NodeError::Repair(_)
             | NodeError::Tls(_)
+            | NodeError::Identity(_)
+            | NodeError::ForeignIdentity { .. }
+            | NodeError::Insecure(_)
             | NodeError::Metrics(_) => Code::Internal,
         }
     }

@@ -19,15 +19,17 @@
 //!
 //! # Invariants
 //! - Every other member is saved, whatever its state: the ring needs the
-//!   departed ones' entries too, to know they left.
-//! - The record starts with a format byte, then each member's encoded
-//!   metadata behind its length; a record that does not decode is an error
-//!   at start, never a silent empty ring.
+//!   departed ones' entries too, to know they left. Each is saved as the
+//!   member signed it, with the claims this node had accepted (see
+//!   `ringstore_membership::claims`), so a restart judges nothing anew.
+//! - The format is `ringstore_membership::Remembrance`'s (older records are
+//!   still read); a record that does not decode is an error at start,
+//!   never a silent empty ring.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use ringstore_membership::{ClusterView, NodeMetadata};
+use ringstore_membership::Remembrance;
 use ringstore_storage::Store;
 
 use crate::context::NodeContext;
@@ -35,71 +37,45 @@ use crate::error::{NodeError, Result};
 
 /// The key of the record in the storage's system tree.
 const KNOWN_MEMBERS_KEY: &str = "known_members";
-/// The first byte of the record: its format version.
-const FORMAT: u8 = 1;
 
-/// The members saved by an earlier run (none for a fresh node).
-pub fn load(store: &Store) -> Result<Vec<NodeMetadata>> {
+/// What an earlier run saved (nothing for a fresh node).
+pub fn load(store: &Store) -> Result<Remembrance> {
     let Some(bytes) = store.meta_get(KNOWN_MEMBERS_KEY)? else {
-        return Ok(Vec::new());
+        return Ok(Remembrance::default());
     };
-    let corrupt = || NodeError::corrupt("the saved metadata of the known members");
-    let (format, mut rest) = bytes.split_first().ok_or_else(corrupt)?;
-    if *format != FORMAT {
-        return Err(corrupt());
-    }
-    let mut members = Vec::new();
-    while !rest.is_empty() {
-        let (length, body) = rest.split_first_chunk::<4>().ok_or_else(corrupt)?;
-        let length = u32::from_le_bytes(*length) as usize;
-        let encoded = body.get(..length).ok_or_else(corrupt)?;
-        members.push(NodeMetadata::decode(encoded).map_err(|_| corrupt())?);
-        rest = &body[length..];
-    }
-    Ok(members)
+    Remembrance::decode(&bytes)
+        .map_err(|_| NodeError::corrupt("the saved metadata of the known members"))
 }
 
-/// The gossip addresses of `members`, to announce to.
-pub fn gossip_addresses(members: &[NodeMetadata]) -> Vec<SocketAddr> {
-    members.iter().map(|m| m.gossip_addr).collect()
-}
-
-/// Saves `members` durably.
-async fn save(store: &Store, members: &[Arc<NodeMetadata>]) -> Result<()> {
-    let mut bytes = vec![FORMAT];
-    for member in members {
-        let encoded = member.encode();
-        let length = u32::try_from(encoded.len()).map_err(|_| {
-            NodeError::Internal(format!("member {} encodes too large", member.host_id))
-        })?;
-        bytes.extend_from_slice(&length.to_le_bytes());
-        bytes.extend_from_slice(&encoded);
-    }
-    store.meta_put(KNOWN_MEMBERS_KEY, &bytes).await?;
-    Ok(())
-}
-
-/// The metadata of `view`'s other members.
-fn members_of(view: &ClusterView) -> Vec<Arc<NodeMetadata>> {
-    view.members
+/// The gossip addresses of the remembered members, to announce to.
+pub fn gossip_addresses(memory: &Remembrance) -> Vec<SocketAddr> {
+    memory
+        .records
         .iter()
-        .filter(|(host, _)| **host != view.local)
-        .map(|(_, member)| member.metadata.clone())
+        .map(|r| r.metadata.gossip_addr)
         .collect()
 }
 
-/// Saves the other members' metadata whenever it changes; runs until the
-/// node stops.
+/// Saves `memory` durably.
+async fn save(store: &Store, memory: &Remembrance) -> Result<()> {
+    store.meta_put(KNOWN_MEMBERS_KEY, &memory.encode()).await?;
+    Ok(())
+}
+
+/// Saves what membership remembers whenever the view changes; runs until
+/// the node stops.
 pub async fn keep_saving(context: Arc<NodeContext>) {
     let mut views = context.membership.watch_view();
-    let mut saved: Vec<Arc<NodeMetadata>> = Vec::new();
+    let mut saved = Remembrance::default();
     loop {
-        let members = members_of(&views.borrow_and_update());
-        if members != saved {
-            match save(&context.store, &members).await {
-                Ok(()) => saved = members,
+        views.borrow_and_update();
+        match context.membership.remembrance().await {
+            Ok(memory) if memory != saved => match save(&context.store, &memory).await {
+                Ok(()) => saved = memory,
                 Err(error) => tracing::warn!(%error, "saving the known members' metadata"),
-            }
+            },
+            Ok(_) => {}
+            Err(_) => return,
         }
         if views.changed().await.is_err() {
             return;
@@ -110,13 +86,16 @@ pub async fn keep_saving(context: Arc<NodeContext>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_membership::{MetadataStamp, NodeState, Takeovers};
-    use ringstore_placement::{HostId, Token};
+    use ringstore_identity::NodeKeys;
+    use ringstore_membership::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
+    use ringstore_placement::Token;
     use ringstore_storage::{Durability, MemoryEngine};
 
-    fn member(host: u128) -> NodeMetadata {
+    fn member(n: u64) -> ringstore_membership::SignedMetadata {
+        let keys = NodeKeys::for_test(n);
         NodeMetadata {
-            host_id: HostId::from_u128(host),
+            host_id: keys.host_id(),
+            keys: keys.public(),
             stamp: MetadataStamp {
                 generation: ringstore_membership::Generation(3),
                 version: 9,
@@ -126,27 +105,31 @@ mod tests {
             rack: "rack1".into(),
             client_addr: "10.0.0.2:7100".parse().unwrap(),
             internode_addr: "10.0.0.2:7101".parse().unwrap(),
-            gossip_addr: format!("10.0.0.{host}:7000").parse().unwrap(),
-            tokens: vec![Token(host as i64 * 1000)],
+            gossip_addr: format!("10.0.0.{n}:7000").parse().unwrap(),
+            tokens: vec![Token(n as i64 * 1000)],
             state: NodeState::Normal,
             load_bytes: 0,
             schema_version: uuid::Uuid::nil(),
             software_version: "test".into(),
             takeovers: Takeovers::default(),
         }
+        .sign(&keys)
     }
 
     #[tokio::test]
     async fn saved_members_load_back_and_a_garbled_record_is_an_error() {
         let store = Store::open(Arc::new(MemoryEngine::new()), Durability::Batch).unwrap();
         assert!(
-            load(&store).unwrap().is_empty(),
+            load(&store).unwrap().records.is_empty(),
             "a fresh node knows nobody"
         );
-        let members = vec![Arc::new(member(2)), Arc::new(member(3))];
-        save(&store, &members).await.unwrap();
+        let memory = Remembrance {
+            records: vec![member(2), member(3)],
+            claims: Vec::new(),
+        };
+        save(&store, &memory).await.unwrap();
         let loaded = load(&store).unwrap();
-        assert_eq!(loaded, [member(2), member(3)]);
+        assert_eq!(loaded, memory);
         assert_eq!(
             gossip_addresses(&loaded),
             [
@@ -154,8 +137,8 @@ mod tests {
                 "10.0.0.3:7000".parse().unwrap()
             ]
         );
-        let mut truncated = vec![FORMAT, 200, 0, 0, 0];
-        truncated.extend_from_slice(&member(2).encode());
+        let mut truncated = memory.encode();
+        truncated.truncate(truncated.len() / 2);
         for garbled in [&truncated[..], b"\x01\x02\x00", b"\x02"] {
             store.meta_put(KNOWN_MEMBERS_KEY, garbled).await.unwrap();
             assert!(load(&store).is_err(), "{garbled:?}");

@@ -1,5 +1,6 @@
 //! Internode gRPC clients, one lazily connected channel per peer address,
-//! each call signed with the cluster secret when the node has one.
+//! each call signed with the key this node shares with the peer when the
+//! node has a cluster secret (see [`crate::internode_auth`]).
 //!
 //! Connections leave from the node's internode IP when it binds one (as
 //! Cassandra binds its outbound connections to its listen address), so a
@@ -26,7 +27,7 @@ use hyper_util::rt::TokioIo;
 use ringstore_proto::v1::internode_client::InternodeClient;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
-use crate::internode_auth::{CallSigner, SignedChannel};
+use crate::internode_auth::{PeerDirectory, SignedChannel};
 use crate::platform::{Keepalive, Network, Transport};
 
 /// The largest HTTP/2 frame this node accepts from a peer (the peer sends
@@ -42,7 +43,7 @@ pub type PeerClient = InternodeClient<SignedChannel>;
 #[derive(Default)]
 pub struct Peers {
     /// Signs every call (none without a cluster secret).
-    signer: Option<Arc<CallSigner>>,
+    signer: Option<Arc<PeerDirectory>>,
     /// TLS for every channel (none: plaintext).
     tls: Option<ClientTlsConfig>,
     /// The node's internode IP, if it binds a specific one.
@@ -61,13 +62,13 @@ impl Peers {
     /// from `internode_ip` where it can (see the module's comment), on
     /// `network`.
     pub fn new(
-        signer: Option<CallSigner>,
+        signer: Option<Arc<PeerDirectory>>,
         tls: Option<ClientTlsConfig>,
         internode_ip: IpAddr,
         network: &Network,
     ) -> Peers {
         Peers {
-            signer: signer.map(Arc::new),
+            signer,
             tls,
             source: (!internode_ip.is_unspecified()).then_some(internode_ip),
             transport: match network {
@@ -109,7 +110,7 @@ impl Peers {
                         .expect("the TLS settings were checked at start");
                 }
                 let channel =
-                    SignedChannel::new(self.connect(&endpoint, addr), self.signer.clone());
+                    SignedChannel::new(self.connect(&endpoint, addr), addr, self.signer.clone());
                 InternodeClient::new(channel)
                     .max_decoding_message_size(64 * 1024 * 1024)
                     .max_encoding_message_size(64 * 1024 * 1024)

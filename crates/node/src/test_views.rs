@@ -15,6 +15,7 @@ pub fn member(id: u128, rack: &str, tokens: Vec<Token>, state: NodeState) -> Mem
     let addr: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
     MemberInfo {
         metadata: Arc::new(NodeMetadata {
+            keys: Default::default(),
             host_id: HostId::from_u128(id),
             stamp: MetadataStamp {
                 generation: Generation(1),
@@ -56,6 +57,7 @@ pub fn view(local: u128, members: Vec<MemberInfo>) -> ClusterView {
             )
         });
     ClusterView {
+        removal_claims: Default::default(),
         local: HostId::from_u128(local),
         ring: Arc::new(Ring::new(0, owners).unwrap()),
         members: members

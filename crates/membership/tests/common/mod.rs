@@ -44,6 +44,7 @@ pub fn metadata(i: usize, tokens: usize, cluster: &str) -> NodeMetadata {
         schema_version: uuid::Uuid::nil(),
         software_version: "test".into(),
         takeovers: Default::default(),
+        keys: Default::default(),
     }
 }
 

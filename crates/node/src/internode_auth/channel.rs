@@ -1,53 +1,43 @@
-//! The calling side: a channel that adds a fresh proof to every request.
+//! The calling side: a channel that adds a fresh proof to every request and
+//! seals every message of its body.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ringstore_auth::{InternodeKey, Nonce, PROOF_HEADER, Proof};
-use ringstore_placement::HostId;
+use ringstore_auth::{MessageSealer, Nonce, PROOF_HEADER, Proof};
 use tonic::body::Body;
 use tonic::transport::Channel;
 use tonic::transport::channel::ResponseFuture;
 use tower::Service;
 
+use super::body::SealedBody;
+use super::directory::PeerDirectory;
 use super::now_ms;
 
-/// Who signs this node's calls, and with what.
-#[derive(Debug)]
-pub struct CallSigner {
-    key: InternodeKey,
-    caller: HostId,
-}
-
-impl CallSigner {
-    /// Signs as node `caller` with `key`.
-    pub fn new(key: InternodeKey, caller: HostId) -> CallSigner {
-        CallSigner { key, caller }
-    }
-
-    fn proof_for(&self, method: &str) -> String {
-        Proof::sign(
-            &self.key,
-            method,
-            self.caller,
-            now_ms(),
-            Nonce(rand::random()),
-        )
-        .to_text()
-    }
-}
-
-/// A gRPC channel whose every request carries a proof when a signer is set.
+/// A gRPC channel to the peer at one internode address whose every request
+/// carries a proof when the node signs its calls. A peer the directory does
+/// not know (yet) gets its calls unsigned, and refuses them.
 #[derive(Clone)]
 pub struct SignedChannel {
     channel: Channel,
-    signer: Option<Arc<CallSigner>>,
+    address: SocketAddr,
+    signer: Option<Arc<PeerDirectory>>,
 }
 
 impl SignedChannel {
-    /// `channel`, signing with `signer` (none: requests go unsigned).
-    pub fn new(channel: Channel, signer: Option<Arc<CallSigner>>) -> SignedChannel {
-        SignedChannel { channel, signer }
+    /// `channel` to the peer at `address`, signing with `signer`'s keys
+    /// (none: requests go unsigned).
+    pub fn new(
+        channel: Channel,
+        address: SocketAddr,
+        signer: Option<Arc<PeerDirectory>>,
+    ) -> SignedChannel {
+        SignedChannel {
+            channel,
+            address,
+            signer,
+        }
     }
 }
 
@@ -60,13 +50,28 @@ impl Service<http::Request<Body>> for SignedChannel {
         Service::poll_ready(&mut self.channel, cx)
     }
 
-    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
-        if let Some(signer) = &self.signer {
-            let proof = signer.proof_for(request.uri().path());
-            let value =
-                http::HeaderValue::from_str(&proof).expect("a proof is ASCII hex and digits");
-            request.headers_mut().insert(PROOF_HEADER, value);
-        }
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let Some(directory) = &self.signer else {
+            return Service::call(&mut self.channel, request);
+        };
+        let Some((callee, key)) = directory.callee_key(self.address) else {
+            tracing::debug!(peer = %self.address, "no member known at this address: the call goes unsigned");
+            return Service::call(&mut self.channel, request);
+        };
+        let nonce = Nonce(rand::random());
+        let proof = Proof::sign(
+            &key,
+            request.uri().path(),
+            directory.local(),
+            callee,
+            now_ms(),
+            nonce,
+        );
+        let value =
+            http::HeaderValue::from_str(&proof.to_text()).expect("a proof is ASCII hex and digits");
+        let mut request =
+            request.map(|body| Body::new(SealedBody::new(body, MessageSealer::new(key, nonce))));
+        request.headers_mut().insert(PROOF_HEADER, value);
         Service::call(&mut self.channel, request)
     }
 }

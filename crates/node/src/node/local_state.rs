@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::{NodeMetadata, Takeovers};
+use ringstore_membership::{Remembrance, Takeovers};
 use ringstore_placement::Token;
 use ringstore_storage::{CommitLogOptions, Durability, Engine, SledEngine, SledOptions, Store};
 use ringstore_streaming::StreamOperation;
@@ -26,8 +26,8 @@ pub(super) struct LocalState {
     pub clock: TimestampSource,
     pub handoff: Handoff,
     pub takeovers: Takeovers,
-    /// The metadata of the members it knew before a restart.
-    pub known_members: Vec<NodeMetadata>,
+    /// The members it knew before a restart, and the claims it accepted.
+    pub known_members: Remembrance,
     /// Its tokens, saved by an earlier start or fixed by `initial_token`.
     pub tokens: Option<Vec<Token>>,
     /// How it takes its place in the ring.

@@ -13,10 +13,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_auth::InternodeKey;
+use ringstore_identity::{NodeKeys, is_derived, key_file};
 use ringstore_membership::{
-    Clock, ClusterSecret, Membership, MembershipConfig, MembershipError, MembershipHandle,
-    MetadataStamp, NodeIdentity, NodeMetadata, NodeRecord, NodeState,
+    Clock, Membership, MembershipConfig, MembershipError, MembershipHandle, MetadataStamp,
+    NodeIdentity, NodeMetadata, NodeRecord, NodeState,
 };
 use ringstore_metrics::NodeMetrics;
 use ringstore_storage::Store;
@@ -28,15 +28,16 @@ use crate::client_auth::{Authenticator, Gate};
 use crate::clock::{self, TimestampSource, WallClock};
 use crate::config::{FailureDetection, NodeConfig};
 use crate::context::NodeContext;
-use crate::error::Result;
+use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
-use crate::internode_auth::CallSigner;
+use crate::internode_auth::PeerDirectory;
 use crate::known_members;
 use crate::peers::Peers;
 use crate::platform::{Network, Platform};
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
+use crate::security::{self, ClusterSecrets};
 use crate::serving::Serving;
 use local_state::LocalState;
 use servers::{Listeners, PortSecurity};
@@ -89,13 +90,24 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode> {
 /// Starts a node with `config` on `platform` (a simulation's), as [`start`]
 /// does.
 pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningNode> {
+    let secrets = ClusterSecrets::of(&config)?;
+    if matches!(platform.network, Network::Os) {
+        security::announce(security::posture(&config)?, &config);
+    }
     let wall_clock = wall_clock(&config, platform.clock.clone());
-    let record = load_identity(&config, &wall_clock)?;
+    let (record, keys) = load_identity(&config, &wall_clock)?;
     let local = LocalState::load(&config, wall_clock.clone(), &platform.disk).await?;
 
     let (stop, stopped) = watch::channel(false);
     let (serving, serving_rx) = watch::channel(Serving::Normal);
-    let membership = membership(&config, &record, &local, wall_clock);
+    let membership = membership(
+        &config,
+        &record,
+        keys.clone(),
+        secrets.as_ref(),
+        &local,
+        wall_clock,
+    );
     let (membership, membership_task) = start_gossip(
         membership,
         &config,
@@ -116,14 +128,19 @@ pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningN
         gossip = %config.gossip_address,
         "node starting"
     );
-    let internode_key = internode_key(&config, internode_address);
     let client_tls = config.client_encryption.server_config()?;
     let (internode_tls, internode_client_tls) = config.server_encryption.configs()?.unzip();
-    let signer = internode_key
-        .clone()
-        .map(|key| CallSigner::new(key, record.host_id));
+    // With a secret, calls are signed and checked with the keys members
+    // share (see `internode_auth`); without one, the port is open.
+    let directory = secrets.is_some().then(|| {
+        Arc::new(PeerDirectory::new(
+            keys.clone(),
+            record.host_id,
+            membership.clone(),
+        ))
+    });
     let peers = Peers::new(
-        signer,
+        directory.clone(),
         internode_client_tls,
         config.internode_address.ip(),
         &platform.network,
@@ -153,7 +170,7 @@ pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningN
     let security = PortSecurity {
         client_tls,
         internode_tls,
-        internode_key,
+        directory,
         gate,
         keepalive: platform.network.keepalive(),
     };
@@ -264,17 +281,36 @@ async fn start_gossip(
     Ok(started?)
 }
 
-/// The node's host id and a new generation (seconds since the epoch, higher
-/// than the last start's).
-fn load_identity(config: &NodeConfig, wall_clock: &WallClock) -> Result<NodeRecord> {
+/// The node's keys (made at the first start), its host id (the keys'
+/// for a new node) and a new generation (seconds since the epoch, higher
+/// than the last start's). A derived host id that the keys do not make is
+/// refused: the key file was lost or swapped.
+fn load_identity(
+    config: &NodeConfig,
+    wall_clock: &WallClock,
+) -> Result<(NodeRecord, Arc<NodeKeys>)> {
     let now = u64::try_from(wall_clock.now().0 / 1_000_000)
         .unwrap_or(1)
         .max(1);
-    Ok(NodeRecord::load_for_start(
-        &config.data_dir,
-        &config.cluster_name,
-        now,
-    )?)
+    let (keys, origin) = key_file::load_or_create(&config.data_dir)?;
+    let record =
+        NodeRecord::load_for_start(&config.data_dir, &config.cluster_name, now, keys.host_id())?;
+    if record.host_id != keys.host_id() {
+        if is_derived(record.host_id) {
+            return Err(NodeError::ForeignIdentity {
+                key_file: config.data_dir.join(key_file::KEY_FILE),
+                host: record.host_id,
+            });
+        }
+        if origin == key_file::Origin::Created {
+            tracing::info!(
+                host_id = %record.host_id,
+                "made this node's identity keys; its host id (from before identities) \
+                 is bound to them by the others on first sight"
+            );
+        }
+    }
+    Ok((record, Arc::new(keys)))
 }
 
 /// The gossip agent, with this node's first metadata: `Normal` with its
@@ -283,11 +319,14 @@ fn load_identity(config: &NodeConfig, wall_clock: &WallClock) -> Result<NodeReco
 fn membership(
     config: &NodeConfig,
     record: &NodeRecord,
+    keys: Arc<NodeKeys>,
+    secrets: Option<&ClusterSecrets>,
     local: &LocalState,
     wall_clock: Arc<WallClock>,
 ) -> Membership {
     let metadata = NodeMetadata {
         host_id: record.host_id,
+        keys: keys.public(),
         stamp: MetadataStamp {
             generation: record.generation,
             version: 1,
@@ -324,15 +363,10 @@ fn membership(
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
     let membership_config = preset(config.cluster_name.clone(), seeds(config, local))
-        .with_secret(
-            config
-                .cluster_secret
-                .as_ref()
-                .and_then(|secret| ClusterSecret::new(secret.expose())),
-        )
+        .with_secrets(secrets.map(ClusterSecrets::for_gossip).unwrap_or_default())
         .with_max_clock_offset(Duration::from_millis(config.max_clock_offset_ms));
-    Membership::new(membership_config, identity, metadata, rand::random())
-        .with_remembered(local.known_members.iter().cloned())
+    Membership::new(membership_config, identity, metadata, keys, rand::random())
+        .with_remembered(local.known_members.clone())
         .with_clock(wall_clock)
 }
 
@@ -361,24 +395,6 @@ async fn gossip_stop(stopped: watch::Receiver<bool>, mut serving: watch::Receive
         () = wait_for(stopped) => {}
         _ = serving.wait_for(|serving| !serving.is_normal()) => {}
     }
-}
-
-/// The key internode calls are signed and checked with, from the cluster
-/// secret; without one, a warning that the internode port is open.
-fn internode_key(config: &NodeConfig, internode_address: SocketAddr) -> Option<InternodeKey> {
-    let key = config
-        .cluster_secret
-        .as_ref()
-        .and_then(|secret| InternodeKey::from_secret(secret.expose().as_bytes()));
-    if key.is_none() {
-        tracing::warn!(
-            internode = %internode_address,
-            "no cluster_secret: the internode port accepts schema changes, writes and \
-             streams from anyone who can reach it (and gossip is unauthenticated); \
-             set cluster_secret on every node"
-        );
-    }
-    key
 }
 
 /// The client authenticator's gate, when passwords are checked.

@@ -1,7 +1,7 @@
 //! The node's listening sockets and the servers on them: the client port
 //! (client, schema, admin, topology, repair and user services, behind the
-//! client authenticator), the internode port (behind the cluster secret's
-//! signatures), and the optional `GET /metrics` port.
+//! client authenticator), the internode port (behind the members' proofs:
+//! see [`crate::internode_auth`]), and the optional `GET /metrics` port.
 //!
 //! The sockets are bound before the node context exists, so a port that is
 //! taken fails the start at once and the context knows its real addresses
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use futures::Stream;
 
-use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, InternodeKey, Verifier};
+use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, Verifier};
 use ringstore_proto::v1::admin_server::AdminServer;
 use ringstore_proto::v1::client_server::ClientServer;
 use ringstore_proto::v1::internode_server::InternodeServer;
@@ -34,7 +34,7 @@ use crate::client_auth::{ClientAuthLayer, Gate};
 use crate::config::NodeConfig;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::internode_auth::InternodeAuthLayer;
+use crate::internode_auth::{InternodeAuthLayer, PeerDirectory};
 use crate::metrics_http;
 use crate::platform::{Accepted, Keepalive, Listener, Network};
 use crate::services::admin::AdminService;
@@ -130,8 +130,9 @@ pub(super) struct PortSecurity {
     pub client_tls: Option<ServerTlsConfig>,
     /// TLS of the internode port (none: plaintext).
     pub internode_tls: Option<ServerTlsConfig>,
-    /// The key internode calls are signed with (none: no cluster secret).
-    pub internode_key: Option<InternodeKey>,
+    /// The members and keys internode calls are checked against (none: no
+    /// cluster secret, the port is open).
+    pub directory: Option<Arc<PeerDirectory>>,
     /// The client authenticator's gate (none: `allow_all`).
     pub gate: Option<Arc<Gate>>,
     /// How internode connections detect a peer that stopped answering.
@@ -227,10 +228,14 @@ fn serve_internode(
     security: PortSecurity,
     stopped: &watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>> {
-    let internode_auth = match security.internode_key {
-        Some(key) => InternodeAuthLayer::new(
-            Verifier::new(key, DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY),
-            context.membership.clone(),
+    let internode_auth = match security.directory {
+        Some(directory) => InternodeAuthLayer::new(
+            Verifier::new(
+                directory.local(),
+                DEFAULT_MAX_SKEW_MS,
+                DEFAULT_REPLAY_CAPACITY,
+            ),
+            directory,
         ),
         None => InternodeAuthLayer::open(),
     };

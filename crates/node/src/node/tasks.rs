@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::topology::{bootstrap, join};
 
-use crate::{client_auth, clock, disk_failure, known_members, repair, schema};
+use crate::{client_auth, clock, disk_failure, known_members, removal, repair, schema};
 
 /// Starts every background task; `authenticating` when the client port
 /// checks passwords (the default superuser must then exist).
@@ -34,7 +34,7 @@ pub(super) fn spawn_background(
         spawn_until_stopped(keep_saving_clock(context.clone()), stopped),
         spawn_until_stopped(report_load(context.clone()), stopped),
         spawn_until_stopped(Handoff::run(context.clone()), stopped),
-        spawn_until_stopped(stop_if_removed(context.clone()), stopped),
+        spawn_until_stopped(removal::stop_if_removed(context.clone()), stopped),
         spawn_until_stopped(known_members::keep_saving(context.clone()), stopped),
         spawn_until_stopped(note_ring_switches(context.clone()), stopped),
         spawn_until_stopped(disk_failure::watch(context.clone()), stopped),
@@ -105,25 +105,6 @@ async fn keep_saving_clock(context: Arc<NodeContext>) {
 async fn resume_repair(context: Arc<NodeContext>) {
     if let Err(error) = repair::job::resume(context).await {
         tracing::warn!(%error, "could not resume the interrupted repair");
-    }
-}
-
-/// Asks the node to stop once the cluster says another node removed or
-/// replaced it: it no longer owns anything, and must not serve as if it did.
-async fn stop_if_removed(context: Arc<NodeContext>) {
-    let mut views = context.membership.watch_view();
-    loop {
-        if views.borrow_and_update().removed.contains(&context.host_id) {
-            tracing::error!(
-                "this node was removed from the cluster (removenode or replace); stopping. \
-                 To join again, start it with an empty data directory"
-            );
-            context.stop_requested.send_replace(true);
-            return;
-        }
-        if views.changed().await.is_err() {
-            return;
-        }
     }
 }
 

@@ -438,6 +438,17 @@ impl Admin for AdminService {
         Ok(Response::new(pb::DrainResponse {}))
     }
 
+    async fn reload_secrets(
+        &self,
+        _: Request<pb::ReloadSecretsRequest>,
+    ) -> Result<Response<pb::ReloadSecretsResponse>, Status> {
+        let reloaded = crate::rotation::reload(&self.context.rotation()).await?;
+        Ok(Response::new(pb::ReloadSecretsResponse {
+            secrets: reloaded.secrets as u32,
+            tls_reloaded: reloaded.tls.iter().map(|port| port.to_string()).collect(),
+        }))
+    }
+
     async fn snapshot(
         &self,
         request: Request<pb::SnapshotRequest>,

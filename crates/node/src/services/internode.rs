@@ -389,8 +389,12 @@ impl Internode for InternodeService {
                 known: true,
                 generation: member.metadata.stamp.generation.0,
                 version: member.metadata.stamp.version,
+                removed: view.removed.contains(&host),
             },
-            None => pb::MetadataSeenResponse::default(),
+            None => pb::MetadataSeenResponse {
+                removed: view.removed.contains(&host),
+                ..Default::default()
+            },
         };
         Ok(Response::new(response))
     }

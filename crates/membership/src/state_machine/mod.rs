@@ -1,4 +1,7 @@
-//! The sans-IO membership state machine: foca plus metadata anti-entropy.
+//! The sans-IO membership state machine: foca plus metadata anti-entropy,
+//! with signed records ([`records`]) and judged claims ([`crate::claims`]).
+
+mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -9,18 +12,21 @@ use foca::{AccumulatingRuntime, Foca, NoCustomBroadcast, OwnedNotification, Post
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
+use ringstore_identity::{Binding, NodeKeys};
 use ringstore_placement::HostId;
 
+use crate::claims::Claims;
 use crate::clock::{Clock, SystemClock, WallTime};
 use crate::config::MembershipConfig;
-use crate::envelope::{Envelope, Rejection};
+use crate::envelope::{ClusterSecret, Envelope, Rejection};
 use crate::identity::NodeIdentity;
 use crate::message::{
-    Body, ClockMessage, Control, DIGEST_ENTRIES_PER_PACKET, MetadataChunk, chunk_metadata,
-    encode_clock, encode_control, encode_swim,
+    Body, ClockMessage, Control, DIGEST_ENTRIES_PER_PACKET, encode_clock, encode_control,
+    encode_swim,
 };
-use crate::metadata::{MetadataStamp, NodeMetadata};
+use crate::metadata::{MetadataStamp, NodeMetadata, SignedMetadata};
 use crate::offsets::{ClockReport, ClockVerdict, OffsetEstimator};
+use crate::remembrance::Remembrance;
 use crate::stats::MembershipStats;
 use crate::view::{
     ClusterView, Liveness, MemberInfo, build_pending_ring, build_ring, joining_tokens,
@@ -45,6 +51,8 @@ pub enum Timer {
     AnnounceToSeeds,
     /// Time to probe the live peers' clocks.
     ProbeClocks,
+    /// Time to judge the claims held back until this node settled.
+    JudgeClaims,
 }
 
 /// What changed, for the rest of the node.
@@ -96,8 +104,18 @@ pub struct Membership {
     runtime: AccumulatingRuntime<NodeIdentity>,
     envelope: Envelope,
     rng: StdRng,
-    /// The newest metadata of every known host, the local one included.
-    metadata: BTreeMap<HostId, Arc<NodeMetadata>>,
+    /// The newest signed record of every known host, the local one included.
+    metadata: BTreeMap<HostId, SignedMetadata>,
+    /// This node's keys: its own records are signed with them.
+    keys: Arc<NodeKeys>,
+    /// Which keys may speak for which host id.
+    binding: Binding,
+    /// The verdicts on what members claim about each other.
+    claims: Claims,
+    /// When foca last reported this node connected (monotonic), if it is.
+    connected_since: Option<Duration>,
+    /// When each removed node that kept talking was last told why.
+    told_removed: BTreeMap<HostId, Duration>,
     /// The identities foca reports active, by host.
     live: BTreeMap<HostId, NodeIdentity>,
     partial: BTreeMap<(HostId, MetadataStamp), Vec<Option<Vec<u8>>>>,
@@ -114,19 +132,25 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// A node with identity `identity` and metadata `local` (whose host and
-    /// generation must match the identity). Starts its timers; the first
-    /// announce to the seeds is due at once.
+    /// A node with identity `identity`, metadata `local` (whose host and
+    /// generation must match the identity) and keys `keys` (which sign its
+    /// records; their public halves replace `local.keys`). Starts its
+    /// timers; the first announce to the seeds is due at once.
     pub fn new(
         config: MembershipConfig,
         identity: NodeIdentity,
-        local: NodeMetadata,
+        mut local: NodeMetadata,
+        keys: Arc<NodeKeys>,
         seed: u64,
     ) -> Membership {
         debug_assert_eq!(identity.host_id, local.host_id);
-        let envelope = Envelope::new(
+        local.keys = keys.public();
+        let mut binding = Binding::default();
+        let bound = binding.admit(local.host_id, &local.keys);
+        debug_assert!(bound, "a node's host id is its keys'");
+        let envelope = Envelope::with_secrets(
             &config.cluster_name,
-            config.cluster_secret.as_ref(),
+            &config.cluster_secrets,
             identity.host_id,
             identity.generation,
         );
@@ -136,7 +160,7 @@ impl Membership {
             StdRng::seed_from_u64(seed),
             PostcardCodec,
         );
-        let ring = Arc::new(build_ring(1, std::iter::once(&local)));
+        let ring = Arc::new(build_ring(1, std::iter::once(&local), None));
         let host = local.host_id;
         let max_clock_offset = config.max_clock_offset;
         let mut membership = Membership {
@@ -145,7 +169,12 @@ impl Membership {
             runtime: AccumulatingRuntime::new(),
             envelope,
             rng: StdRng::seed_from_u64(seed ^ 0x6d65_6d62),
-            metadata: BTreeMap::from([(host, Arc::new(local))]),
+            metadata: BTreeMap::from([(host, local.sign(&keys))]),
+            keys,
+            binding,
+            claims: Claims::default(),
+            connected_since: None,
+            told_removed: BTreeMap::new(),
             live: BTreeMap::new(),
             partial: BTreeMap::new(),
             view: Arc::new(ClusterView {
@@ -155,6 +184,7 @@ impl Membership {
                 joining: BTreeMap::new(),
                 pending_ring: None,
                 removed: BTreeSet::new(),
+                removal_claims: BTreeSet::new(),
             }),
             connected: false,
             leaving: false,
@@ -174,31 +204,49 @@ impl Membership {
         membership
     }
 
-    /// Starts with the metadata of the members this node knew before a
-    /// restart (the node saves them), so that its view holds the whole ring
+    /// Starts with the records of the members this node knew before a
+    /// restart and the claims it had accepted (the node saves them:
+    /// [`Membership::remembrance`]), so that its view holds the whole ring
     /// from the first moment, each such member down until gossip finds it
     /// up, and gossip replaces each copy with any newer one. Without them a
     /// restarted node would place keys on whatever part of the ring gossip
-    /// had brought so far. Its own entry and other clusters' are ignored.
-    pub fn with_remembered(
-        mut self,
-        members: impl IntoIterator<Item = NodeMetadata>,
-    ) -> Membership {
-        for metadata in members {
+    /// had brought so far. Its own entry, other clusters' and records whose
+    /// keys may not speak for their host are ignored.
+    pub fn with_remembered(mut self, memory: Remembrance) -> Membership {
+        for record in memory.records {
+            let metadata = &record.metadata;
             let host = metadata.host_id;
             if host == self.view.local || metadata.cluster_name != self.config.cluster_name {
+                continue;
+            }
+            if record.signature.is_some() && !self.binding.admit(host, &metadata.keys) {
+                tracing::warn!(%host, "a remembered record signed by other keys than its host's; ignored");
                 continue;
             }
             let newer = self
                 .metadata
                 .get(&host)
-                .is_none_or(|known| known.stamp < metadata.stamp);
+                .is_none_or(|known| known.metadata.stamp < metadata.stamp);
             if newer {
-                self.metadata.insert(host, Arc::new(metadata));
+                self.metadata.insert(host, record);
             }
         }
+        self.claims = Claims::remembered(memory.claims);
         self.rebuild_view(true);
         self
+    }
+
+    /// What a restart must remember (see [`Membership::with_remembered`]).
+    pub fn remembrance(&self) -> Remembrance {
+        Remembrance {
+            records: self
+                .metadata
+                .iter()
+                .filter(|(host, _)| **host != self.view.local)
+                .map(|(_, record)| record.clone())
+                .collect(),
+            claims: self.claims.accepted().copied().collect(),
+        }
     }
 
     /// Reads time from `clock` instead of the system's (the node's offset
@@ -247,6 +295,10 @@ impl Membership {
             }
         };
         let sender = opened.sender;
+        if self.view.removed.contains(&sender) {
+            self.refuse_removed(sender, from);
+            return;
+        }
         match Body::decode(opened.body) {
             None => self.stats.count_rejection(Rejection::Malformed),
             Some(Body::Swim(data)) => {
@@ -281,6 +333,7 @@ impl Membership {
                 let interval = self.config.clock_probe_interval;
                 self.schedule(interval, Timer::ProbeClocks);
             }
+            Timer::JudgeClaims => self.rebuild_view(true),
         }
     }
 
@@ -288,24 +341,43 @@ impl Membership {
     /// version, updates the view and pushes it to a few live members.
     pub fn update_local(&mut self, change: impl FnOnce(&mut NodeMetadata)) {
         let host = self.view.local;
-        let mut metadata = NodeMetadata::clone(&self.metadata[&host]);
+        let mut metadata = NodeMetadata::clone(&self.metadata[&host].metadata);
         let stamp = metadata.stamp;
         change(&mut metadata);
-        metadata.host_id = host;
-        metadata.tokens.sort_unstable();
         metadata.stamp = MetadataStamp {
             generation: stamp.generation,
             version: stamp.version + 1,
         };
-        let metadata = Arc::new(metadata);
-        self.metadata.insert(host, metadata.clone());
+        self.publish_local(metadata);
+    }
+
+    /// Signs `metadata` as this node's newest record, updates the view and
+    /// pushes it to a few live members.
+    fn publish_local(&mut self, mut metadata: NodeMetadata) {
+        let host = self.view.local;
+        metadata.host_id = host;
+        metadata.keys = self.keys.public();
+        metadata.tokens.sort_unstable();
+        let record = metadata.sign(&self.keys);
+        self.metadata.insert(host, record.clone());
         self.out
             .push(Output::Event(MembershipEvent::MetadataChanged(host)));
         self.rebuild_view(true);
         let peers = self.random_live_peers(self.config.metadata_gossip_fanout);
         for peer in peers {
-            self.send_metadata(&metadata, peer);
+            self.send_metadata(&record, peer);
         }
+    }
+
+    /// Replaces the cluster secrets (a step of a rotation: the first seals,
+    /// every one opens). Refused (`false`) when it would turn
+    /// authentication on or off.
+    pub fn set_secrets(&mut self, secrets: Vec<ClusterSecret>) -> bool {
+        let changed = self.envelope.set_secrets(&secrets);
+        if changed {
+            self.config.cluster_secrets = secrets;
+        }
+        changed
     }
 
     /// Tells the cluster this node is leaving on purpose (before a shutdown).
@@ -371,12 +443,16 @@ impl Membership {
             }
             OwnedNotification::Active => {
                 self.connected = true;
+                self.connected_since = Some(self.clock.monotonic());
+                let settle = self.config.claim_settle;
+                self.schedule(settle, Timer::JudgeClaims);
                 if self.seed_attempts > 1 {
                     tracing::info!(attempts = self.seed_attempts, "joined the cluster");
                 }
             }
             OwnedNotification::Idle => {
                 self.connected = false;
+                self.connected_since = None;
                 tracing::warn!("no live member left; announcing to the seeds again");
                 self.seed_attempts = 0;
                 self.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
@@ -398,7 +474,7 @@ impl Membership {
         let stale = self
             .metadata
             .get(&identity.host_id)
-            .is_none_or(|m| m.stamp.generation < identity.generation);
+            .is_none_or(|m| m.metadata.stamp.generation < identity.generation);
         if stale {
             self.send(
                 identity.gossip_addr,
@@ -453,8 +529,11 @@ impl Membership {
     }
 
     fn gossip_digest(&mut self) {
-        let entries: Vec<(HostId, MetadataStamp)> =
-            self.metadata.iter().map(|(&h, m)| (h, m.stamp)).collect();
+        let entries: Vec<(HostId, MetadataStamp)> = self
+            .metadata
+            .iter()
+            .map(|(&h, m)| (h, m.metadata.stamp))
+            .collect();
         let peers = self.random_live_peers(self.config.metadata_gossip_fanout);
         for peer in peers {
             for part in entries.chunks(DIGEST_ENTRIES_PER_PACKET) {
@@ -470,8 +549,8 @@ impl Membership {
                 let mut newer = Vec::new();
                 for (host, stamp) in entries {
                     match self.metadata.get(&host) {
-                        Some(mine) if mine.stamp > stamp => newer.push(mine.clone()),
-                        Some(mine) if mine.stamp == stamp => {}
+                        Some(mine) if mine.metadata.stamp > stamp => newer.push(mine.clone()),
+                        Some(mine) if mine.metadata.stamp == stamp => {}
                         _ => wanted.push(host),
                     }
                 }
@@ -483,7 +562,7 @@ impl Membership {
                 }
             }
             Control::Pull(hosts) => {
-                let found: Vec<Arc<NodeMetadata>> = hosts
+                let found: Vec<SignedMetadata> = hosts
                     .iter()
                     .take(MAX_HOSTS_PER_PULL)
                     .filter_map(|h| self.metadata.get(h).cloned())
@@ -583,121 +662,21 @@ impl Membership {
         self.clock_report = Arc::new(report);
     }
 
-    fn send_metadata(&mut self, metadata: &NodeMetadata, to: SocketAddr) {
-        for chunk in chunk_metadata(metadata.host_id, metadata.stamp, &metadata.encode()) {
-            self.send(to, &encode_control(&chunk));
-        }
-    }
-
-    fn receive_chunk(&mut self, sender: HostId, chunk: MetadataChunk) {
-        let MetadataChunk {
-            host_id,
-            stamp,
-            index,
-            count,
-            data,
-        } = chunk;
-        if count == 0 || count > MAX_METADATA_CHUNKS || index >= count {
-            self.stats.metadata_rejected += 1;
-            return;
-        }
-        if self
-            .metadata
-            .get(&host_id)
-            .is_some_and(|m| m.stamp >= stamp)
-        {
-            return;
-        }
-        if !self.partial.contains_key(&(host_id, stamp))
-            && self.partial.len() >= MAX_PARTIAL_METADATA
-        {
-            self.partial.pop_first();
-        }
-        let pieces = self
-            .partial
-            .entry((host_id, stamp))
-            .or_insert_with(|| vec![None; count as usize]);
-        if pieces.len() != count as usize {
-            self.stats.metadata_rejected += 1;
-            return;
-        }
-        pieces[index as usize] = Some(data);
-        if pieces.iter().any(Option::is_none) {
-            return;
-        }
-        let pieces = self
-            .partial
-            .remove(&(host_id, stamp))
-            .expect("just completed");
-        let bytes: Vec<u8> = pieces.into_iter().flatten().flatten().collect();
-        match NodeMetadata::decode(&bytes) {
-            Ok(metadata)
-                if metadata.host_id == host_id
-                    && metadata.stamp == stamp
-                    && metadata.cluster_name == self.config.cluster_name =>
-            {
-                self.accept_metadata(metadata, sender)
-            }
-            Ok(_) | Err(_) => {
-                self.stats.metadata_rejected += 1;
-                tracing::warn!(%sender, host = %host_id, "inconsistent or undecodable metadata dropped");
-            }
-        }
-    }
-
-    /// Takes `metadata` (sent by `sender`) if it is newer than what this
-    /// node holds of its host, and passes a change on (see
-    /// [`Membership::forward_change`]).
-    fn accept_metadata(&mut self, metadata: NodeMetadata, sender: HostId) {
-        let host = metadata.host_id;
-        if host == self.view.local {
-            return;
-        }
-        let known = match self.metadata.get(&host) {
-            Some(held) if held.stamp >= metadata.stamp => return,
-            Some(_) => true,
-            None => false,
-        };
-        let metadata = Arc::new(metadata);
-        self.metadata.insert(host, metadata.clone());
-        self.out
-            .push(Output::Event(MembershipEvent::MetadataChanged(host)));
-        self.rebuild_view(true);
-        if known {
-            self.forward_change(&metadata, sender);
-        }
-    }
-
-    /// Passes a newer version of a member's metadata on, once (a node
-    /// accepts each version once), to a few live members other than the
-    /// one it came from and its subject: a change then spreads from node to
-    /// node at the network's speed, as a rumour does, instead of waiting
-    /// for anti-entropy rounds (a node that turned `Normal` after a join
-    /// was otherwise missed by a third of a 4-node cluster for up to a
-    /// round). The first sighting of a member is not passed on: a node
-    /// that starts learns every member at once and would flood the cluster.
-    fn forward_change(&mut self, metadata: &NodeMetadata, from: HostId) {
-        let others: Vec<SocketAddr> = self
-            .live
-            .iter()
-            .filter(|(host, _)| **host != from && **host != metadata.host_id)
-            .map(|(_, info)| info.gossip_addr)
-            .collect();
-        let chosen: Vec<SocketAddr> = others
-            .sample(&mut self.rng, self.config.metadata_gossip_fanout)
-            .copied()
-            .collect();
-        for peer in chosen {
-            self.send_metadata(metadata, peer);
-        }
-    }
-
-    /// Builds a new view; with `metadata_changed`, also a new ring if the
-    /// token owners changed (logged with its epoch and checksum).
+    /// Builds a new view; with `metadata_changed` (or a claim newly
+    /// accepted), also a new ring if the token owners changed (logged with
+    /// its epoch and checksum). Claims are judged first (see
+    /// [`crate::claims`]): the view shows each member's takeovers with the
+    /// refused and pending claims left out.
     fn rebuild_view(&mut self, metadata_changed: bool) {
         let local = self.view.local;
-        let members: BTreeMap<HostId, MemberInfo> = self
+        let judgement = self.judge_claims();
+        let metadata_changed = metadata_changed || !judgement.newly_accepted.is_empty();
+        let effective: BTreeMap<HostId, Arc<NodeMetadata>> = self
             .metadata
+            .iter()
+            .map(|(&host, record)| (host, self.claims.effective(&record.metadata)))
+            .collect();
+        let members: BTreeMap<HostId, MemberInfo> = effective
             .iter()
             .map(|(&host, metadata)| {
                 let up = host == local || self.live.contains_key(&host);
@@ -716,14 +695,14 @@ impl Membership {
         let mut pending_ring = self.view.pending_ring.clone();
         let mut removed = self.view.removed.clone();
         if metadata_changed {
-            removed = removed_members(self.metadata.values().map(|m| &**m));
+            removed = removed_members(effective.values().map(|m| &**m));
             let present = || {
-                self.metadata
+                effective
                     .values()
                     .map(|m| &**m)
                     .filter(|m| !removed.contains(&m.host_id))
             };
-            let candidate = build_ring(ring.epoch() + 1, present());
+            let candidate = build_ring(ring.epoch() + 1, present(), Some(&ring));
             if candidate.checksum() != ring.checksum() {
                 tracing::info!(
                     epoch = candidate.epoch(),
@@ -741,8 +720,9 @@ impl Membership {
             joining = joining_tokens(present());
             let pending = build_pending_ring(
                 ring.epoch() + 1,
-                self.metadata.values().map(|m| &**m),
+                effective.values().map(|m| &**m),
                 &removed,
+                &ring,
             );
             // Keep the same `Arc` while the pending ring is unchanged: users
             // cache per-ring placements by pointer.
@@ -758,7 +738,42 @@ impl Membership {
             joining,
             pending_ring,
             removed,
+            removal_claims: self.claims.against(local),
         });
+    }
+
+    /// Judges the claims of every record held; counts and logs the refused.
+    fn judge_claims(&mut self) -> crate::claims::Judgement {
+        let local = self.view.local;
+        let settled = self.connected_since.is_some_and(|since| {
+            self.clock.monotonic().saturating_sub(since) >= self.config.claim_settle
+        });
+        let live = &self.live;
+        let judgement = self.claims.judge(
+            self.metadata.values().map(|r| &*r.metadata),
+            local,
+            |host| live.contains_key(&host),
+            settled,
+        );
+        for claim in &judgement.newly_refused {
+            self.stats.claims_refused += 1;
+            tracing::warn!(
+                claimant = %claim.claimant,
+                subject = %claim.subject,
+                kind = ?claim.kind,
+                "a member claims to take over a node this node sees up (or this node \
+                 itself): refused"
+            );
+        }
+        for claim in &judgement.newly_accepted {
+            tracing::info!(
+                claimant = %claim.claimant,
+                subject = %claim.subject,
+                kind = ?claim.kind,
+                "accepted a member's claim about a node this node sees down"
+            );
+        }
+        judgement
     }
 
     /// The hosts whose metadata this node holds (for tests and diagnostics).
@@ -783,148 +798,4 @@ fn seed_retry(attempts: u32, interval: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::envelope::ClusterSecret;
-    use crate::identity::Generation;
-    use crate::message::encode_control;
-    use proptest::prelude::*;
-
-    fn node(secret: Option<&str>) -> Membership {
-        let mut metadata = crate::metadata::tests::sample(1, 16);
-        metadata.cluster_name = "test".into();
-        let identity = NodeIdentity {
-            host_id: metadata.host_id,
-            gossip_addr: metadata.gossip_addr,
-            generation: metadata.stamp.generation,
-            rejoin: 0,
-        };
-        let config =
-            MembershipConfig::lan("test", vec![]).with_secret(secret.and_then(ClusterSecret::new));
-        Membership::new(config, identity, metadata, 1)
-    }
-
-    proptest! {
-        /// Bodies that pass the envelope (so a peer, or an attacker holding the
-        /// secret, sent them) but hold garbage never panic the node nor change
-        /// its view.
-        #[test]
-        fn garbage_inside_a_valid_envelope_changes_nothing(
-            swim in proptest::collection::vec(any::<u8>(), 0..600),
-            control in proptest::collection::vec(any::<u8>(), 0..600),
-        ) {
-            let mut membership = node(Some("s"));
-            let before = membership.view();
-            let mut peer = Envelope::new("test", ClusterSecret::new("s").as_ref(), HostId::from_u128(2), Generation(1));
-            let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
-            membership.handle_packet(from, &peer.seal(&encode_swim(&swim)));
-            let mut body = vec![1u8];
-            body.extend_from_slice(&control);
-            membership.handle_packet(from, &peer.seal(&body));
-            prop_assert_eq!(membership.view().members.len(), before.members.len());
-            prop_assert_eq!(membership.view().ring.checksum(), before.ring.checksum());
-        }
-    }
-
-    proptest! {
-        /// Clock echoes nobody asked for, and garbage clock bodies, leave no
-        /// estimate behind (and never panic).
-        #[test]
-        fn forged_clock_echoes_and_garbage_change_no_estimate(
-            probe_sent_at in any::<i64>(),
-            replied_at in any::<i64>(),
-            garbage in proptest::collection::vec(any::<u8>(), 0..64),
-        ) {
-            let mut membership = node(None);
-            let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
-            let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
-            let echo = ClockMessage::Echo { probe_sent_at, replied_at };
-            membership.handle_packet(from, &peer.seal(&encode_clock(&echo)));
-            let mut body = vec![2u8];
-            body.extend_from_slice(&garbage);
-            membership.handle_packet(from, &peer.seal(&body));
-            prop_assert!(membership.clock_report().peers.is_empty());
-            prop_assert!(!membership.clock_report().verdict.is_skewed());
-        }
-    }
-
-    #[test]
-    fn remembered_members_are_in_the_ring_at_once_and_down_until_seen() {
-        let alone = node(None);
-        assert_eq!(alone.view().ring.hosts().len(), 1);
-        let mut peer = crate::metadata::tests::sample(2, 16);
-        peer.cluster_name = "test".into();
-        peer.tokens.iter_mut().for_each(|token| token.0 += 1);
-        let mut stranger = crate::metadata::tests::sample(3, 16);
-        stranger.cluster_name = "another".into();
-        let mut own = crate::metadata::tests::sample(1, 16);
-        own.cluster_name = "test".into();
-        own.tokens.clear();
-        let membership = node(None).with_remembered([peer.clone(), stranger, own]);
-        let view = membership.view();
-        assert_eq!(
-            view.ring.hosts().len(),
-            2,
-            "this node and the remembered peer"
-        );
-        assert!(!view.is_up(peer.host_id), "down until gossip finds it up");
-        assert_eq!(
-            view.member(view.local).unwrap().metadata.tokens.len(),
-            16,
-            "its own entry is its own, not the remembered one"
-        );
-    }
-
-    #[test]
-    fn a_clock_probe_is_echoed_at_once_to_its_sender() {
-        let mut membership = node(None);
-        membership.drain_outputs();
-        let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
-        let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
-        let probe = ClockMessage::Probe { sent_at: 42 };
-        membership.handle_packet(from, &peer.seal(&encode_clock(&probe)));
-        let sends: Vec<Vec<u8>> = membership
-            .drain_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Send { to, packet } if to == from => Some(packet),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(sends.len(), 1);
-        let opened = peer.open(&sends[0]).unwrap();
-        let before = crate::clock::system_micros();
-        match Body::decode(opened.body) {
-            Some(Body::Clock(ClockMessage::Echo {
-                probe_sent_at,
-                replied_at,
-            })) => {
-                assert_eq!(probe_sent_at, 42);
-                assert!((replied_at - before).abs() < 60_000_000, "the system clock");
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn inconsistent_metadata_chunks_are_counted_and_dropped() {
-        let mut membership = node(None);
-        let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
-        let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
-        let mut other = crate::metadata::tests::sample(2, 4);
-        other.cluster_name = "another".into();
-        for chunk in chunk_metadata(other.host_id, other.stamp, &other.encode()) {
-            membership.handle_packet(from, &peer.seal(&encode_control(&chunk)));
-        }
-        let bad = Control::Metadata(MetadataChunk {
-            host_id: HostId::from_u128(3),
-            stamp: other.stamp,
-            index: 5,
-            count: 2,
-            data: vec![1, 2, 3],
-        });
-        membership.handle_packet(from, &peer.seal(&encode_control(&bad)));
-        assert_eq!(membership.stats().metadata_rejected, 2);
-        assert_eq!(membership.view().members.len(), 1);
-    }
-}
+mod tests;
