@@ -7,7 +7,7 @@
 //! `UNAUTHENTICATED`, and nothing changes; the cluster itself, whose nodes
 //! sign their calls, works as before.
 //!
-//! Address blocks 85, 204 and 86 (in-process nodes).
+//! Address blocks 85, 204 and 211 (in-process nodes).
 
 mod common;
 
@@ -224,11 +224,11 @@ async fn assert_nothing_changed(cluster: &TestCluster, target: ringstore_placeme
 /// its destination: sent with another body — changed, unsealed, or the
 /// sealed messages of another call — or to another node, it is refused.
 /// A frame injected into an open `ApplyStream` ends the stream, after the
-/// genuine frame before it was answered. Address block 86.
+/// genuine frame before it was answered. Address block 211.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_captured_proof_carries_no_other_body_nor_reaches_another_node() {
     let dirs = tempfile::tempdir().unwrap();
-    let cluster = TestCluster::start_with(secured(86, &dirs), dirs).await;
+    let cluster = TestCluster::start_with(secured(211, &dirs), dirs).await;
     let ks_id = cluster.create_keyspace(0, "ks", 3).await;
     let mut client = cluster.client(0).await;
     client

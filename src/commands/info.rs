@@ -98,20 +98,24 @@ pub async fn reload_secrets(connection: &Connection, out: &mut impl Write) -> Ou
         .reload_secrets(pb::ReloadSecretsRequest {})
         .await?
         .into_inner();
+    let secrets = match (reloaded.secrets_reloaded, reloaded.secrets) {
+        (true, n) => format!(
+            "{n} cluster secret(s) from the secret file (the first seals gossip, each is accepted)"
+        ),
+        (false, 0) => "no cluster secret".to_string(),
+        (false, _) => {
+            "the cluster secret is inline (not in cluster_secret_file): unchanged".to_string()
+        }
+    };
     let tls = if reloaded.tls_reloaded.is_empty() {
-        "no TLS files".to_string()
+        "no TLS port".to_string()
     } else {
         format!(
-            "the TLS files of the {} port(s)",
+            "the TLS files of the {} port",
             reloaded.tls_reloaded.join(" and ")
         )
     };
-    writeln!(
-        out,
-        "reloaded: {} cluster secret(s) (the first seals gossip, each is accepted) and {tls}",
-        reloaded.secrets
-    )
-    .map_err(anyhow::Error::from)?;
+    writeln!(out, "reloaded: {secrets}; {tls}").map_err(anyhow::Error::from)?;
     Ok(())
 }
 

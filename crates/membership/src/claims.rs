@@ -24,13 +24,19 @@
 //!   a newer version is judged afresh (a removenode announces `removing`
 //!   and later `removed` in two versions).
 //! - Until this node is settled (connected to the cluster for a while, so
-//!   it knows who is up) it judges nothing: a starting node that sees
-//!   nobody up would accept every claim. Claims accepted before a restart
-//!   are remembered ([`Remembrance`](crate::Remembrance)) and stay accepted.
+//!   it knows who is up) a claim about a node it does not see up holds
+//!   only provisionally: a starting node that sees nobody up yet must still
+//!   leave removed nodes out of its ring, but not for good. Once settled it
+//!   judges such claims for real; one whose subject turned out to be up is
+//!   refused then. Claims accepted before a restart are remembered
+//!   ([`Remembrance`](crate::Remembrance)) and stay accepted.
 //! - The local node's own claims are always accepted: its operator made
 //!   them.
 //!
 //! # Caveats
+//! - A node that has just joined (the first two probe periods) takes a
+//!   claim about a node it has not seen up yet provisionally: a forged
+//!   claim can mislead its view for that long, never for good.
 //! - "Seen down" is each receiver's own verdict: a node that is briefly
 //!   down (a restart, a partition) when a member that holds the secret
 //!   claims its removal can be removed by that member. The claimant is
@@ -95,14 +101,16 @@ pub(crate) enum Verdict {
     Accepted,
     /// Ignored: its subject is up here (or is this node).
     Refused,
-    /// Not judged yet (this node is not settled).
-    Pending,
+    /// Holds until this node is settled, then is judged again.
+    Provisional,
 }
 
 /// This node's verdicts on the claims in the records it holds.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Claims {
     accepted: BTreeSet<Claim>,
+    /// Claims that hold until this node is settled.
+    provisional: BTreeSet<Claim>,
     /// Refused claims, with the claimant's record version they were refused in.
     refused: BTreeMap<Claim, MetadataStamp>,
 }
@@ -122,14 +130,15 @@ impl Claims {
     pub(crate) fn remembered(accepted: impl IntoIterator<Item = Claim>) -> Claims {
         Claims {
             accepted: accepted.into_iter().collect(),
+            provisional: BTreeSet::new(),
             refused: BTreeMap::new(),
         }
     }
 
     /// Judges the claims of `records` (every record this node holds):
     /// `local`'s own are accepted, the others by whether their subject
-    /// `is_up` here, once `settled`. Accepted claims whose claimant no
-    /// longer makes them are forgotten.
+    /// `is_up` here (provisionally until `settled`). Claims whose claimant
+    /// no longer makes them are forgotten.
     pub(crate) fn judge<'a>(
         &mut self,
         records: impl Iterator<Item = &'a NodeMetadata>,
@@ -142,7 +151,8 @@ impl Claims {
         for record in records {
             for claim in claims_of(record) {
                 made.insert(claim);
-                if self.accepted.contains(&claim) {
+                if self.accepted.contains(&claim) || (!settled && self.provisional.contains(&claim))
+                {
                     continue;
                 }
                 if self.refused.get(&claim) == Some(&record.stamp) {
@@ -158,23 +168,29 @@ impl Claims {
                 } else if settled {
                     Verdict::Accepted
                 } else {
-                    Verdict::Pending
+                    Verdict::Provisional
                 };
                 match verdict {
                     Verdict::Accepted => {
                         self.refused.remove(&claim);
+                        self.provisional.remove(&claim);
                         self.accepted.insert(claim);
                         judgement.newly_accepted.push(claim);
                     }
                     Verdict::Refused => {
+                        self.provisional.remove(&claim);
                         self.refused.insert(claim, record.stamp);
                         judgement.newly_refused.push(claim);
                     }
-                    Verdict::Pending => {}
+                    Verdict::Provisional => {
+                        self.provisional.insert(claim);
+                        judgement.newly_accepted.push(claim);
+                    }
                 }
             }
         }
         self.accepted.retain(|claim| made.contains(claim));
+        self.provisional.retain(|claim| made.contains(claim));
         self.refused.retain(|claim, _| made.contains(claim));
         judgement
     }
@@ -184,9 +200,9 @@ impl Claims {
         self.accepted.iter()
     }
 
-    /// Whether `claim` is accepted.
+    /// Whether `claim` holds in the view: accepted, or provisionally.
     fn holds(&self, claim: &Claim) -> bool {
-        self.accepted.contains(claim)
+        self.accepted.contains(claim) || self.provisional.contains(claim)
     }
 
     /// The claimants of refused claims about `local` (removal or
@@ -258,23 +274,27 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_judged_before_the_node_is_settled() {
+    fn before_the_node_is_settled_a_claim_holds_provisionally_until_judged() {
         let mut claims = Claims::default();
-        let record = removing(2, &[3]);
-        let judgement = claims.judge([&record].into_iter(), host(1), |_| false, false);
-        assert_eq!(judgement, Judgement::default());
-        assert!(
+        let record = removing(2, &[3, 4]);
+        claims.judge([&record].into_iter(), host(1), |_| false, false);
+        assert_eq!(
             claims
                 .effective(&Arc::new(record.clone()))
                 .takeovers
-                .removed
-                .is_empty()
+                .removed,
+            vec![host(3), host(4)],
+            "both hold for now"
         );
-        claims.judge([&record].into_iter(), host(1), |_| false, true);
+        assert_eq!(claims.accepted().count(), 0, "none is remembered yet");
+        // Settled: node 3 turned out to be up, node 4 is not.
+        let judgement = claims.judge([&record].into_iter(), host(1), |h| h == host(3), true);
+        assert_eq!(judgement.newly_refused.len(), 1);
         assert_eq!(
             claims.effective(&Arc::new(record)).takeovers.removed,
-            vec![host(3)]
+            vec![host(4)]
         );
+        assert_eq!(claims.accepted().count(), 1);
     }
 
     #[test]

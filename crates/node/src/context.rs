@@ -34,6 +34,8 @@ use ringstore_streaming::{StreamThrottle, Streams};
 pub struct NodeContext {
     /// The configuration it started with.
     pub(crate) config: NodeConfig,
+    /// The server TLS of its ports, swapped by `reloadsecrets`.
+    pub(crate) tls: crate::tls::TlsHandles,
     /// Its host id.
     pub host_id: HostId,
     /// Its generation (restart counter).
@@ -100,10 +102,12 @@ impl NodeContext {
     }
 
     /// What rotating the node's secrets reads and swaps.
-    pub fn rotation(&self) -> crate::rotation::Rotation {
+    pub fn rotation(&self) -> crate::rotation::Rotation<'_> {
         crate::rotation::Rotation {
-            config: self.config.clone(),
-            membership: self.membership.clone(),
+            config: &self.config,
+            membership: &self.membership,
+            tls: &self.tls,
+            peers: &self.peers,
         }
     }
 

@@ -44,8 +44,9 @@ pub type PeerClient = InternodeClient<SignedChannel>;
 pub struct Peers {
     /// Signs every call (none without a cluster secret).
     signer: Option<Arc<PeerDirectory>>,
-    /// TLS for every channel (none: plaintext).
-    tls: Option<ClientTlsConfig>,
+    /// TLS for every channel (none: plaintext); replaced by a reload.
+    /// Held only to read or swap it, never across an await.
+    tls: Mutex<Option<ClientTlsConfig>>,
     /// The node's internode IP, if it binds a specific one.
     source: Option<IpAddr>,
     /// The simulated network's transport (none: TCP).
@@ -69,7 +70,7 @@ impl Peers {
     ) -> Peers {
         Peers {
             signer,
-            tls,
+            tls: Mutex::new(tls),
             source: (!internode_ip.is_unspecified()).then_some(internode_ip),
             transport: match network {
                 Network::Os => None,
@@ -87,14 +88,27 @@ impl Peers {
         })
     }
 
+    /// Uses `tls` for every channel from now on (a reload of the TLS
+    /// files): channels are made anew, so new connections present the new
+    /// certificate and trust the new CA; calls already made finish on the
+    /// old ones.
+    pub fn set_tls(&self, tls: ClientTlsConfig) {
+        // The clients' lock first, as `client` takes them: no channel is
+        // made with the old settings after the cache is cleared.
+        let mut clients = self.clients.lock().expect("peer clients lock");
+        *self.tls.lock().expect("peer TLS lock") = Some(tls);
+        clients.clear();
+    }
+
     /// A client for the peer at `addr` (cheap to clone; connects on first use
     /// and reconnects after failures).
     pub fn client(&self, addr: SocketAddr) -> PeerClient {
         let mut clients = self.clients.lock().expect("peer clients lock");
+        let tls = self.tls.lock().expect("peer TLS lock").clone();
         clients
             .entry(addr)
             .or_insert_with(|| {
-                let scheme = if self.tls.is_some() { "https" } else { "http" };
+                let scheme = if tls.is_some() { "https" } else { "http" };
                 let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
                     .expect("a socket address is a valid URI")
                     .connect_timeout(Duration::from_secs(2))
@@ -104,10 +118,10 @@ impl Peers {
                     .keep_alive_timeout(self.keepalive.timeout)
                     .keep_alive_while_idle(true)
                     .local_address(self.source_for(addr));
-                if let Some(tls) = &self.tls {
+                if let Some(tls) = tls {
                     endpoint = endpoint
-                        .tls_config(tls.clone())
-                        .expect("the TLS settings were checked at start");
+                        .tls_config(tls)
+                        .expect("the TLS settings were checked when read");
                 }
                 let channel =
                     SignedChannel::new(self.connect(&endpoint, addr), addr, self.signer.clone());

@@ -191,8 +191,9 @@ pub fn posture(config: &NodeConfig) -> Result<Posture, InsecureStart> {
 pub fn announce(posture: Posture, config: &NodeConfig) {
     match posture {
         Posture::Secured => {}
-        Posture::LoopbackOnly => tracing::info!(
-            "no cluster secret: gossip and the internode port are open, to loopback only"
+        Posture::LoopbackOnly => tracing::warn!(
+            "no cluster secret: gossip and the internode port are open, to loopback only \
+             (on any other address the node would refuse to start)"
         ),
         Posture::Insecure => tracing::warn!(
             internode = %config.advertised_internode_address(),

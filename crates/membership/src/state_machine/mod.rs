@@ -670,7 +670,9 @@ impl Membership {
     fn rebuild_view(&mut self, metadata_changed: bool) {
         let local = self.view.local;
         let judgement = self.judge_claims();
-        let metadata_changed = metadata_changed || !judgement.newly_accepted.is_empty();
+        let metadata_changed = metadata_changed
+            || !judgement.newly_accepted.is_empty()
+            || !judgement.newly_refused.is_empty();
         let effective: BTreeMap<HostId, Arc<NodeMetadata>> = self
             .metadata
             .iter()

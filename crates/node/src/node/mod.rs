@@ -39,6 +39,7 @@ use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
 use crate::security::{self, ClusterSecrets};
 use crate::serving::Serving;
+use crate::tls::{ServerTls, TlsHandles};
 use local_state::LocalState;
 use servers::{Listeners, PortSecurity};
 use tasks::wait_for;
@@ -128,8 +129,14 @@ pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningN
         gossip = %config.gossip_address,
         "node starting"
     );
-    let client_tls = config.client_encryption.server_config()?;
     let (internode_tls, internode_client_tls) = config.server_encryption.configs()?.unzip();
+    let tls = TlsHandles {
+        client: config
+            .client_encryption
+            .server_config()?
+            .map(ServerTls::new),
+        internode: internode_tls.map(ServerTls::new),
+    };
     // With a secret, calls are signed and checked with the keys members
     // share (see `internode_auth`); without one, the port is open.
     let directory = secrets.is_some().then(|| {
@@ -162,14 +169,14 @@ pub async fn start_on(config: NodeConfig, platform: Platform) -> Result<RunningN
         membership,
         peers,
         serving,
+        tls: tls.clone(),
     };
     let context = Arc::new(node_context(config, &record, parts)?);
 
     let gate = client_gate(&context);
     let authenticating = gate.is_some();
     let security = PortSecurity {
-        client_tls,
-        internode_tls,
+        tls,
         directory,
         gate,
         keepalive: platform.network.keepalive(),
@@ -196,6 +203,7 @@ struct ContextParts {
     membership: MembershipHandle,
     peers: Peers,
     serving: watch::Sender<Serving>,
+    tls: TlsHandles,
 }
 
 /// The node's shared state, with its repair state loaded and its metrics
@@ -244,6 +252,7 @@ fn node_context(
         ring_lag: Default::default(),
         settling_ring: Default::default(),
         serving: parts.serving,
+        tls: parts.tls,
         config,
     })
 }

@@ -26,8 +26,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpIncoming};
-use tonic::transport::{Server, ServerTlsConfig};
 
 use super::tasks::wait_for;
 use crate::client_auth::{ClientAuthLayer, Gate};
@@ -44,7 +44,8 @@ use crate::services::repair::RepairService;
 use crate::services::schema::SchemaService;
 use crate::services::topology::TopologyService;
 use crate::services::users::UsersService;
-use crate::tls::TlsError;
+use crate::tls::server::accept_tls;
+use crate::tls::{ServerTls, TlsHandles};
 
 /// The largest gRPC message accepted: a 16 MiB value plus its envelope.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -126,10 +127,8 @@ impl Listeners {
 
 /// How the ports are secured.
 pub(super) struct PortSecurity {
-    /// TLS of the client port (none: plaintext).
-    pub client_tls: Option<ServerTlsConfig>,
-    /// TLS of the internode port (none: plaintext).
-    pub internode_tls: Option<ServerTlsConfig>,
+    /// TLS of the client and internode ports (none: plaintext).
+    pub tls: TlsHandles,
     /// The members and keys internode calls are checked against (none: no
     /// cluster secret, the port is open).
     pub directory: Option<Arc<PeerDirectory>>,
@@ -152,9 +151,21 @@ pub(super) fn serve(
             internode,
             metrics,
         } => {
+            let client_tls = security.tls.client.clone();
+            let internode_tls = security.tls.internode.clone();
             let mut tasks = vec![
-                serve_client(context, incoming(client), &security, stopped)?,
-                serve_internode(context, incoming(internode), security, stopped)?,
+                match client_tls {
+                    None => serve_client(context, incoming(client), &security, stopped),
+                    Some(tls) => {
+                        serve_client(context, tls_incoming(client, tls), &security, stopped)
+                    }
+                },
+                match internode_tls {
+                    None => serve_internode(context, incoming(internode), security, stopped),
+                    Some(tls) => {
+                        serve_internode(context, tls_incoming(internode, tls), security, stopped)
+                    }
+                },
             ];
             if let Some(listener) = metrics {
                 tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
@@ -166,10 +177,19 @@ pub(super) fn serve(
             }
             Ok(tasks)
         }
-        Sockets::Simulated { client, internode } => Ok(vec![
-            serve_client(context, Accepted::stream(client), &security, stopped)?,
-            serve_internode(context, Accepted::stream(internode), security, stopped)?,
-        ]),
+        Sockets::Simulated { client, internode } => {
+            if security.tls.client.is_some() || security.tls.internode.is_some() {
+                return Err(NodeError::InvalidArgument(
+                    "TLS needs the operating system's network, and this node runs on a \
+                     simulated one"
+                        .into(),
+                ));
+            }
+            Ok(vec![
+                serve_client(context, Accepted::stream(client), &security, stopped),
+                serve_internode(context, Accepted::stream(internode), security, stopped),
+            ])
+        }
     }
 }
 
@@ -193,12 +213,12 @@ fn serve_client(
     incoming: impl Incoming,
     security: &PortSecurity,
     stopped: &watch::Receiver<bool>,
-) -> Result<JoinHandle<()>> {
+) -> JoinHandle<()> {
     let gate = security.gate.clone();
     let client_auth = gate
         .clone()
         .map_or_else(ClientAuthLayer::open, ClientAuthLayer::new);
-    let server = tls_server(security.client_tls.clone(), "client", "client_encryption")?
+    let server = Server::builder()
         .layer(client_auth)
         .add_service(
             ClientServer::new(ClientService::new(
@@ -215,11 +235,11 @@ fn serve_client(
         .add_service(RepairServer::new(RepairService::new(context.clone())))
         .add_service(UsersServer::new(UsersService::new(context.clone(), gate)))
         .serve_with_incoming_shutdown(incoming, wait_for(stopped.clone()));
-    Ok(tokio::spawn(async move {
+    tokio::spawn(async move {
         if let Err(error) = server.await {
             tracing::error!(%error, "client server failed");
         }
-    }))
+    })
 }
 
 fn serve_internode(
@@ -227,7 +247,7 @@ fn serve_internode(
     incoming: impl Incoming,
     security: PortSecurity,
     stopped: &watch::Receiver<bool>,
-) -> Result<JoinHandle<()>> {
+) -> JoinHandle<()> {
     let internode_auth = match security.directory {
         Some(directory) => InternodeAuthLayer::new(
             Verifier::new(
@@ -239,7 +259,7 @@ fn serve_internode(
         ),
         None => InternodeAuthLayer::open(),
     };
-    let server = tls_server(security.internode_tls, "internode", "server_encryption")?
+    let server = Server::builder()
         .http2_keepalive_interval(Some(security.keepalive.interval))
         .http2_keepalive_timeout(Some(security.keepalive.timeout))
         .layer(internode_auth)
@@ -249,37 +269,23 @@ fn serve_internode(
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .serve_with_incoming_shutdown(incoming, wait_for(stopped.clone()));
-    Ok(tokio::spawn(async move {
+    tokio::spawn(async move {
         if let Err(error) = server.await {
             tracing::error!(%error, "internode server failed");
         }
-    }))
-}
-
-/// A server builder, serving TLS when `tls` is set (errors name `port` and
-/// the settings `section` the files come from).
-fn tls_server(
-    tls: Option<ServerTlsConfig>,
-    port: &'static str,
-    section: &'static str,
-) -> Result<Server> {
-    let server = Server::builder();
-    match tls {
-        None => Ok(server),
-        Some(tls) => server.tls_config(tls).map_err(|source| {
-            NodeError::Tls(TlsError::Setup {
-                port,
-                settings: section,
-                source,
-            })
-        }),
-    }
+    })
 }
 
 /// Accepted connections with Nagle's algorithm off: small replies must not
 /// wait for delayed ACKs (a ~40 ms tail otherwise).
 fn incoming(listener: TcpListener) -> TcpIncoming {
     TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
+/// The TLS connections accepted on `listener`, with `tls`'s configuration
+/// of the moment (see [`crate::tls::server`]).
+fn tls_incoming(listener: TcpListener, tls: ServerTls) -> impl Incoming {
+    accept_tls(incoming(listener), tls)
 }
 
 async fn bind(address: SocketAddr) -> Result<TcpListener> {

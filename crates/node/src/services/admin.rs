@@ -446,6 +446,7 @@ impl Admin for AdminService {
         Ok(Response::new(pb::ReloadSecretsResponse {
             secrets: reloaded.secrets as u32,
             tls_reloaded: reloaded.tls.iter().map(|port| port.to_string()).collect(),
+            secrets_reloaded: reloaded.secrets_reloaded,
         }))
     }
 

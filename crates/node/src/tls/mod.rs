@@ -1,5 +1,5 @@
-//! TLS (rustls, through tonic) on the client port and on internode gRPC:
-//! the settings, and the server and client configurations made from them.
+//! TLS (rustls) on the client port and on internode gRPC: the settings, and
+//! the server and client configurations made from them.
 //!
 //! Each port is configured on its own, as Cassandra's
 //! `client_encryption_options` and `server_encryption_options`:
@@ -17,23 +17,34 @@
 //!   demands one: a node whose certificate comes from another CA can neither
 //!   call nor be called.
 //!
-//! PEM files are read once, at start; a missing or malformed one stops the
-//! node with an error naming the file and the setting.
+//! PEM files are read at start (a missing or malformed one stops the node
+//! with an error naming the file and the setting) and again by `ringstore
+//! reloadsecrets`, which swaps them while the node serves ([`server`]):
+//! new connections, in and out, use the new files; open ones keep theirs.
+//! A certificate is rotated without a restart by adding the new CA to `ca`
+//! on every node, then swapping the certificates, then dropping the old CA
+//! (see [`crate::rotation`]).
 //!
 //! # Caveats
 //!
-//! - No certificate reload at runtime: restart the node (a rolling restart
-//!   changes certificates cluster-wide).
 //! - No `optional`/transitional mode: a port is TLS-only or plaintext-only.
 //!   Turning internode TLS on is a full-cluster restart (see the README);
 //!   the client port can be switched one node at a time if clients retry
 //!   on another node.
 //! - Gossip (UDP) is not encrypted; it is authenticated by the cluster secret.
 
+pub mod server;
+
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+pub use server::ServerTls;
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +59,16 @@ pub enum TlsError {
         /// Why.
         source: std::io::Error,
     },
+    /// The certificates or key do not make a server configuration.
+    #[error("invalid TLS settings for the {port} port (check {settings}): {source}")]
+    Server {
+        /// `client` or `internode`.
+        port: &'static str,
+        /// The settings the files come from.
+        settings: &'static str,
+        /// What is wrong with them.
+        source: ServerSetupError,
+    },
     /// The certificates or key do not make a TLS configuration.
     #[error("invalid TLS settings for the {port} port (check {settings}): {source}")]
     Setup {
@@ -58,6 +79,32 @@ pub enum TlsError {
         /// What rustls or tonic said.
         source: tonic::transport::Error,
     },
+}
+
+/// Why PEM files do not make a server configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerSetupError {
+    /// A file is not PEM of the expected kind.
+    #[error("{0}")]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    /// The certificate file holds no certificate.
+    #[error("no certificate in the file")]
+    NoCertificate,
+    /// rustls refused the certificate, key or CA.
+    #[error("{0}")]
+    Rustls(#[from] rustls::Error),
+    /// The CA does not make a client certificate verifier.
+    #[error("{0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// The server TLS of the ports that serve TLS, replaceable at runtime.
+#[derive(Clone, Default)]
+pub struct TlsHandles {
+    /// The client port's (none: plaintext).
+    pub client: Option<ServerTls>,
+    /// The internode port's (none: plaintext).
+    pub internode: Option<ServerTls>,
 }
 
 /// TLS on the client port (as Cassandra's `client_encryption_options`).
@@ -140,23 +187,21 @@ impl ClientEncryption {
     }
 
     /// The client port's server TLS configuration (`None`: plaintext).
-    pub fn server_config(&self) -> Result<Option<ServerTlsConfig>, TlsError> {
+    pub fn server_config(&self) -> Result<Option<rustls::ServerConfig>, TlsError> {
         if !self.enabled {
             return Ok(None);
         }
-        let identity = identity(
-            &self.certificate,
-            &self.private_key,
-            "client_encryption.certificate",
-            "client_encryption.private_key",
-        )?;
-        let mut config = ServerTlsConfig::new().identity(identity);
-        if self.require_client_auth
-            && let Some(ca) = &self.ca
-        {
-            config = config.client_ca_root(read_certificate(ca, "client_encryption.ca")?);
-        }
-        Ok(Some(config))
+        let files = ServerFiles {
+            port: "client",
+            settings: "client_encryption.certificate, private_key and ca",
+            certificate: read_setting(&self.certificate, "client_encryption.certificate")?,
+            key: read_setting(&self.private_key, "client_encryption.private_key")?,
+            client_ca: match (&self.ca, self.require_client_auth) {
+                (Some(ca), true) => Some(read(ca, "client_encryption.ca")?),
+                _ => None,
+            },
+        };
+        files.server_config().map(Some)
     }
 }
 
@@ -174,23 +219,24 @@ impl ServerEncryption {
 
     /// The internode port's server TLS configuration and the one of
     /// outgoing internode channels (`None`: plaintext).
-    pub fn configs(&self) -> Result<Option<(ServerTlsConfig, ClientTlsConfig)>, TlsError> {
+    pub fn configs(&self) -> Result<Option<(rustls::ServerConfig, ClientTlsConfig)>, TlsError> {
         if self.internode_encryption == InternodeEncryption::None {
             return Ok(None);
         }
-        let identity = identity(
-            &self.certificate,
-            &self.private_key,
-            "server_encryption.certificate",
-            "server_encryption.private_key",
-        )?;
-        let ca_path = self.ca.as_deref().unwrap_or(Path::new(""));
-        let ca = read_certificate(ca_path, "server_encryption.ca")?;
-        let mut server = ServerTlsConfig::new().identity(identity.clone());
-        if self.require_client_auth {
-            server = server.client_ca_root(ca.clone());
+        let certificate = read_setting(&self.certificate, "server_encryption.certificate")?;
+        let key = read_setting(&self.private_key, "server_encryption.private_key")?;
+        let ca = read_setting(&self.ca, "server_encryption.ca")?;
+        let server = ServerFiles {
+            port: "internode",
+            settings: "server_encryption.certificate, private_key and ca",
+            certificate: certificate.clone(),
+            key: key.clone(),
+            client_ca: self.require_client_auth.then(|| ca.clone()),
         }
-        let client = ClientTlsConfig::new().ca_certificate(ca).identity(identity);
+        .server_config()?;
+        let client = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca))
+            .identity(Identity::from_pem(certificate, key));
         // Build one channel now so bad files fail the start, not the first call.
         Endpoint::from_static("https://127.0.0.1:1")
             .tls_config(client.clone())
@@ -218,20 +264,60 @@ fn read(path: &Path, setting: &'static str) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn read_certificate(path: &Path, setting: &'static str) -> Result<Certificate, TlsError> {
-    Ok(Certificate::from_pem(read(path, setting)?))
+/// The file a required setting names (checked present at start).
+fn read_setting(path: &Option<PathBuf>, setting: &'static str) -> Result<Vec<u8>, TlsError> {
+    read(path.as_deref().unwrap_or(Path::new("")), setting)
 }
 
-fn identity(
-    certificate: &Option<PathBuf>,
-    key: &Option<PathBuf>,
-    certificate_setting: &'static str,
-    key_setting: &'static str,
-) -> Result<Identity, TlsError> {
-    let empty = PathBuf::new();
-    let certificate = read(certificate.as_ref().unwrap_or(&empty), certificate_setting)?;
-    let key = read(key.as_ref().unwrap_or(&empty), key_setting)?;
-    Ok(Identity::from_pem(certificate, key))
+/// The PEM contents a server configuration is made of.
+struct ServerFiles {
+    port: &'static str,
+    settings: &'static str,
+    certificate: Vec<u8>,
+    key: Vec<u8>,
+    /// The CA client certificates must chain to (none: no client certificate asked).
+    client_ca: Option<Vec<u8>>,
+}
+
+impl ServerFiles {
+    /// A rustls server configuration serving HTTP/2 (as tonic's would).
+    fn server_config(&self) -> Result<rustls::ServerConfig, TlsError> {
+        self.build().map_err(|source| TlsError::Server {
+            port: self.port,
+            settings: self.settings,
+            source,
+        })
+    }
+
+    fn build(&self) -> Result<rustls::ServerConfig, ServerSetupError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain =
+            CertificateDer::pem_slice_iter(&self.certificate).collect::<Result<Vec<_>, _>>()?;
+        if chain.is_empty() {
+            return Err(ServerSetupError::NoCertificate);
+        }
+        let key = PrivateKeyDer::from_pem_slice(&self.key)?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = match &self.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in CertificateDer::pem_slice_iter(ca) {
+                    roots.add(certificate?)?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_single_cert(chain, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(config)
+    }
 }
 
 #[cfg(test)]
