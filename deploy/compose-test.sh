@@ -96,6 +96,13 @@ echo "== starting three nodes"
 cleanup
 "${compose[@]}" up -d node1 node2 node3
 wait_for 120 "three nodes are UN" count_state UN 3
+# Without a secret on a docker network, a node starts only when told to
+# (--insecure), and says so.
+if ! "${compose[@]}" logs | grep -q "INSECURE (started with --insecure)"; then
+  echo "FAILED: the open nodes do not say they are open" >&2
+  exit 1
+fi
+echo "ok: the nodes without a secret run --insecure and say so"
 
 echo "== QUORUM through two nodes"
 cli node1 --host 172.28.0.11:7100 keyspace create ci --replication NetworkTopologyStrategy:dc1=3
@@ -172,7 +179,7 @@ cleanup
 cli_flags=(--ca-cert /tls/ca.crt --client-cert /tls/client.crt --client-key /tls/client.key)
 wait_for 120 "three TLS nodes are UN (status over mutual TLS)" count_state UN 3
 logs=$("${compose[@]}" logs)
-if grep -q "no cluster_secret" <<<"$logs"; then
+if grep -q "INSECURE\|no cluster secret" <<<"$logs"; then
   echo "FAILED: a node runs without the cluster secret" >&2
   exit 1
 fi

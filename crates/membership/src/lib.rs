@@ -37,7 +37,15 @@
 //!
 //! Every datagram travels in an [`envelope`]: a cluster id (packets of other
 //! clusters are dropped), and with a `cluster_secret` an HMAC-SHA256 tag and a
-//! per-sender replay window.
+//! per-sender replay window. The secret admits a node to the cluster; it
+//! does not make it anybody else: every metadata record is **signed by its
+//! node's own key** ([`SignedMetadata`], keys from `ringstore-identity`,
+//! the host id derived from them), and passed on as signed, so no member
+//! can speak for another. What a node claims about *others* — that it
+//! replaces one, is removing one, has removed some — is judged by each
+//! receiver ([`claims`]): accepted only if the receiver sees the subject
+//! down. Packets of removed nodes are dropped (they are told why, now and
+//! then, so they can stop).
 //!
 //! The protocol core, [`Membership`], is sans-IO: a state machine fed packets
 //! and timers, emitting sends, timers and events. [`agent`] runs it on a tokio
@@ -46,8 +54,17 @@
 //! with a simulated clock, deterministically, for tests and measurements.
 //!
 //! # Invariants
-//! - A member's metadata is changed only by the member itself; everyone keeps
-//!   the copy with the highest (generation, version) stamp.
+//! - A member's metadata is changed only by the member itself: a record
+//!   that is not signed by the keys its host id is bound to is refused and
+//!   counted (`metadata_forged`), however new it claims to be; everyone
+//!   keeps the signed copy with the highest (generation, version) stamp. A
+//!   node that sees a newer record of itself (an earlier life of its data
+//!   directory) publishes a newer one.
+//! - A claim about another node changes a view only where that node is not
+//!   seen up; a claim about the local node is never accepted by it (see
+//!   [`claims`]). A token stays with the member that holds it in the ring
+//!   whatever generation a claimant names; tokens change hands only through
+//!   an accepted replacement.
 //! - The ring is built from `Normal` and `Leaving` members' tokens only;
 //!   `Joining` tokens are kept apart. Liveness never changes the ring or its
 //!   checksum: down is not left. Every ring change is logged with its epoch
@@ -59,7 +76,13 @@
 //! - A down member is never forgotten by itself; removing one is an operator
 //!   action (`removenode`), which arrives with topology changes.
 //! - Without a secret, packets are not authenticated: any host that can reach
-//!   the gossip port and knows the cluster name can join or lie.
+//!   the gossip port and knows the cluster name can join (as a new node; it
+//!   still cannot sign for an existing one). A node on a non-loopback
+//!   address therefore refuses to start without one (`ringstore-node`'s
+//!   `security`).
+//! - SWIM's liveness gossip is not signed: a member holding the secret can
+//!   make a live node look suspected for a moment (the node refutes it).
+//!   Metadata, and so the ring, cannot be changed that way.
 //! - Clock verdicts need a majority: in a two-node cluster, or a cluster
 //!   split evenly between two clocks, no node is skewed (each agrees with
 //!   itself), and last-write-wins orders by whichever clock stamped. Members
