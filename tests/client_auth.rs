@@ -54,32 +54,38 @@ fn passwords_and_permissions_guard_every_client_request() {
     let mut outputs: Vec<Output> = Vec::new();
     let default = as_user("cassandra", "cassandra");
     servers.set_cli_env(&default);
-    servers.wait_until_all_un(0, 3);
+    // Until system_auth has its default superuser (a quorum of its three
+    // replicas, so all three nodes, must be up), logins are UNAVAILABLE or
+    // refused; then the default superuser logs in.
     eventually(
         Duration::from_secs(30),
-        "the default superuser exists",
-        || servers.cli(1, &["user", "list"]).status.success(),
-    );
-    let listed = servers.cli(2, &["user", "list"]);
-    assert_eq!(
-        text(&listed.stdout)
-            .lines()
-            .filter(|l| l.starts_with("cassandra "))
-            .count(),
-        1,
-        "one default superuser: {}",
-        text(&listed.stdout)
-    );
-    assert_eq!(
-        text(&listed.stdout).lines().count(),
-        2,
-        "{}",
-        text(&listed.stdout)
+        "the default superuser logs in",
+        || {
+            let output = servers.cli(1, &["user", "list"]);
+            output.status.success() || failed_with(&output, "PERMISSION_DENIED", "")
+        },
     );
 
-    // The default password serves views and user management, never data.
-    let refused = servers.cli(
+    // The default password may change that password and nothing else: not
+    // create a superuser, not see the cluster, not touch data.
+    let evil = servers.cli_env(
         0,
+        &[("RINGSTORE_NEW_PASSWORD", "evil-pw-150")],
+        &["user", "create", "evil", "--superuser"],
+    );
+    assert!(
+        failed_with(
+            &evil,
+            "PERMISSION_DENIED",
+            "default superuser's password must be changed"
+        ),
+        "the default superuser created a superuser: {}{}",
+        text(&evil.stdout),
+        text(&evil.stderr)
+    );
+    for args in [
+        &["user", "list"][..],
+        &["status"],
         &[
             "keyspace",
             "create",
@@ -87,17 +93,21 @@ fn passwords_and_permissions_guard_every_client_request() {
             "--replication",
             "SimpleStrategy:3",
         ],
-    );
-    assert!(
-        failed_with(
-            &refused,
-            "PERMISSION_DENIED",
-            "default superuser's password must be changed"
-        ),
-        "{}",
-        text(&refused.stderr)
-    );
-    outputs.push(refused);
+    ] {
+        let refused = servers.cli(0, args);
+        assert!(
+            failed_with(
+                &refused,
+                "PERMISSION_DENIED",
+                "default superuser's password must be changed"
+            ),
+            "{args:?}: {}{}",
+            text(&refused.stdout),
+            text(&refused.stderr)
+        );
+        outputs.push(refused);
+    }
+    outputs.push(evil);
 
     // Missing, wrong and unknown credentials are UNAUTHENTICATED, alike.
     let none = servers.cli_env(
@@ -147,6 +157,23 @@ fn passwords_and_permissions_guard_every_client_request() {
     outputs.push(changed);
     let root = as_user("cassandra", ROOT_PASSWORD);
     servers.set_cli_env(&root);
+    servers.wait_until_all_un(0, 3);
+    let listed = servers.cli(2, &["user", "list"]);
+    assert_eq!(
+        text(&listed.stdout)
+            .lines()
+            .filter(|l| l.starts_with("cassandra "))
+            .count(),
+        1,
+        "one default superuser and no other user: {}",
+        text(&listed.stdout)
+    );
+    assert_eq!(
+        text(&listed.stdout).lines().count(),
+        2,
+        "{}",
+        text(&listed.stdout)
+    );
     let old = servers.cli_env(0, &default, &["status"]);
     assert!(
         failed_with(&old, "UNAUTHENTICATED", "wrong password"),

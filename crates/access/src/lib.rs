@@ -44,10 +44,10 @@
 //! the first time cannot create conflicting superusers, and any later real
 //! change (a new password, a drop) carries a real timestamp and wins over
 //! the bootstrap write wherever and whenever it lands. While its password
-//! is the default, the default superuser may manage users and see the
-//! cluster, and nothing else: a fresh cluster serves no data until an
-//! operator changes that password (or creates another superuser and drops
-//! `cassandra`).
+//! is the default, the default superuser may change that password and
+//! nothing else (not even create a user: a superuser created with the
+//! public password at hand would outlive the change): a fresh cluster
+//! serves nothing until an operator changes it.
 //!
 //! # Verification and caching
 //!
@@ -87,7 +87,7 @@ pub use decision::{Denied, Principal};
 pub use error::AccessError;
 pub use password::{MAX_PASSWORD_BYTES, StoredHash, check_password, verify};
 pub use permission::{AUTH_KEYSPACE, Grant, Permission, Scope};
-pub use rpc::{KeyspaceField, Need, Rule, is_user_management, rule_for};
+pub use rpc::{KeyspaceField, Need, Rule, is_password_change, rule_for};
 pub use user::{
     BOOTSTRAP_TIMESTAMP_MICROS, DEFAULT_PASSWORD, DEFAULT_SUPERUSER, USER_INDEX_KEY, UserName,
     UserRecord, decode_index, encode_index,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full, Limited};
-use ringstore_access::{Principal, is_user_management, rule_for};
+use ringstore_access::{Principal, is_password_change, rule_for};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tower::{Layer, Service};
@@ -119,7 +119,7 @@ async fn admit(
         }
     };
     principal
-        .check(&rule.need(keyspace.as_deref()), is_user_management(&path))
+        .check(&rule.need(keyspace.as_deref()), is_password_change(&path))
         .map_err(|denied| Refused::Denied(denied.to_string()))?;
     request.extensions_mut().insert::<Principal>(principal);
     Ok(request)

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_access::{Denied, Principal, is_user_management, rule_for};
+use ringstore_access::{Denied, Principal, is_password_change, rule_for};
 
 use super::gate::{Gate, Refused};
 
@@ -52,7 +52,7 @@ impl Grants {
     /// Whether a request to the unary RPC at `path` on `keyspace` is allowed.
     pub fn check(&self, path: &str, keyspace: &str) -> Result<(), Denied> {
         let need = rule_for(path).need(Some(keyspace));
-        self.principal.check(&need, is_user_management(path))
+        self.principal.check(&need, is_password_change(path))
     }
 
     /// The principal the stream runs as.
