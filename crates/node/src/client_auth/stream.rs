@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use ringstore_access::{Denied, Principal, is_password_change, rule_for};
 
-use super::gate::{Gate, Refused};
+use super::gate::Gate;
+use super::refused::Refused;
 
 /// A stream's principal and when it was read.
 #[derive(Debug)]

@@ -24,6 +24,7 @@ use ringstore_streaming::{StreamThrottle, Streams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::client_auth::store::NodeUsers;
 use crate::client_auth::{Authenticator, Gate};
 use crate::clock::{self, TimestampSource, WallClock};
 use crate::config::{FailureDetection, NodeConfig};
@@ -384,7 +385,10 @@ fn internode_key(config: &NodeConfig, internode_address: SocketAddr) -> Option<I
 /// The client authenticator's gate, when passwords are checked.
 fn client_gate(context: &Arc<NodeContext>) -> Option<Arc<Gate>> {
     match context.config.auth.authenticator {
-        Authenticator::Password => Some(Arc::new(Gate::new(context.clone()))),
+        Authenticator::Password => Some(Arc::new(Gate::new(
+            Arc::new(NodeUsers(context.clone())),
+            context.config.auth.validity_ms,
+        ))),
         Authenticator::AllowAll => {
             tracing::info!(
                 "authenticator = allow_all: anyone who reaches the client port may read, write \
