@@ -96,6 +96,10 @@ fn raise_open_files_limit() {
 /// Runs the node in the foreground.
 pub async fn run(args: &ServerArgs) -> Outcome {
     raise_open_files_limit();
+    if let Some(path) = &args.config {
+        // It may hold cluster_secret: only the node's user should read it.
+        ringstore_node::file_modes::warn_if_readable_by_others(path, "config file");
+    }
     let config = NodeConfig::load(
         args.config.as_deref(),
         std::env::vars(),

@@ -384,7 +384,19 @@ fn internode_key(config: &NodeConfig, internode_address: SocketAddr) -> Option<I
 
 /// The client authenticator's gate, when passwords are checked.
 fn client_gate(context: &Arc<NodeContext>) -> Option<Arc<Gate>> {
-    match context.config.auth.authenticator {
+    let config = &context.config;
+    if config
+        .auth
+        .passwords_in_clear(config.listen_address, config.client_encryption.enabled)
+    {
+        tracing::warn!(
+            listen_address = %config.listen_address,
+            "UNSAFE: passwords reach this node's plaintext client port in clear, readable by \
+             anyone on the network path (auth.allow_plaintext_passwords = true); turn on \
+             [client_encryption]"
+        );
+    }
+    match config.auth.authenticator {
         Authenticator::Password => Some(Arc::new(Gate::new(
             Arc::new(NodeUsers(context.clone())),
             context.config.auth.validity_ms,
