@@ -47,13 +47,17 @@ start_cluster() { # label secure(0: none, 1: secret+TLS, 2: secret+TLS+auth)
   [ "$up" = 3 ] || { echo "cluster did not come up" >&2; exit 1; }
   if [ "$secure" = 2 ]; then
     # The default superuser appears once system_auth has a quorum; then its
-    # password is changed, as an operator must before any data is served.
-    for _ in $(seq 1 300); do
-      env "${creds[@]}" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" user list >/dev/null 2>&1 && break
-      sleep 0.2
+    # password is changed, as an operator must before anything else.
+    changed=no
+    for _ in $(seq 1 120); do
+      if env "${creds[@]}" RINGSTORE_NEW_PASSWORD="$password" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" \
+        user password cassandra >/dev/null 2>&1; then
+        changed=yes
+        break
+      fi
+      sleep 0.5
     done
-    env "${creds[@]}" RINGSTORE_NEW_PASSWORD="$password" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" \
-      user password cassandra >/dev/null
+    [ "$changed" = yes ] || { echo "the default superuser never logged in" >&2; exit 1; }
     creds=(RINGSTORE_USER=cassandra RINGSTORE_PASSWORD="$password")
   fi
 }

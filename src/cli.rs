@@ -427,6 +427,12 @@ pub struct StressArgs {
     /// default single thread does.
     #[arg(long, value_name = "N")]
     pub threads: Option<std::num::NonZeroUsize>,
+    /// The operations are meant to fail (a flood of bad logins, as
+    /// `benches/login_flood.sh` sends): the run neither stops when its
+    /// first 100 operations fail nor fails when none succeeded; the errors
+    /// are counted by code as always.
+    #[arg(long)]
+    pub expect_errors: bool,
 }
 
 /// Arguments of `ringstore demo`.

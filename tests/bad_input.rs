@@ -151,6 +151,13 @@ async fn every_bad_request_gets_a_clear_status() {
         Code::InvalidArgument,
         "letters, digits and underscores",
     );
+    for reserved in ["all", "ALL", "system", "System_x"] {
+        assert_status(
+            schema.create_keyspace(create(reserved, simple(1))).await,
+            Code::InvalidArgument,
+            "is reserved",
+        );
+    }
     assert_status(
         schema.create_keyspace(create("ok", None)).await,
         Code::InvalidArgument,

@@ -8,7 +8,10 @@
 //! a pipeline stream, whose every request is checked on its own and which
 //! follows grants, revokes and a dropped user while it stays open.
 //!
-//! Address blocks 150 to 152.
+//! Also: the metrics port of a secured node over TLS, for holders of its
+//! bearer token only; and the warning about a config file others can read.
+//!
+//! Address blocks 150 to 153.
 
 mod common;
 
@@ -16,6 +19,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use common::processes::{Processes, eventually, http_get, sample, text};
+use common::tls::{create_certs, https_get, plaintext_exchange, tls_env};
 
 const ROOT_PASSWORD: &str = "root-pw-never-logged-150";
 const READER_PASSWORD: &str = "reader-pw-never-logged-150";
@@ -54,32 +58,38 @@ fn passwords_and_permissions_guard_every_client_request() {
     let mut outputs: Vec<Output> = Vec::new();
     let default = as_user("cassandra", "cassandra");
     servers.set_cli_env(&default);
-    servers.wait_until_all_un(0, 3);
+    // Until system_auth has its default superuser (a quorum of its three
+    // replicas, so all three nodes, must be up), logins are UNAVAILABLE or
+    // refused; then the default superuser logs in.
     eventually(
         Duration::from_secs(30),
-        "the default superuser exists",
-        || servers.cli(1, &["user", "list"]).status.success(),
-    );
-    let listed = servers.cli(2, &["user", "list"]);
-    assert_eq!(
-        text(&listed.stdout)
-            .lines()
-            .filter(|l| l.starts_with("cassandra "))
-            .count(),
-        1,
-        "one default superuser: {}",
-        text(&listed.stdout)
-    );
-    assert_eq!(
-        text(&listed.stdout).lines().count(),
-        2,
-        "{}",
-        text(&listed.stdout)
+        "the default superuser logs in",
+        || {
+            let output = servers.cli(1, &["user", "list"]);
+            output.status.success() || failed_with(&output, "PERMISSION_DENIED", "")
+        },
     );
 
-    // The default password serves views and user management, never data.
-    let refused = servers.cli(
+    // The default password may change that password and nothing else: not
+    // create a superuser, not see the cluster, not touch data.
+    let evil = servers.cli_env(
         0,
+        &[("RINGSTORE_NEW_PASSWORD", "evil-pw-150")],
+        &["user", "create", "evil", "--superuser"],
+    );
+    assert!(
+        failed_with(
+            &evil,
+            "PERMISSION_DENIED",
+            "default superuser's password must be changed"
+        ),
+        "the default superuser created a superuser: {}{}",
+        text(&evil.stdout),
+        text(&evil.stderr)
+    );
+    for args in [
+        &["user", "list"][..],
+        &["status"],
         &[
             "keyspace",
             "create",
@@ -87,17 +97,21 @@ fn passwords_and_permissions_guard_every_client_request() {
             "--replication",
             "SimpleStrategy:3",
         ],
-    );
-    assert!(
-        failed_with(
-            &refused,
-            "PERMISSION_DENIED",
-            "default superuser's password must be changed"
-        ),
-        "{}",
-        text(&refused.stderr)
-    );
-    outputs.push(refused);
+    ] {
+        let refused = servers.cli(0, args);
+        assert!(
+            failed_with(
+                &refused,
+                "PERMISSION_DENIED",
+                "default superuser's password must be changed"
+            ),
+            "{args:?}: {}{}",
+            text(&refused.stdout),
+            text(&refused.stderr)
+        );
+        outputs.push(refused);
+    }
+    outputs.push(evil);
 
     // Missing, wrong and unknown credentials are UNAUTHENTICATED, alike.
     let none = servers.cli_env(
@@ -147,6 +161,23 @@ fn passwords_and_permissions_guard_every_client_request() {
     outputs.push(changed);
     let root = as_user("cassandra", ROOT_PASSWORD);
     servers.set_cli_env(&root);
+    servers.wait_until_all_un(0, 3);
+    let listed = servers.cli(2, &["user", "list"]);
+    assert_eq!(
+        text(&listed.stdout)
+            .lines()
+            .filter(|l| l.starts_with("cassandra "))
+            .count(),
+        1,
+        "one default superuser and no other user: {}",
+        text(&listed.stdout)
+    );
+    assert_eq!(
+        text(&listed.stdout).lines().count(),
+        2,
+        "{}",
+        text(&listed.stdout)
+    );
     let old = servers.cli_env(0, &default, &["status"]);
     assert!(
         failed_with(&old, "UNAUTHENTICATED", "wrong password"),
@@ -497,4 +528,89 @@ fn a_pipeline_checks_each_request_and_follows_grants_while_it_is_open() {
         || pipelined(&runtime, &reader, true, "a") == tonic::Code::Unauthenticated,
     );
     assert_eq!(text(&servers.cli(0, &["get", "a", "k"]).stdout), "piped\n");
+}
+
+#[test]
+fn a_secured_nodes_metrics_are_served_over_tls_to_holders_of_the_bearer_token() {
+    let mut servers = Processes::new(153);
+    let ip = servers.address(0, 0).trim_end_matches(":0").to_string();
+    let certs = servers.dir().join("certs");
+    create_certs(&certs, std::slice::from_ref(&ip));
+    let token_file = servers.dir().join("metrics-token");
+    write_private(&token_file, &format!("{METRICS_TOKEN}\n"));
+    let mut env = tls_env(&certs, &ip, "secret-never-logged-153-0123456789abcdef");
+    env.extend(
+        password_auth("1")
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v)),
+    );
+    env.push(("RINGSTORE_METRICS_SECURITY__TLS".into(), "true".into()));
+    env.push((
+        "RINGSTORE_METRICS_SECURITY__BEARER_TOKEN_FILE".into(),
+        token_file.to_str().unwrap().into(),
+    ));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    servers.start(0, &env);
+    let metrics = servers.address(0, 7200);
+    let ca = certs.join("ca.crt");
+    eventually(Duration::from_secs(30), "/metrics answers over TLS", || {
+        https_get(&metrics, "/metrics", &ca, Some(METRICS_TOKEN))
+            .is_ok_and(|(status, page)| status == 200 && page.contains("ringstore_"))
+    });
+    for token in [None, Some("wrong-token")] {
+        let (status, page) = https_get(&metrics, "/metrics", &ca, token).unwrap();
+        assert_eq!(status, 401, "{token:?}: {page}");
+        assert!(!page.contains("ringstore_"), "{page}");
+    }
+    // Plaintext HTTP gets no page from the TLS port.
+    let plain = plaintext_exchange(&metrics);
+    assert!(!plain.contains("ringstore_"), "{plain}");
+    assert!(
+        !servers.log(0).contains(METRICS_TOKEN),
+        "the token is logged"
+    );
+}
+
+#[test]
+fn a_server_warns_when_its_config_file_is_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ringstore.toml");
+    // An empty cluster name: the server stops right after reading its settings.
+    std::fs::write(&file, "cluster_name = \"\"\n").unwrap();
+    let server = |mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ringstore"))
+            .args(["server", "--config", file.to_str().unwrap()])
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        text(&output.stderr)
+    };
+    let open = server(0o644);
+    assert!(
+        open.contains("is readable by group or others (mode 644)") && open.contains("chmod 600"),
+        "{open}"
+    );
+    let private = server(0o600);
+    assert!(!private.contains("readable by"), "{private}");
+    assert!(
+        private.contains("cluster_name must not be empty"),
+        "{private}"
+    );
+}
+
+const METRICS_TOKEN: &str = "metrics-token-never-logged-153";
+
+fn write_private(path: &std::path::Path, contents: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    file.write_all(contents.as_bytes()).unwrap();
 }

@@ -111,12 +111,19 @@ pub async fn run(args: &ServerArgs) -> Outcome {
              /proc/PID/cmdline): use --cluster-secret-file or RINGSTORE_CLUSTER_SECRET"
         );
     }
+    if let Some(path) = &args.config {
+        // It may hold cluster_secret: only the node's user should read it.
+        ringstore_node::file_modes::warn_if_readable_by_others(path, "config file");
+    }
     let config = NodeConfig::load(
         args.config.as_deref(),
         std::env::vars(),
         flag_settings(args),
     )
     .map_err(anyhow::Error::from)?;
+    if let Some(path) = &config.cluster_secret_file {
+        ringstore_node::file_modes::warn_if_readable_by_others(path, "cluster_secret_file");
+    }
     let node = match ringstore_node::start(config).await {
         Ok(node) => node,
         Err(error @ NodeError::Decommissioned { .. }) => {

@@ -63,3 +63,83 @@ pub fn start_tls(
     env.extend_from_slice(extra);
     servers.start(i, &env);
 }
+
+/// `GET path` over TLS from `address` (`IP:port`), trusting the CA in
+/// `ca`, with `token` as its bearer token: the status and the body; the
+/// reason if the exchange fails.
+pub fn https_get(
+    address: &str,
+    path: &str,
+    ca: &Path,
+    token: Option<&str>,
+) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+
+    let error = |e: &dyn std::fmt::Display| e.to_string();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| error(&e))? {
+        roots
+            .add(cert.map_err(|e| error(&e))?)
+            .map_err(|e| error(&e))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| error(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let socket: std::net::SocketAddr = address.parse().map_err(|e| error(&e))?;
+    let name = ServerName::IpAddress(socket.ip().into());
+    let connection =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| error(&e))?;
+    let tcp = std::net::TcpStream::connect(socket).map_err(|e| error(&e))?;
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .map_err(|e| error(&e))?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let authorization = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
+    )
+    .map_err(|e| error(&e))?;
+    let mut response = Vec::new();
+    match stream.read_to_end(&mut response) {
+        Ok(_) => {}
+        // A server closing without close_notify: the response is whole.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {}
+        Err(e) => return Err(error(&e)),
+    }
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    Ok((status, body.to_string()))
+}
+
+/// What a plaintext `GET /metrics` to `address` gets back, whatever it is
+/// (nothing, or a TLS alert, from a TLS port).
+pub fn plaintext_exchange(address: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let _ = write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    );
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    String::from_utf8_lossy(&response).into_owned()
+}

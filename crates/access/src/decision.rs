@@ -10,7 +10,7 @@ pub struct Principal {
     /// The user's record.
     pub user: UserRecord,
     /// The default superuser logged in with the default password: it may
-    /// manage users and nothing else until the password is changed.
+    /// change that password and nothing else until it has.
     pub default_password: bool,
 }
 
@@ -40,13 +40,25 @@ pub enum Denied {
          ringstore --user {DEFAULT_SUPERUSER} user password {DEFAULT_SUPERUSER}"
     )]
     DefaultPassword,
+    /// Another user's password, without `admin` on all keyspaces.
+    #[error(
+        "user {user} may change only its own password (another's needs admin on all keyspaces)"
+    )]
+    OthersPassword {
+        /// The user.
+        user: UserName,
+    },
 }
 
 impl Principal {
     /// Whether `need` is met, for a request to an RPC for which
-    /// `user_management` says whether it manages users.
-    pub fn check(&self, need: &Need, user_management: bool) -> Result<(), Denied> {
-        if self.default_password && !user_management && *need != Need::Login {
+    /// `password_change` says whether it changes a password (which the
+    /// service checks further, with [`Principal::may_set_password_of`]).
+    /// With the default password, nothing else is allowed: not a view,
+    /// not creating a user (a superuser made with a public password would
+    /// outlive it).
+    pub fn check(&self, need: &Need, password_change: bool) -> Result<(), Denied> {
+        if self.default_password && !password_change {
             return Err(Denied::DefaultPassword);
         }
         match need {
@@ -76,6 +88,34 @@ impl Principal {
             }
         }
     }
+
+    /// Whether this principal may set `target`'s password: its own always;
+    /// another's with `admin` on all keyspaces, and a superuser's (once
+    /// `target_superuser` is known) as a superuser; nothing but its own
+    /// while its password is the default.
+    pub fn may_set_password_of(
+        &self,
+        target: &UserName,
+        target_superuser: Option<bool>,
+    ) -> Result<(), Denied> {
+        if self.user.name == *target {
+            return Ok(());
+        }
+        if self.default_password {
+            return Err(Denied::DefaultPassword);
+        }
+        if !self.user.holds(Permission::Admin, &Scope::All) {
+            return Err(Denied::OthersPassword {
+                user: self.user.name.clone(),
+            });
+        }
+        if target_superuser == Some(true) && !self.user.superuser {
+            return Err(Denied::NotSuperuser {
+                user: self.user.name.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -85,7 +125,7 @@ mod tests {
     use super::*;
     use crate::password::StoredHash;
     use crate::permission::Grant;
-    use crate::rpc::{is_user_management, rule_for};
+    use crate::rpc::{is_password_change, rule_for};
 
     fn user(grants: &[(Permission, Scope)], superuser: bool) -> Principal {
         Principal {
@@ -110,7 +150,7 @@ mod tests {
     }
 
     fn call(principal: &Principal, path: &str, keyspace: Option<&str>) -> Result<(), Denied> {
-        principal.check(&rule_for(path).need(keyspace), is_user_management(path))
+        principal.check(&rule_for(path).need(keyspace), is_password_change(path))
     }
 
     #[test]
@@ -174,21 +214,54 @@ mod tests {
     }
 
     #[test]
-    fn the_default_password_allows_user_management_and_views_only() {
+    fn the_default_password_allows_changing_that_password_and_nothing_else() {
         let mut fresh = user(&[], true);
         fresh.default_password = true;
         assert_eq!(
             call(&fresh, "/ringstore.v1.Users/ChangePassword", None),
             Ok(())
         );
-        assert_eq!(call(&fresh, "/ringstore.v1.Users/CreateUser", None), Ok(()));
-        assert_eq!(call(&fresh, "/ringstore.v1.Admin/Status", None), Ok(()));
+        for (path, keyspace) in [
+            ("/ringstore.v1.Users/CreateUser", None),
+            ("/ringstore.v1.Users/Grant", None),
+            ("/ringstore.v1.Users/ListUsers", None),
+            ("/ringstore.v1.Admin/Status", None),
+            ("/ringstore.v1.Client/Noop", None),
+            ("/ringstore.v1.Client/Get", Some("a")),
+            ("/ringstore.v1.Topology/Decommission", None),
+        ] {
+            assert_eq!(
+                call(&fresh, path, keyspace),
+                Err(Denied::DefaultPassword),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_password_is_set_by_its_user_or_an_admin_and_a_superusers_by_a_superuser() {
+        let bob = UserName::new("bob").unwrap();
+        let alice = UserName::new("alice").unwrap();
+        let plain = user(&[], false);
+        assert_eq!(plain.may_set_password_of(&alice, None), Ok(()));
         assert_eq!(
-            call(&fresh, "/ringstore.v1.Client/Get", Some("a")),
-            Err(Denied::DefaultPassword)
+            plain.may_set_password_of(&bob, None),
+            Err(Denied::OthersPassword {
+                user: alice.clone()
+            })
         );
+        let admin = user(&[(Permission::Admin, Scope::All)], false);
+        assert_eq!(admin.may_set_password_of(&bob, Some(false)), Ok(()));
+        assert!(matches!(
+            admin.may_set_password_of(&bob, Some(true)),
+            Err(Denied::NotSuperuser { .. })
+        ));
+        let mut fresh = user(&[], true);
+        assert_eq!(fresh.may_set_password_of(&bob, Some(true)), Ok(()));
+        fresh.default_password = true;
+        assert_eq!(fresh.may_set_password_of(&alice, Some(true)), Ok(()));
         assert_eq!(
-            call(&fresh, "/ringstore.v1.Topology/Decommission", None),
+            fresh.may_set_password_of(&bob, Some(false)),
             Err(Denied::DefaultPassword)
         );
     }

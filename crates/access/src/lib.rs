@@ -44,10 +44,10 @@
 //! the first time cannot create conflicting superusers, and any later real
 //! change (a new password, a drop) carries a real timestamp and wins over
 //! the bootstrap write wherever and whenever it lands. While its password
-//! is the default, the default superuser may manage users and see the
-//! cluster, and nothing else: a fresh cluster serves no data until an
-//! operator changes that password (or creates another superuser and drops
-//! `cassandra`).
+//! is the default, the default superuser may change that password and
+//! nothing else (not even create a user: a superuser created with the
+//! public password at hand would outlive the change): a fresh cluster
+//! serves nothing until an operator changes it.
 //!
 //! # Verification and caching
 //!
@@ -56,10 +56,22 @@
 //! costs tens of milliseconds by design, so each node keeps a
 //! [`CredentialCache`]: a record read less than `validity_ms` ago is used
 //! without reading it again, and a password that verified against it is
-//! remembered as a keyed digest (never in clear) so the next request with
-//! it costs a hash, not an Argon2 check. A change made through a node
-//! invalidates that node's entry at once; other nodes see it within the
-//! validity (2 s by default, as Cassandra's `roles_validity`).
+//! remembered as a keyed digest (never in clear) of the name, the hash it
+//! verified against and the password, so the next request with it costs a
+//! hash, not an Argon2 check, and a record read again with the same hash
+//! needs no check either. A change made through a node invalidates that
+//! node's entry at once; other nodes see it within the validity (2 s by
+//! default, as Cassandra's `roles_validity`). The cache keeps verified
+//! users and never-verified names (an attacker's inventions) in two
+//! bounded LRU segments, so a spray of names cannot evict a user.
+//!
+//! # Login throttling
+//!
+//! Before a login may spend a check, [`LoginThrottle`] limits failed
+//! logins per source address and per user name, and the checks pending on
+//! a node; over a limit a login is refused at once, except that a source
+//! that logged in as that user before may still pass with a password the
+//! cache knows (see `throttle.rs` for the limits and their caveats).
 //!
 //! # Caveats
 //!
@@ -77,9 +89,11 @@
 mod cache;
 mod decision;
 mod error;
+mod lru;
 mod password;
 mod permission;
 mod rpc;
+mod throttle;
 mod user;
 
 pub use cache::{CACHE_CAPACITY, Cached, CredentialCache};
@@ -87,7 +101,8 @@ pub use decision::{Denied, Principal};
 pub use error::AccessError;
 pub use password::{MAX_PASSWORD_BYTES, StoredHash, check_password, verify};
 pub use permission::{AUTH_KEYSPACE, Grant, Permission, Scope};
-pub use rpc::{KeyspaceField, Need, Rule, in_table, is_user_management, rule_for};
+pub use rpc::{KeyspaceField, Need, Rule, in_table, is_password_change, rule_for};
+pub use throttle::{Admission, CheckOutcome, Limit, LoginLimits, LoginThrottle, Source, Throttled};
 pub use user::{
     BOOTSTRAP_TIMESTAMP_MICROS, DEFAULT_PASSWORD, DEFAULT_SUPERUSER, USER_INDEX_KEY, UserName,
     UserRecord, decode_index, encode_index,

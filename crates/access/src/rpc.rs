@@ -118,11 +118,10 @@ pub fn in_table(path: &str) -> bool {
     TABLE.iter().any(|(p, _)| *p == path)
 }
 
-/// Whether `path` is one of the RPCs a default superuser whose password is
-/// still the default may call: user management, to change it or to make
-/// another superuser.
-pub fn is_user_management(path: &str) -> bool {
-    path.starts_with("/ringstore.v1.Users/")
+/// Whether `path` changes a password: the one RPC a default superuser
+/// whose password is still the default may call (to change it).
+pub fn is_password_change(path: &str) -> bool {
+    path == "/ringstore.v1.Users/ChangePassword"
 }
 
 /// What a request needs once its keyspace is known.

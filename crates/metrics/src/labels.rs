@@ -188,14 +188,18 @@ pub enum AuthRefusal {
     BadCredentials,
     /// Authenticated, but without the permission the request needs.
     PermissionDenied,
+    /// Refused without a password check: too many failed logins from its
+    /// source or as its user, or too many checks pending.
+    Throttled,
 }
 
 impl AuthRefusal {
     /// Every reason, in label order.
-    pub const ALL: [AuthRefusal; 3] = [
+    pub const ALL: [AuthRefusal; 4] = [
         AuthRefusal::MissingCredentials,
         AuthRefusal::BadCredentials,
         AuthRefusal::PermissionDenied,
+        AuthRefusal::Throttled,
     ];
 
     /// The label value.
@@ -204,6 +208,7 @@ impl AuthRefusal {
             AuthRefusal::MissingCredentials => "missing_credentials",
             AuthRefusal::BadCredentials => "bad_credentials",
             AuthRefusal::PermissionDenied => "permission_denied",
+            AuthRefusal::Throttled => "throttled",
         }
     }
 }

@@ -213,7 +213,7 @@ impl NodeMetrics {
             )?,
             auth_refusals: f.counters(
                 "ringstore_client_auth_refusals_total",
-                "Client requests refused by client authentication: missing credentials, failed logins (unknown user or wrong password), denied permissions.",
+                "Client requests refused by client authentication: missing credentials, failed logins (unknown user or wrong password), logins throttled without a check (too many failures from the source or as the user), denied permissions.",
                 &["reason"],
             )?,
             pipelines_opened: f.counter(

@@ -53,6 +53,8 @@ pub struct NodeConfig {
     /// The HTTP bind address of `GET /metrics`; unset: the client listen IP
     /// on port 7200/TCP.
     pub metrics_address: Option<SocketAddr>,
+    /// Who may read `GET /metrics`, and over what (`[metrics_security]`).
+    pub metrics_security: crate::metrics_http::MetricsSecurity,
     /// The client address others should use, if not the bind address (behind NAT, in docker).
     pub broadcast_client_address: Option<SocketAddr>,
     /// The internode address others should use, if not the bind address.
@@ -357,6 +359,7 @@ impl Default for NodeConfig {
             gossip_address: SocketAddr::from(([127, 0, 0, 1], 7000)),
             metrics_enabled: true,
             metrics_address: None,
+            metrics_security: Default::default(),
             broadcast_client_address: None,
             broadcast_internode_address: None,
             broadcast_gossip_address: None,
@@ -538,7 +541,17 @@ impl NodeConfig {
         if self.max_clock_offset_ms == 0 {
             return invalid("max_clock_offset_ms must be positive".into());
         }
-        self.auth.check().map_err(ConfigError::Invalid)?;
+        self.auth
+            .check(self.listen_address, self.client_encryption.enabled)
+            .map_err(ConfigError::Invalid)?;
+        let client = &self.client_encryption;
+        self.metrics_security
+            .check(
+                self.metrics_bind_address(),
+                self.client_port_secured(),
+                client.certificate.is_some() && client.private_key.is_some(),
+            )
+            .map_err(ConfigError::Invalid)?;
         if self.batch_concurrency == 0 {
             return invalid("batch_concurrency must be positive".into());
         }
@@ -558,6 +571,13 @@ impl NodeConfig {
                 DEFAULT_METRICS_PORT,
             ))
         })
+    }
+
+    /// Whether the client port asks for TLS or passwords (so `/metrics`
+    /// must not be open to a network either).
+    pub fn client_port_secured(&self) -> bool {
+        self.client_encryption.enabled
+            || self.auth.authenticator == crate::client_auth::Authenticator::Password
     }
 
     /// The client address other nodes and clients use.

@@ -143,6 +143,10 @@ pub enum NodeError {
     #[error("tls: {0}")]
     Tls(#[from] crate::tls::TlsError),
 
+    /// The metrics port could not be set up (its token or TLS files).
+    #[error("metrics port: {0}")]
+    MetricsHttp(#[from] crate::metrics_http::MetricsHttpError),
+
     /// The metrics page could not be made.
     #[error("metrics: {0}")]
     Metrics(#[from] ringstore_metrics::MetricsError),
@@ -337,6 +341,7 @@ impl NodeError {
             | NodeError::Identity(_)
             | NodeError::ForeignIdentity { .. }
             | NodeError::Insecure(_)
+            | NodeError::MetricsHttp(_)
             | NodeError::Metrics(_) => Code::Internal,
         }
     }

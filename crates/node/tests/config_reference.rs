@@ -10,6 +10,7 @@ use std::path::Path;
 use ringstore_node::NodeConfig;
 use ringstore_node::client_auth::AuthConfig;
 use ringstore_node::config::{HintsConfig, RepairConfig, StorageConfig, TimeoutConfig};
+use ringstore_node::metrics_http::MetricsSecurity;
 use ringstore_node::tls::{ClientEncryption, ServerEncryption};
 use serde::de::{self, DeserializeOwned, Visitor};
 
@@ -81,7 +82,7 @@ fn documents(lines: &[&str], setting: &str) -> bool {
 fn the_sample_config_documents_every_setting_of_every_section() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ringstore.toml");
     let sample = std::fs::read_to_string(&path).unwrap();
-    let sections: [(&str, &[&str]); 8] = [
+    let sections: [(&str, &[&str]); 9] = [
         ("", settings_of::<NodeConfig>()),
         ("storage", settings_of::<StorageConfig>()),
         ("timeouts", settings_of::<TimeoutConfig>()),
@@ -90,6 +91,7 @@ fn the_sample_config_documents_every_setting_of_every_section() {
         ("client_encryption", settings_of::<ClientEncryption>()),
         ("server_encryption", settings_of::<ServerEncryption>()),
         ("auth", settings_of::<AuthConfig>()),
+        ("metrics_security", settings_of::<MetricsSecurity>()),
     ];
     let tables: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
     let mut missing = Vec::new();

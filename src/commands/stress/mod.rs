@@ -26,7 +26,8 @@
 //! first. But when every one of the first 100 operations fails (the node cannot
 //! serve, the keyspace is unusable) there is nothing to measure: the run stops
 //! and fails with the first error. A run in which no operation succeeded at
-//! all fails the same way.
+//! all fails the same way. `--expect-errors` turns both off, for a run whose
+//! failures are the point (a flood of bad logins, `benches/login_flood.sh`).
 //!
 //! # Caveats
 //! - Without `--rate`, closed loop: a worker waits for each answer before
@@ -133,11 +134,11 @@ pub async fn run(connection: &Connection, args: &StressArgs, out: &mut impl Writ
         let _ = client.noop().await;
     }
     if let Some(warmup) = plan.warmup_phase() {
-        let shared = Arc::new(Shared::new(warmup.limit, warmup.rate));
+        let shared = Arc::new(Shared::of(&warmup));
         load(&clients, &Arc::new(warmup), &shared, Seeds::WarmUp).await?;
     }
     let plan = Arc::new(plan);
-    let mut shared = Shared::new(plan.limit, plan.rate);
+    let mut shared = Shared::of(&plan);
     if args.html.is_some() {
         shared.timeline = Some(Timeline::default());
     }
@@ -223,6 +224,7 @@ async fn load(
     joined.context("a stress worker failed")?;
 
     if tally.latency.is_empty()
+        && !plan.expect_errors
         && let Some(status) = shared.first_error.get()
     {
         return Err(Failure::Status(status.clone()));
@@ -286,6 +288,9 @@ struct Plan {
     /// How keys `key0` to `key{--key-count - 1}` are drawn.
     keys: KeyChooser,
     distribution: KeyDistribution,
+    /// Failures are the point (`--expect-errors`): no probe, no failing
+    /// for want of a success.
+    expect_errors: bool,
 }
 
 impl Plan {
@@ -331,6 +336,7 @@ impl Plan {
             keys: KeyChooser::new(args.distribution, args.key_count)
                 .map_err(|e| anyhow!("--distribution {e}"))?,
             distribution: args.distribution,
+            expect_errors: args.expect_errors,
         })
     }
 
@@ -374,6 +380,9 @@ struct Shared {
     claimed: AtomicU64,
     /// Operations completed, failed or not (for the progress bar).
     completed: AtomicU64,
+    /// Whether the run stops when its first operations all fail (not with
+    /// `--expect-errors`).
+    probing: bool,
     /// How many of the first operations failed, up to [`PROBE_OPERATIONS`].
     probe_failures: AtomicU64,
     /// Set when every probe operation failed: workers stop.
@@ -394,11 +403,20 @@ impl Shared {
             started: tokio::time::Instant::now(),
             claimed: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            probing: true,
             probe_failures: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             first_error: OnceLock::new(),
             tallies: Tallies::new(),
             timeline: None,
+        }
+    }
+
+    /// What the workers of `plan` share.
+    fn of(plan: &Plan) -> Shared {
+        Shared {
+            probing: !plan.expect_errors,
+            ..Shared::new(plan.limit, plan.rate)
         }
     }
 
@@ -445,7 +463,7 @@ impl Shared {
     /// operation has now failed.
     fn failed(&self, index: u64, status: tonic::Status) {
         let _ = self.first_error.set(status);
-        if index < self.probe() {
+        if self.probing && index < self.probe() {
             let failures = self.probe_failures.fetch_add(1, Ordering::Relaxed) + 1;
             if failures == self.probe() {
                 self.stop.store(true, Ordering::Relaxed);
@@ -829,6 +847,7 @@ mod tests {
             distribution: KeyDistribution::Uniform,
             speculative_retry: None,
             threads: None,
+            expect_errors: false,
         }
     }
 
@@ -949,6 +968,20 @@ mod tests {
             short.stop.load(Ordering::Relaxed),
             "all of a short run failed"
         );
+    }
+
+    #[test]
+    fn a_run_that_expects_errors_goes_on_when_every_operation_fails() {
+        let mut flood = args(Workload::Noop);
+        flood.operations = Some(1000);
+        flood.expect_errors = true;
+        let plan = Plan::from_args(&flood).unwrap();
+        assert!(plan.expect_errors);
+        let shared = Shared::of(&plan);
+        for index in 0..200 {
+            shared.failed(index, tonic::Status::unauthenticated("wrong password"));
+        }
+        assert_eq!(shared.claim(), Some(0), "the run goes on");
     }
 
     /// Runs one worker of `plan` against a server whose first answer takes

@@ -58,7 +58,7 @@ async fn once(context: &Arc<NodeContext>) -> Result<()> {
     tracing::warn!(
         user = DEFAULT_SUPERUSER,
         "no users yet: created the default superuser {DEFAULT_SUPERUSER} with Cassandra's \
-         default password; it can only manage users until its password is changed: \
+         default password; it can do nothing but change that password until it has: \
          ringstore --user {DEFAULT_SUPERUSER} user password {DEFAULT_SUPERUSER}"
     );
     Ok(())

@@ -5,13 +5,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full, Limited};
-use ringstore_access::{Principal, is_user_management, rule_for};
+use ringstore_access::{Principal, is_password_change, rule_for};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
 use super::body::keyspace_in;
-use super::gate::{Gate, Refused};
+use super::gate::Gate;
+use super::refused::Refused;
 use super::{PASSWORD_HEADER, USER_HEADER};
 
 /// The largest request body buffered to find its keyspace (the client
@@ -100,7 +102,7 @@ async fn admit(
     mut request: http::Request<Body>,
 ) -> Result<http::Request<Body>, Refused> {
     let (user, password) = credentials(request.headers_mut());
-    let principal = gate.authenticate(user, password).await?;
+    let principal = gate.authenticate(peer_ip(&request), user, password).await?;
     let path = request.uri().path().to_string();
     let rule = rule_for(&path);
     let (mut request, keyspace) = match rule.keyspace_field() {
@@ -119,10 +121,25 @@ async fn admit(
         }
     };
     principal
-        .check(&rule.need(keyspace.as_deref()), is_user_management(&path))
+        .check(&rule.need(keyspace.as_deref()), is_password_change(&path))
         .map_err(|denied| Refused::Denied(denied.to_string()))?;
     request.extensions_mut().insert::<Principal>(principal);
     Ok(request)
+}
+
+/// The IP address the request came from: tonic puts the connection's
+/// address in every request's extensions, before any layer.
+fn peer_ip(request: &http::Request<Body>) -> Option<std::net::IpAddr> {
+    let extensions = request.extensions();
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|info| info.get_ref().remote_addr())
+        })
+        .map(|address| address.ip())
 }
 
 /// The user name and password of a request; the password header is taken

@@ -19,15 +19,18 @@
 mod body;
 mod bootstrap;
 mod config;
+mod flights;
 mod gate;
 mod layer;
+mod refused;
 pub mod store;
 mod stream;
 
 pub use bootstrap::run as bootstrap;
 pub use config::{AuthConfig, Authenticator};
-pub use gate::{Gate, Refused};
+pub use gate::{Gate, GateHost};
 pub use layer::{ClientAuthLayer, Guarded};
+pub use refused::Refused;
 pub use stream::StreamAuth;
 
 /// The metadata keys of the credentials, defined with the wire schema so

@@ -1,16 +1,20 @@
 //! Users in the replicated `system_auth` keyspace, read and written at
-//! QUORUM through the coordinator like any client data.
+//! QUORUM through the coordinator like any client data; and the node as
+//! the login gate's host.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use ringstore_access::{
-    AUTH_KEYSPACE, USER_INDEX_KEY, UserName, UserRecord, decode_index, encode_index,
+    AUTH_KEYSPACE, StoredHash, USER_INDEX_KEY, UserName, UserRecord, decode_index, encode_index,
 };
+use ringstore_metrics::NodeMetrics;
 use ringstore_placement::ReplicationStrategy;
 use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, Timestamp};
 
+use super::gate::GateHost;
 use crate::context::NodeContext;
 use crate::coordinator;
 use crate::error::{NodeError, Result};
@@ -116,4 +120,32 @@ pub async fn write_index(
         Cell::live(timestamp, encode_index(users)),
     )
     .await
+}
+
+/// A node's gate reads its users through the coordinator, at QUORUM. (The
+/// read takes an `Arc` of the context because the coordinator does; the
+/// gate holds the node's `Arc<NodeContext>` as its host.)
+pub struct NodeUsers(pub Arc<NodeContext>);
+
+impl GateHost for NodeUsers {
+    fn read_user<'a>(&'a self, name: &'a UserName) -> BoxFuture<'a, Result<Option<UserRecord>>> {
+        Box::pin(read_user(&self.0, name))
+    }
+
+    fn users_exist(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async move { Ok(read_index(&self.0).await?.is_some()) })
+    }
+
+    fn verify(&self, password: &str, hash: Option<&StoredHash>) -> bool {
+        ringstore_access::verify(password, hash)
+    }
+
+    fn metrics(&self) -> &NodeMetrics {
+        &self.0.metrics
+    }
+
+    fn now_ms(&self) -> u64 {
+        // The node's wall clock (the platform's: simulated in simulations).
+        u64::try_from(self.0.clock.now().0 / 1000).unwrap_or(0)
+    }
 }

@@ -16,9 +16,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_access::{Denied, Principal, is_user_management, rule_for};
+use ringstore_access::{Denied, Principal, is_password_change, rule_for};
 
-use super::gate::{Gate, Refused};
+use super::gate::Gate;
+use super::refused::Refused;
 
 /// A stream's principal and when it was read.
 #[derive(Debug)]
@@ -52,7 +53,7 @@ impl Grants {
     /// Whether a request to the unary RPC at `path` on `keyspace` is allowed.
     pub fn check(&self, path: &str, keyspace: &str) -> Result<(), Denied> {
         let need = rule_for(path).need(Some(keyspace));
-        self.principal.check(&need, is_user_management(path))
+        self.principal.check(&need, is_password_change(path))
     }
 
     /// The principal the stream runs as.

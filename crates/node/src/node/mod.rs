@@ -24,6 +24,7 @@ use ringstore_streaming::{StreamThrottle, Streams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::client_auth::store::NodeUsers;
 use crate::client_auth::{Authenticator, Gate};
 use crate::clock::{self, TimestampSource, WallClock};
 use crate::config::{FailureDetection, NodeConfig};
@@ -408,8 +409,23 @@ async fn gossip_stop(stopped: watch::Receiver<bool>, mut serving: watch::Receive
 
 /// The client authenticator's gate, when passwords are checked.
 fn client_gate(context: &Arc<NodeContext>) -> Option<Arc<Gate>> {
-    match context.config.auth.authenticator {
-        Authenticator::Password => Some(Arc::new(Gate::new(context.clone()))),
+    let config = &context.config;
+    if config
+        .auth
+        .passwords_in_clear(config.listen_address, config.client_encryption.enabled)
+    {
+        tracing::warn!(
+            listen_address = %config.listen_address,
+            "UNSAFE: passwords reach this node's plaintext client port in clear, readable by \
+             anyone on the network path (auth.allow_plaintext_passwords = true); turn on \
+             [client_encryption]"
+        );
+    }
+    match config.auth.authenticator {
+        Authenticator::Password => Some(Arc::new(Gate::new(
+            Arc::new(NodeUsers(context.clone())),
+            context.config.auth.validity_ms,
+        ))),
         Authenticator::AllowAll => {
             tracing::info!(
                 "authenticator = allow_all: anyone who reaches the client port may read, write \

@@ -35,7 +35,7 @@ use crate::config::NodeConfig;
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::internode_auth::{InternodeAuthLayer, PeerDirectory};
-use crate::metrics_http;
+use crate::metrics_http::{self, MetricsAccess};
 use crate::platform::{Accepted, Keepalive, Listener, Network};
 use crate::services::admin::AdminService;
 use crate::services::client::ClientService;
@@ -168,10 +168,11 @@ pub(super) fn serve(
                 },
             ];
             if let Some(listener) = metrics {
-                tracing::info!(address = ?listener.local_addr().ok(), "serving GET /metrics");
+                let access = metrics_access(&context.config, &listener)?;
                 tasks.push(tokio::spawn(metrics_http::serve(
                     listener,
                     context.clone(),
+                    access,
                     wait_for(stopped.clone()),
                 )));
             }
@@ -191,6 +192,36 @@ pub(super) fn serve(
             ])
         }
     }
+}
+
+/// How `GET /metrics` on `listener` is secured, its files read; logged,
+/// as unsafe when it is open to a network beside a secured client port.
+fn metrics_access(config: &NodeConfig, listener: &TcpListener) -> Result<MetricsAccess> {
+    let settings = &config.metrics_security;
+    let client = &config.client_encryption;
+    let access = MetricsAccess::from_settings(
+        settings,
+        client.certificate.as_deref(),
+        client.private_key.as_deref(),
+    )?;
+    let address = listener.local_addr().ok();
+    if let Some(address) = address
+        && settings.open_beside_secured(address, config.client_port_secured())
+    {
+        tracing::warn!(
+            %address,
+            "UNSAFE: /metrics is served in clear to anyone who reaches {address} while the \
+             client port is secured (metrics_security.allow_open = true)"
+        );
+    } else {
+        tracing::info!(
+            ?address,
+            tls = settings.tls,
+            bearer_token = settings.bearer_token_file.is_some(),
+            "serving GET /metrics"
+        );
+    }
+    Ok(access)
 }
 
 /// What a server serves: a stream of accepted connections (TCP, or a

@@ -198,7 +198,12 @@ impl Schema {
     }
 }
 
-/// Checks a keyspace name: 1 to 48 ASCII letters, digits or underscores.
+/// Checks a new keyspace's name: 1 to 48 ASCII letters, digits or
+/// underscores, and not reserved in any case: `all` (a grant on `ALL` is
+/// a grant on every keyspace, so a keyspace of that name could never be
+/// granted alone) and `system…` (the node's own keyspaces), except
+/// `system_auth` itself, which an operator may create ahead with the
+/// replication it wants.
 pub fn validate_keyspace_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 48 {
         return Err(format!("keyspace name {name:?} must be 1 to 48 characters"));
@@ -206,6 +211,17 @@ pub fn validate_keyspace_name(name: &str) -> Result<(), String> {
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!(
             "keyspace name {name:?} may contain only letters, digits and underscores"
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower == "all" {
+        return Err(format!(
+            "keyspace name {name:?} is reserved: ALL names every keyspace in grants"
+        ));
+    }
+    if lower.starts_with("system") && name != ringstore_access::AUTH_KEYSPACE {
+        return Err(format!(
+            "keyspace name {name:?} is reserved: names beginning with \"system\" are the node's own"
         ));
     }
     Ok(())
@@ -297,5 +313,28 @@ mod tests {
         assert!(validate_keyspace_name("").is_err());
         assert!(validate_keyspace_name("has-dash").is_err());
         assert!(validate_keyspace_name(&"x".repeat(49)).is_err());
+    }
+
+    #[test]
+    fn reserved_names_cannot_be_keyspaces_in_any_case() {
+        for reserved in [
+            "all",
+            "ALL",
+            "All",
+            "system",
+            "System_schema",
+            "systemx",
+            "SYSTEM_AUTH",
+        ] {
+            let refused = validate_keyspace_name(reserved)
+                .err()
+                .unwrap_or_else(|| panic!("keyspace name {reserved:?} was accepted"));
+            assert!(refused.contains("reserved"), "{reserved}: {refused}");
+        }
+        // system_auth itself may be created ahead, with the strategy wanted.
+        assert_eq!(validate_keyspace_name("system_auth"), Ok(()));
+        for fine in ["allowed", "al", "my_system", "sys"] {
+            assert_eq!(validate_keyspace_name(fine), Ok(()), "{fine}");
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! The client-auth layer has already required `admin` on all keyspaces
 //! (or, for `ChangePassword`, a login); here are the finer rules: only a
 //! superuser creates, drops or changes a superuser, a user changes its own
-//! password or, with `admin` on all, anyone's, and no one drops the user
-//! it is logged in as. With `authenticator = "allow_all"` no principal is
+//! password or, with `admin` on all, anyone's (the default superuser with
+//! its default password: only its own, and not to the default again), and
+//! no one drops the user it is logged in as. With `authenticator = "allow_all"` no principal is
 //! attached and every call is allowed (users can be prepared before the
 //! authenticator is switched on).
 
@@ -12,7 +13,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ringstore_access::{
-    AUTH_KEYSPACE, Grant, Permission, Principal, Scope, StoredHash, UserName, check_password,
+    AUTH_KEYSPACE, DEFAULT_PASSWORD, DEFAULT_SUPERUSER, Denied, Grant, Permission, Principal,
+    Scope, StoredHash, UserName, check_password,
 };
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::users_server::Users;
@@ -99,6 +101,10 @@ fn require_superuser(caller: &Option<Principal>, what: &str) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+fn denied(denied: Denied) -> NodeError {
+    NodeError::PermissionDenied(denied.to_string())
 }
 
 fn scope_of(keyspace: &str) -> Result<Scope> {
@@ -242,23 +248,23 @@ impl Users for UsersService {
         let caller = caller(&request);
         let r = request.into_inner();
         let name = UserName::new(&r.name).map_err(NodeError::from)?;
-        let own = caller.as_ref().is_none_or(|p| p.user.name == name);
-        if let Some(principal) = &caller
-            && !own
-            && !principal.user.holds(Permission::Admin, &Scope::All)
-        {
-            return Err(NodeError::PermissionDenied(format!(
-                "user {} may change only its own password (another's needs admin on all keyspaces)",
-                principal.user.name
+        let may_set = |target_superuser| match &caller {
+            Some(principal) => principal
+                .may_set_password_of(&name, target_superuser)
+                .map_err(denied),
+            None => Ok(()),
+        };
+        may_set(None)?;
+        if name.as_str() == DEFAULT_SUPERUSER && r.new_password == DEFAULT_PASSWORD {
+            return Err(NodeError::InvalidArgument(format!(
+                "{DEFAULT_SUPERUSER}'s new password must not be its public default"
             ))
             .into());
         }
         let hash = hash(r.new_password).await?;
         let _change = self.changes.lock().await;
         let mut record = self.existing(&name).await?;
-        if record.superuser && !own {
-            require_superuser(&caller, "changing a superuser's password")?;
-        }
+        may_set(Some(record.superuser))?;
         record.hash = hash;
         store::write_user(&self.context, &record, None).await?;
         self.invalidate(&name);
