@@ -319,3 +319,26 @@ fn a_removed_node_is_refused_whatever_it_sends() {
         "the removed node learns who removed it"
     );
 }
+
+#[test]
+fn a_decommissioned_node_cannot_come_back_under_its_old_host_id() {
+    let mut sim = cluster(6);
+    let gone = host(&sim, 2);
+    sim.update_local(2, |m| m.state = NodeState::Left);
+    sim.run_for(Duration::from_secs(2));
+    for i in [0, 1, 3] {
+        assert!(sim.view(i).has_left(gone), "node {i}");
+    }
+    // With its key, it publishes itself Normal again, newer.
+    sim.update_local(2, |m| m.state = NodeState::Normal);
+    sim.run_for(Duration::from_secs(5));
+    for i in [0, 1, 3] {
+        let view = sim.view(i);
+        assert!(view.has_left(gone), "node {i} took it back");
+        assert!(!view.ring.contains_host(gone), "node {i}");
+        assert!(
+            sim.membership(i).unwrap().stats().metadata_refused > 0,
+            "node {i}"
+        );
+    }
+}

@@ -18,7 +18,7 @@ use ringstore_placement::HostId;
 use super::{MAX_METADATA_CHUNKS, MAX_PARTIAL_METADATA, Membership, MembershipEvent, Output};
 use crate::error::MembershipError;
 use crate::message::{MetadataChunk, chunk_metadata, encode_control};
-use crate::metadata::{MetadataStamp, NodeMetadata, SignedMetadata};
+use crate::metadata::{MetadataStamp, NodeMetadata, NodeState, SignedMetadata};
 
 /// How often a removed node that keeps talking is sent the records that
 /// removed it (so it can learn why nobody answers it).
@@ -119,6 +119,22 @@ impl Membership {
         if self.view.removed.contains(&host) {
             self.stats.metadata_refused += 1;
             tracing::debug!(%sender, %host, "metadata of a removed node refused");
+            return;
+        }
+        // Left is for good: a decommissioned node comes back only as a new
+        // node (a new key, a new host id), never under its old one.
+        let left = |m: &NodeMetadata| m.state == NodeState::Left;
+        if self
+            .metadata
+            .get(&host)
+            .is_some_and(|held| left(&held.metadata))
+            && !left(&record.metadata)
+        {
+            self.stats.metadata_refused += 1;
+            tracing::warn!(
+                %sender, %host,
+                "a decommissioned node's record says it is back: refused (it must join anew)"
+            );
             return;
         }
         if host == self.view.local {
