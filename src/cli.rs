@@ -54,6 +54,19 @@ pub struct Cli {
     )]
     pub password: Option<String>,
 
+    /// How long a data command (put, get, delete, batch, scan) waits for
+    /// each node's answer before it gives up on that node. The node is told
+    /// too: a write it reads after then is refused, not applied late.
+    #[arg(
+        long,
+        global = true,
+        env = "RINGSTORE_REQUEST_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 12.0,
+        value_parser = parse_request_timeout
+    )]
+    pub request_timeout: f64,
+
     /// How log lines are written to stderr: `text` for people, `json` (one
     /// object per line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -821,6 +834,16 @@ pub struct KeyArgs {
     pub hex: bool,
 }
 
+/// A request timeout in seconds: positive, at most an hour.
+fn parse_request_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 3600.0 => Ok(seconds),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds above 0 and at most 3600"
+        )),
+    }
+}
+
 /// A consistency level from its name, in any case (`QUORUM`, `local_quorum`).
 pub(crate) fn parse_level(text: &str) -> Result<ConsistencyLevel, String> {
     text.parse()
@@ -842,9 +865,14 @@ pub struct PutArgs {
     /// Expire the value this many seconds after it is written.
     #[arg(long, value_name = "SECONDS")]
     pub ttl: Option<u32>,
-    /// The write's timestamp, in microseconds since the epoch.
+    /// The write's timestamp, in microseconds since the epoch (by default
+    /// this process stamps it from its clock).
     #[arg(long, value_name = "MICROS")]
     pub timestamp: Option<i64>,
+    /// Let the coordinating node stamp the write with its clock when it
+    /// reads it, instead of this process when it sends it.
+    #[arg(long, conflicts_with = "timestamp")]
+    pub server_timestamp: bool,
     /// KEY and VALUE are hex bytes.
     #[arg(long)]
     pub hex: bool,

@@ -73,6 +73,8 @@ pub struct Connection {
     /// The node's address, resolved.
     address: SocketAddr,
     tls: Option<ClientTlsConfig>,
+    /// How long the client library waits for a node's answer.
+    request_timeout: Duration,
 }
 
 impl Connection {
@@ -110,14 +112,23 @@ impl Connection {
             credentials,
             address,
             tls: tls.map(|ClientTls(config)| config.clone()),
+            request_timeout: ClientConfig::new(Vec::<String>::new()).request_timeout,
         })
+    }
+
+    /// This connection, with the client library waiting `timeout` for a
+    /// node's answer (`--request-timeout`).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Connection {
+        self.request_timeout = timeout;
+        self
     }
 
     /// A connection to another node (`HOST:PORT`) with this one's TLS and
     /// credentials.
     pub async fn to_node(&self, host: &str) -> Result<Connection, Failure> {
         let tls = self.tls.clone().map(ClientTls);
-        Connection::open(host, tls.as_ref(), self.credentials.clone()).await
+        let connection = Connection::open(host, tls.as_ref(), self.credentials.clone()).await?;
+        Ok(connection.with_request_timeout(self.request_timeout))
     }
 
     /// The node's address, resolved.
@@ -128,8 +139,8 @@ impl Connection {
     /// A client library handle seeded with this connection's node, TLS
     /// and credentials: with [`Routing::SeedsOnly`] the node coordinates
     /// everything (as `--host` promises); token-aware, it is only where
-    /// the cluster is learned. Writes are stamped by the node, as without
-    /// the library unless `client_timestamps`.
+    /// the cluster is learned. Writes without a timestamp are stamped by
+    /// the library if `client_timestamps`, else by their coordinator.
     pub async fn cluster(
         &self,
         routing: Routing,
@@ -156,6 +167,7 @@ impl Connection {
         config.tls = self.tls.clone();
         config.credentials = self.credentials.clone();
         config.client_timestamps = client_timestamps;
+        config.request_timeout = self.request_timeout;
         config.max_message_bytes = MAX_MESSAGE_BYTES;
         Ok(ringstore_client::Client::connect(config).await?)
     }

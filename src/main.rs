@@ -11,6 +11,7 @@ mod failure;
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -81,7 +82,9 @@ async fn run(cli: &Cli) -> Outcome {
         cli.client_key.as_deref(),
     )?;
     let credentials = client::credentials(cli.user.as_deref(), cli.password.as_deref())?;
-    let connection = Connection::open(&cli.host, tls.as_ref(), credentials).await?;
+    let connection = Connection::open(&cli.host, tls.as_ref(), credentials)
+        .await?
+        .with_request_timeout(Duration::from_secs_f64(cli.request_timeout));
     let outcome = run_on(cli, &connection, &mut out).await;
     match tls {
         Some(_) if cli.client_cert.is_none() => {

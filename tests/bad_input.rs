@@ -248,6 +248,7 @@ async fn every_bad_request_gets_a_clear_status() {
                 keyspace_id: uuid_text(),
                 key: b"k".to_vec(),
                 cell: None,
+                deadline_micros: None,
             }],
             ring_checksum: 0,
         })

@@ -520,6 +520,7 @@ async fn a_replica_refuses_only_the_mutations_it_can_never_apply_and_applies_the
         keyspace_id: keyspace.into(),
         key: key.as_bytes().to_vec(),
         cell: Some(cell()),
+        deadline_micros: None,
     };
     let request = pb::ApplyRequest {
         mutations: vec![

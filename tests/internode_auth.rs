@@ -102,6 +102,7 @@ async fn callers_that_are_not_members_or_replay_a_call_are_refused_and_change_no
                 keyspace_id: ks_id.clone(),
                 key: b"k".to_vec(),
                 cell: Some(evil_cell()),
+                deadline_micros: None,
             }],
             ring_checksum: 0,
         }
@@ -247,6 +248,7 @@ async fn a_captured_proof_carries_no_other_body_nor_reaches_another_node() {
                 expires_at_micros: None,
                 value: Some(value.as_bytes().to_vec()),
             }),
+            deadline_micros: None,
         }],
         ring_checksum: 0,
     };
@@ -352,6 +354,7 @@ async fn an_apply_stream_ends_at_its_next_frame_once_its_caller_is_removed() {
                     expires_at_micros: None,
                     value: Some(value.as_bytes().to_vec()),
                 }),
+                deadline_micros: None,
             }],
             ring_checksum: 0,
         }),

@@ -21,6 +21,9 @@
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
 //! 194: `benches/stress_token_aware.sh`), 197 in `tests/speculative_retry.rs`
 //! (198: `tests/hot_keys.rs`, 200 and 201: `tests/pipeline.rs`, both
+//! in-process), 204 and 211 in `tests/internode_auth.rs`, 212 and 214 in
+//! `tests/rotation.rs`, 213 in `tests/secure_default.rs`, 215 in
+//! `tests/gossip_forgery.rs`, 216 in `tests/late_writes.rs` (217 there is
 //! in-process). Other benches: 65, 66, 89, 98 to 104, 105
 //! (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
 //! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`), 109

@@ -76,7 +76,7 @@ pub const BATCH_BYTES: usize = 4 << 20;
 impl BatchSender {
     /// A sender to `keyspace` at `consistency`, through `--host` or, with
     /// `token_aware`, a replica of each batch's first key. Mutations keep
-    /// the timestamps they have; the coordinator stamps the others.
+    /// the timestamps they have; this process stamps the others.
     pub async fn new(
         connection: &Connection,
         keyspace: &str,

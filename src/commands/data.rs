@@ -29,14 +29,28 @@ pub fn key_bytes(key: &str, hex: bool) -> Result<Vec<u8>, Failure> {
 
 /// The client library on `connection`'s node: `--host` coordinates, or
 /// with `--token-aware` a replica does (of the key, or of the range read);
-/// shared by every command that reads or writes data.
+/// shared by every command that reads or writes data. Writes without a
+/// timestamp are stamped by this process ([`cluster_stamping`]).
 pub async fn cluster(connection: &Connection, token_aware: bool) -> Result<Client, Failure> {
+    cluster_stamping(connection, token_aware, true).await
+}
+
+/// As [`cluster`]; `client_timestamps` says whether this process stamps
+/// writes that have no timestamp (strictly increasing, from its clock) or
+/// leaves that to the coordinator. Stamped here, a write this process makes
+/// after one that timed out always wins over it, however late a paused
+/// coordinator applies the first.
+pub async fn cluster_stamping(
+    connection: &Connection,
+    token_aware: bool,
+    client_timestamps: bool,
+) -> Result<Client, Failure> {
     let routing = if token_aware {
         Routing::TokenAware
     } else {
         Routing::SeedsOnly
     };
-    connection.cluster(routing, false).await
+    connection.cluster(routing, client_timestamps).await
 }
 
 /// A consistency level's wire form.
@@ -64,7 +78,7 @@ pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
     } else {
         args.value.as_bytes().to_vec()
     };
-    cluster(connection, args.token_aware)
+    cluster_stamping(connection, args.token_aware, !args.server_timestamp)
         .await?
         .put(pb::PutRequest {
             keyspace: args.keyspace.clone(),

@@ -171,9 +171,18 @@ impl Processes {
     /// Runs the CLI against node `host` with `env` besides (and over) the
     /// environment of [`Processes::set_cli_env`].
     pub fn cli_env(&self, host: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
+        self.cli_at_env(&self.address(host, 7100), env, args)
+    }
+
+    /// Runs the CLI against `address` (a relay in front of a node).
+    pub fn cli_at(&self, address: &str, args: &[&str]) -> Output {
+        self.cli_at_env(address, &[], args)
+    }
+
+    fn cli_at_env(&self, address: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
         Command::new(BIN)
             .arg("--host")
-            .arg(self.address(host, 7100))
+            .arg(address)
             .args(&self.cli_args)
             .args(args)
             .envs(self.cli_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

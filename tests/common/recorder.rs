@@ -144,6 +144,13 @@ struct Client {
     completed: Arc<AtomicU64>,
 }
 
+/// This machine's wall clock, µs since the epoch: a write's send time.
+fn wall_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 impl Client {
     async fn run(self) -> Vec<Op> {
         let mut rng = StdRng::seed_from_u64(self.settings.seed.wrapping_add(self.id as u64));
@@ -164,6 +171,7 @@ impl Client {
                 keyspace: &self.settings.keyspace,
                 timeout: self.settings.request_timeout,
                 now: &now,
+                wall: &wall_micros,
             };
             let op = if rng.random_bool(0.5) {
                 let value = format!("{key}=c{}n{n}", self.id);

@@ -20,6 +20,7 @@ use crate::pool::{Pool, Transport};
 use crate::refresh::{self, Refresher};
 use crate::retry::{AttemptFailure, Idempotence, RetryDecision};
 use crate::routing::{QueryPlan, RoutingTable};
+use crate::sent_at::{self, timed};
 use crate::timestamps::TimestampGenerator;
 use crate::topology::Topology;
 
@@ -290,8 +291,9 @@ impl Client {
     pub async fn put(&self, mut request: pb::PutRequest) -> Result<pb::PutResponse> {
         let idempotence = self.stamp(&mut request.timestamp_micros);
         let plan = self.plan(&request.keyspace, &request.key);
+        let timeout = self.inner.config.request_timeout;
         self.execute(plan, idempotence, |mut client| {
-            let request = request.clone();
+            let request = timed(request.clone(), timeout);
             async move { client.put(request).await }
         })
         .await
@@ -301,8 +303,9 @@ impl Client {
     pub async fn delete(&self, mut request: pb::DeleteRequest) -> Result<pb::DeleteResponse> {
         let idempotence = self.stamp(&mut request.timestamp_micros);
         let plan = self.plan(&request.keyspace, &request.key);
+        let timeout = self.inner.config.request_timeout;
         self.execute(plan, idempotence, |mut client| {
-            let request = request.clone();
+            let request = timed(request.clone(), timeout);
             async move { client.delete(request).await }
         })
         .await
@@ -326,8 +329,9 @@ impl Client {
             .all(|m| m.timestamp_micros.is_some());
         let first_key = request.mutations.first().map_or(&[][..], |m| &m.key[..]);
         let plan = self.plan(&request.keyspace, first_key);
+        let timeout = self.inner.config.request_timeout;
         self.execute(plan, idempotence(stamped), |mut client| {
-            let request = request.clone();
+            let request = timed(request.clone(), timeout);
             async move { client.batch(request).await }
         })
         .await
@@ -375,6 +379,12 @@ impl Client {
             let client = self.inner.pool.client(node)?;
             let (error, failure) = match tokio::time::timeout(timeout, call(client)).await {
                 Ok(Ok(response)) => return Ok(response.into_inner()),
+                // tonic ends a call at its gRPC deadline itself, a moment
+                // before the timeout above would: the same timeout.
+                Ok(Err(status)) if sent_at::deadline_expired(&status) => (
+                    ClientError::Timeout { node, timeout },
+                    AttemptFailure::Timeout,
+                ),
                 Ok(Err(status)) => {
                     let failure = AttemptFailure::of_status(&status);
                     let error = ClientError::Status {

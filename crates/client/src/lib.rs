@@ -37,7 +37,10 @@
 //!   default ([`ClientConfig::client_timestamps`]); a write the coordinator
 //!   stamps only if it never reached a node. Bad input, permission errors
 //!   and the like are never retried. Each attempt has
-//!   [`ClientConfig::request_timeout`].
+//!   [`ClientConfig::request_timeout`], and tells the node when it was sent
+//!   with that timeout as its gRPC deadline, so a node that reads a write
+//!   after this client gave up on it refuses it instead of applying it
+//!   late (`sent_at.rs`; pipelined requests carry the same in fields).
 //! - **Connections.** [`ClientConfig::connections_per_node`] lazily opened
 //!   HTTP/2 channels per node, with TLS and credentials in gRPC metadata
 //!   ([`Credentials`]) as the `ringstore` CLI sends them.
@@ -91,7 +94,9 @@
 //!   false (still correct, one hop longer for those keys).
 //! - Client timestamps come from the client's clock: a client whose clock
 //!   is far off orders its writes wrongly against other clients' (the node
-//!   refuses timestamps beyond `max_client_timestamp_skew_seconds`).
+//!   refuses timestamps beyond `max_client_timestamp_skew_seconds`); one
+//!   whose clock runs behind the nodes' by more than the request timeout
+//!   has every write refused as past its deadline.
 //! - The client dials the client addresses the nodes advertise; behind
 //!   NAT or a proxy that differs from the seed's, set
 //!   `broadcast_client_address` on the nodes.
@@ -110,6 +115,7 @@ mod refresh;
 mod retry;
 mod routing;
 mod scan;
+mod sent_at;
 mod timestamps;
 mod topology;
 

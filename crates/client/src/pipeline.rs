@@ -41,6 +41,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::client::{AbortOnDrop, Client};
 use crate::error::{ClientError, Result};
+use crate::sent_at;
 
 /// Requests queued for the stream before a call waits for room.
 const QUEUE: usize = 1024;
@@ -196,6 +197,8 @@ impl Pipeline {
         let message = pb::PipelineRequest {
             id,
             request: Some(request),
+            sent_at_micros: Some(sent_at::now_micros()),
+            timeout_ms: Some(u32::try_from(shared.timeout.as_millis()).unwrap_or(u32::MAX)),
         };
         let exchange = async {
             shared

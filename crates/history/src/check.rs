@@ -133,6 +133,7 @@ pub fn check(
         };
         key_check.reads();
         key_check.real_time_order();
+        key_check.late_writes(finals.get(key).copied());
         key_check.final_state(finals.get(key).copied());
     }
     report
@@ -296,6 +297,63 @@ impl<'a> KeyCheck<'a> {
                     clock.bound
                 );
                 self.violation(ViolationKind::Reordered, what, &[*earlier, *later], None);
+            }
+        }
+    }
+
+    /// Writes a client was told failed that came back above a write the
+    /// same client made more than the clock bound after the failure and saw
+    /// acknowledged: the late write overwrote the acknowledged one.
+    fn late_writes(&mut self, last: Option<&FinalKey>) {
+        let Some(clock) = self.checks.clock_bound.clone() else {
+            return;
+        };
+        // Every version seen of a failed write: read, or held at the end.
+        let mut seen: Vec<(Version, usize)> = Vec::new();
+        let reads = self
+            .ops
+            .iter()
+            .filter_map(|&r| self.history[r].read_result());
+        let finals = last.into_iter().flat_map(|last| {
+            let all = match &last.read_all {
+                ReadOutcome::Found(version) => Some(version),
+                _ => None,
+            };
+            all.into_iter()
+                .chain(last.replicas.iter().filter_map(|(_, held)| held.as_ref()))
+        });
+        for version in reads.flatten().chain(finals) {
+            if let Some(&write) = self.writes.get(version.value.as_slice())
+                && self.history[write].acked_version().is_none()
+                && !seen.iter().any(|(_, w)| *w == write)
+            {
+                seen.push((version.clone(), write));
+            }
+        }
+        for (late, failed) in seen {
+            let op = &self.history[failed];
+            let exempt = clock.exempt.iter().any(|fault| {
+                fault.node == op.coordinator && fault.overlaps(op.invoked, op.completed)
+            });
+            if exempt {
+                continue;
+            }
+            let overwritten = self.ops.iter().find_map(|&w| {
+                let later = &self.history[w];
+                let acked = later.acked_version()?;
+                (later.client == op.client
+                    && later.invoked > op.completed + clock.bound
+                    && acked < late)
+                    .then_some((w, acked))
+            });
+            if let Some((later, acked)) = overwritten {
+                let what = format!(
+                    "{late}, written by a request its client was told failed, overwrote {acked}, \
+                     which the same client wrote more than the clock bound ({:?}) after the \
+                     failure and saw acknowledged",
+                    clock.bound
+                );
+                self.violation(ViolationKind::LateWrite, what, &[failed, later], None);
             }
         }
     }

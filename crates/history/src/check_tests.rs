@@ -408,3 +408,58 @@ fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
     };
     assert!(check(&reordered, &finals, &[], &exempt).is_ok());
 }
+
+#[test]
+fn a_write_told_failed_must_not_overwrite_a_later_acknowledged_write_of_its_client() {
+    let bound = Checks {
+        clock_bound: Some(ClockBound {
+            bound: ms(500),
+            exempt: Vec::new(),
+        }),
+        ..RF3
+    };
+    // Client 0's write of "old" timed out at 1,000 ms; at 2,000 ms it wrote
+    // "new", acknowledged at 2,000,000 µs. A paused coordinator then
+    // stamped "old" with its clock at 3,000 ms: it wins.
+    let late = vec![
+        write("k", "old", 0, 1_000, None),
+        write("k", "new", 2_000, 2_010, Some(2_000_000)),
+        read("k", 4_000, 4_010, Some(("old", 3_000_000))),
+    ];
+    let finals = [converged("k", Some(("old", 3_000_000)))];
+    assert!(check(&late, &finals, &[], &RF3).is_ok(), "not checked");
+    let report = check(&late, &finals, &[], &bound);
+    assert_eq!(kinds(&report), [ViolationKind::LateWrite], "{report}");
+    assert!(
+        report.violations[0].what.contains("told failed"),
+        "{report}"
+    );
+
+    // Seen only in the final state, it is found all the same.
+    let unread = &late[..2];
+    let report = check(unread, &finals, &[], &bound);
+    assert_eq!(kinds(&report), [ViolationKind::LateWrite], "{report}");
+
+    // The failed write applied with its early timestamp is fine: it lost.
+    let early = vec![
+        write("k", "old", 0, 1_000, None),
+        write("k", "new", 2_000, 2_010, Some(2_000_000)),
+        read("k", 4_000, 4_010, Some(("new", 2_000_000))),
+    ];
+    let finals = [converged("k", Some(("new", 2_000_000)))];
+    assert!(check(&early, &finals, &[], &bound).is_ok());
+
+    // Another client's later write is no promise of this one's; nor is a
+    // write sent within the bound of the failure.
+    let mut other_client = late.clone();
+    if let Some(op) = other_client.get_mut(1) {
+        op.client = ClientId(5);
+    }
+    let finals = [converged("k", Some(("old", 3_000_000)))];
+    assert!(check(&other_client, &finals, &[], &bound).is_ok());
+    let close = vec![
+        write("k", "old", 0, 1_000, None),
+        write("k", "new", 1_400, 1_410, Some(1_400_000)),
+    ];
+    assert!(check(&close, &finals, &[], &bound).is_ok());
+}

@@ -52,11 +52,22 @@
 //!   because the later write's coordinator then read a clock past the
 //!   earlier one's. Writes a node coordinated while its clock was
 //!   deliberately pushed past the bound (before it noticed) are exempt.
+//! - **Late write** (`LateWrite`, with the clock bound): a write its client
+//!   was told failed, if it appears at all, has a lower version than every
+//!   write the same client sent more than the bound after the failure and
+//!   saw acknowledged. Sound because a coordinator refuses to stamp a write
+//!   read after its client's deadline plus `max_clock_offset` (by its own
+//!   clock, the client's send time travelling with the request), and the
+//!   later write's coordinator, within `max_clock_offset` of true time,
+//!   stamps it after that: the simulation's bound, twice the offset, covers
+//!   both. Writes a node coordinated while its clock was pushed past the
+//!   bound are exempt, as above.
 //!
 //! Writes that failed (`UNAVAILABLE`, a timeout, a broken connection) are
-//! indeterminate: a coordinator may have sent them before it gave up, so
-//! they may or may not appear. They are never counted lost, never make a
-//! read stale, and reads may return them. A read that failed tells nothing.
+//! otherwise indeterminate: a coordinator may have sent them before it gave
+//! up, so they may or may not appear. They are never counted lost, never
+//! make a read stale, and reads may return them. A read that failed tells
+//! nothing.
 //!
 //! # Caveats
 //! - No deletes, TTLs or batches: the checks are of plain values.

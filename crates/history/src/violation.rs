@@ -24,6 +24,9 @@ pub enum ViolationKind {
     /// Two writes further apart than the clock bound ended in the wrong
     /// order.
     Reordered,
+    /// A write its client was told failed overwrote a later write of the
+    /// same client that was acknowledged.
+    LateWrite,
 }
 
 /// One violation.

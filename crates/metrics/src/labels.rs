@@ -178,6 +178,31 @@ impl Stage {
     }
 }
 
+/// What a node dropped undone because whoever waited for it had stopped
+/// waiting (the `kind` label of `ringstore_dropped_expired_total`; the
+/// dropped counts of `tpstats`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Expired {
+    /// A client write read after its client's deadline: refused unstamped.
+    ClientRequest,
+    /// A replica write read after its coordinator's deadline: not applied
+    /// (the coordinator hints it).
+    Mutation,
+}
+
+impl Expired {
+    /// Every kind, in label order.
+    pub const ALL: [Expired; 2] = [Expired::ClientRequest, Expired::Mutation];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Expired::ClientRequest => "client_request",
+            Expired::Mutation => "mutation",
+        }
+    }
+}
+
 /// Why a client request was refused by client authentication (the
 /// `reason` label of `ringstore_client_auth_refusals_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -52,7 +52,7 @@ mod snapshot;
 mod stage;
 
 pub use error::{MetricsError, Result};
-pub use labels::{AuthRefusal, CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
+pub use labels::{AuthRefusal, CoordinatorOp, Expired, InternodeRpc, LocalOp, Operation, Stage};
 pub use node_metrics::{
     KeyspaceHandles, NodeMetrics, OpenPipeline, RequestHandles, latency_buckets,
 };

@@ -13,7 +13,7 @@ use prometheus::{
 
 use crate::error::{MetricsError, Result};
 use crate::families::{Families, advance, gauge_value};
-use crate::labels::{AuthRefusal, CoordinatorOp, InternodeRpc, LocalOp, Operation, Stage};
+use crate::labels::{AuthRefusal, CoordinatorOp, Expired, InternodeRpc, LocalOp, Operation, Stage};
 use crate::percentiles::LatencySummary;
 use crate::sampled::Sampled;
 use crate::snapshot::NodeSnapshot;
@@ -90,6 +90,7 @@ pub struct NodeMetrics {
     apply_streams_opened: IntCounter,
     coalesced_replica_reads: IntCounter,
     auth_refusals: IntCounterVec,
+    expired_drops: IntCounterVec,
     pipelines_opened: IntCounter,
     pipelines_open: IntGauge,
     internode_latency: HistogramVec,
@@ -216,6 +217,11 @@ impl NodeMetrics {
                 "Client requests refused by client authentication: missing credentials, failed logins (unknown user or wrong password), logins throttled without a check (too many failures from the source or as the user), denied permissions.",
                 &["reason"],
             )?,
+            expired_drops: f.counters(
+                "ringstore_dropped_expired_total",
+                "Work dropped undone because its waiter had stopped waiting: client writes read after the client's deadline (refused, unstamped) and replica writes read after the coordinator's (not applied; the coordinator hints them).",
+                &["kind"],
+            )?,
             pipelines_opened: f.counter(
                 "ringstore_client_pipelines_total",
                 "Client/Pipeline streams opened (each carries many requests, counted in ringstore_client_requests_total as their unary kinds).",
@@ -271,6 +277,9 @@ impl NodeMetrics {
         // Families a scrape should show before their first sample.
         for reason in AuthRefusal::ALL {
             metrics.auth_refusals.with_label_values(&[reason.label()]);
+        }
+        for kind in Expired::ALL {
+            metrics.expired_drops.with_label_values(&[kind.label()]);
         }
         for op in [CoordinatorOp::Read, CoordinatorOp::Write] {
             let label = [op.label()];
@@ -344,6 +353,16 @@ impl NodeMetrics {
         self.auth_refusals
             .with_label_values(&[reason.label()])
             .inc();
+    }
+
+    /// Counts work of `kind` dropped because its waiter had stopped waiting.
+    pub fn dropped_expired(&self, kind: Expired) {
+        self.expired_drops.with_label_values(&[kind.label()]).inc();
+    }
+
+    /// How much work of `kind` was dropped as expired since the start.
+    pub fn expired_count(&self, kind: Expired) -> u64 {
+        self.expired_drops.with_label_values(&[kind.label()]).get()
     }
 
     /// Counts a `Client/Pipeline` stream opened; it counts as open until

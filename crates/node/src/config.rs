@@ -112,6 +112,9 @@ pub struct NodeConfig {
     /// `--max-offset`). Past it the node refuses to coordinate writes
     /// (`UNAVAILABLE`, naming its offset) until its clock is back: writes to
     /// one key further apart than this bound are ordered as they happened.
+    /// Also how late a client write may be read after its client's deadline,
+    /// or a replica write after its coordinator's, before it is refused
+    /// ([`crate::deadline`]).
     pub max_clock_offset_ms: u64,
     /// For tests only: this node's wall clock reads this many milliseconds
     /// ahead of the system's (behind, if negative). Everything that reads
@@ -127,6 +130,11 @@ pub struct NodeConfig {
     /// cluster (`RINGSTORE_TEST_WITHOUT_APPLY_STREAM`). Never set it in
     /// production.
     pub test_without_apply_stream: bool,
+    /// For tests only: stamp and apply client writes read after their
+    /// client's deadline, as a build from before the check did, to show that
+    /// the simulation and the process tests catch it
+    /// (`RINGSTORE_TEST_IGNORE_CLIENT_DEADLINES`). Never set it in production.
+    pub test_ignore_client_deadlines: bool,
     /// The most mutations one `Batch` request may carry (default 1,000).
     pub max_batch_mutations: usize,
     /// The most bytes of keys and values one `Batch` request may carry
@@ -382,6 +390,7 @@ impl Default for NodeConfig {
             test_clock_offset_ms: 0,
             test_without_read_many: false,
             test_without_apply_stream: false,
+            test_ignore_client_deadlines: false,
             max_batch_mutations: 1000,
             max_batch_bytes: 16 * 1024 * 1024,
             batch_concurrency: 32,

@@ -42,6 +42,7 @@ use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
+use crate::deadline;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 use crate::{
@@ -208,12 +209,14 @@ async fn send_to_replica(
     placed: Arc<ClusterView>,
 ) {
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+    let deadline = deadline::replica_deadline(context.clock.now(), timeout);
     let applied = apply_on(
         &context,
         host,
         &write.keyspace,
         &write.key,
         write.cell.clone(),
+        deadline,
         &placed,
     );
     let ok = match tokio::time::timeout(timeout, applied).await {
@@ -575,6 +578,7 @@ async fn apply_on(
     keyspace: &KeyspaceDef,
     key: &[u8],
     cell: Cell,
+    deadline: i64,
     placed: &ClusterView,
 ) -> Result<()> {
     if host == context.host_id {
@@ -588,6 +592,7 @@ async fn apply_on(
         keyspace_id: keyspace.id.to_string(),
         key: key.to_vec(),
         cell: Some(cell_to_pb(&cell)),
+        deadline_micros: Some(deadline),
     };
     let address = context.internode_address(host)?;
     batched_applies::apply(context, address, mutation, placed).await

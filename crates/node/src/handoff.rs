@@ -571,6 +571,8 @@ impl Handoff {
                     keyspace_id: hint.keyspace.to_string(),
                     key: hint.key.clone(),
                     cell: Some(cell_to_pb(&hint.cell)),
+                    // A hint waits for its replica, not for a client.
+                    deadline_micros: None,
                 })
                 .collect(),
             // A hint goes to the replica it was stored for, whatever the
@@ -620,11 +622,17 @@ impl Handoff {
                 continue;
             };
             let id = delivered.remove(index);
-            tracing::debug!(%target, message = refusal.message, "the replica refused a hint for good; dropping it");
             match refusal.reason() {
                 pb::RefusalReason::KeyspaceDropped => keyspace_dropped.push(id),
                 pb::RefusalReason::Invalid | pb::RefusalReason::Unspecified => invalid.push(id),
+                // Hints carry no deadline, so only a confused replica says
+                // this: kept for the next replay, neither deleted nor dropped.
+                pb::RefusalReason::Expired => {
+                    tracing::warn!(%target, message = refusal.message, "the replica called a hint expired; keeping it");
+                    continue;
+                }
             }
+            tracing::debug!(%target, message = refusal.message, "the replica refused a hint for good; dropping it");
         }
         self.discard(target, &keyspace_dropped, Undeliverable::KeyspaceDropped);
         self.discard(target, &invalid, Undeliverable::Refused);

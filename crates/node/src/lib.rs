@@ -54,6 +54,13 @@
 //!   wall-clock reading goes through one [`clock::WallClock`], which tests
 //!   can skew.
 //!
+//! - **Deadlines** ([`deadline`]): a client request carries when it was
+//!   sent and how long its client waits, and a replica write when its
+//!   coordinator stops waiting; a coordinator refuses to stamp a write read
+//!   after its client's deadline, and a replica drops a mutation read after
+//!   its coordinator's, so a write the client was told failed cannot be
+//!   stamped later than the writes that client made next.
+//!
 //! - **Repair** ([`repair`]): Merkle-tree anti-entropy repair of token
 //!   ranges (`ringstore repair`, or continuously by the built-in
 //!   scheduler), and garbage collection of tombstones and expired cells once
@@ -83,6 +90,7 @@ pub mod config;
 pub mod context;
 pub mod convert;
 pub mod coordinator;
+pub mod deadline;
 pub mod disk_failure;
 pub mod drain;
 mod empty_ring;

@@ -14,6 +14,11 @@ pub const USER_HEADER: &str = "x-ringstore-user";
 /// The metadata key of the password (binary metadata: any bytes; sent
 /// marked sensitive so HTTP/2 header compression does not index it).
 pub const PASSWORD_HEADER: &str = "x-ringstore-password-bin";
+/// The metadata key of when the client sent a request: microseconds since
+/// the Unix epoch by the client's clock, in decimal. With the call's gRPC
+/// deadline (`grpc-timeout`) it tells a node when the client stops waiting,
+/// so a request read after that is refused instead of applied late.
+pub const SENT_AT_HEADER: &str = "x-ringstore-sent-at-micros";
 
 pub mod codec;
 

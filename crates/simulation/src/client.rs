@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use ringstore_history::{FaultWindow, FinalKey, NodeId};
+use ringstore_node::platform::Keepalive;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_client::AdminClient;
 use ringstore_proto::v1::client_client::ClientClient;
@@ -18,7 +19,7 @@ use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_proto::v1::schema_client::SchemaClient;
 use ringstore_proto::v1::topology_client::TopologyClient;
 
-use crate::net::channel;
+use crate::net::{channel, channel_with};
 use crate::records::{failure_of, held, key_name, read_outcome};
 use crate::time::SimTime;
 use crate::workload::{self, History, KEYSPACE, Serving, WorkloadSettings};
@@ -33,6 +34,8 @@ pub struct Addresses {
     pub client: Vec<SocketAddr>,
     /// Each node's internode address, by node index.
     pub internode: Vec<SocketAddr>,
+    /// The keepalive of the workers' connections (the network's).
+    pub keepalive: Keepalive,
 }
 
 impl Addresses {
@@ -95,7 +98,7 @@ pub async fn run(
     let coordinators = addresses
         .client
         .iter()
-        .map(|&address| ClientClient::new(channel(address)))
+        .map(|&address| ClientClient::new(channel_with(address, addresses.keepalive)))
         .collect();
     let serving = Serving::first(nodes, members.len());
     let started = time.elapsed();

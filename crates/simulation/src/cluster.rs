@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ringstore_node::NodeConfig;
 use ringstore_node::config::{DurabilityMode, FailureDetection};
-use ringstore_node::platform::{Disk, Network, Platform};
+use ringstore_node::platform::{Disk, Keepalive, Network, Platform};
 use ringstore_storage::SimulatedDisk;
 use tempfile::TempDir;
 use turmoil::Sim;
@@ -32,6 +32,9 @@ pub struct NetworkSettings {
     pub max_latency: Duration,
     /// Simulated time after which the run is abandoned as hung.
     pub limit: Duration,
+    /// How every connection (the nodes' and the workers') detects a peer
+    /// that stopped answering.
+    pub keepalive: Keepalive,
 }
 
 impl Default for NetworkSettings {
@@ -41,6 +44,7 @@ impl Default for NetworkSettings {
             min_latency: Duration::from_micros(200),
             max_latency: Duration::from_millis(10),
             limit: Duration::from_secs(600),
+            keepalive: TurmoilTransport::KEEPALIVE,
         }
     }
 }
@@ -166,7 +170,9 @@ impl<'a> SimCluster<'a> {
         if node.registered {
             self.sim.bounce(node.name.as_str());
         } else {
-            let software = node_software(&node.config, &node.disk, &node.skew, &self.time);
+            let keepalive = self.network.keepalive;
+            let software =
+                node_software(&node.config, &node.disk, &node.skew, &self.time, keepalive);
             self.sim.host(node.name.as_str(), software);
             node.registered = true;
         }
@@ -226,11 +232,12 @@ fn node_software(
     disk: &SimulatedDisk,
     skew: &ClockSkew,
     time: &SimTime,
+    keepalive: Keepalive,
 ) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = turmoil::Result>>> + 'static {
     let (config, disk, skew, time) = (config.clone(), disk.clone(), skew.clone(), time.clone());
     move || {
         let platform = Platform {
-            network: Network::Simulated(Arc::new(TurmoilTransport)),
+            network: Network::Simulated(Arc::new(TurmoilTransport { keepalive })),
             clock: Arc::new(NodeClock {
                 time: time.clone(),
                 skew: skew.clone(),

@@ -9,15 +9,18 @@
 //! | `Crash` | the node's host is dropped at once, its disk loses what was not flushed; restarted at the end | `kill -9`, a power loss |
 //! | `Partition` | every message between the node and the other nodes is held, then delivered at the end | a partition TCP outlives; how others see a paused process |
 //! | `Flap` | the same, on and off every few hundred milliseconds | a flapping link or process |
+//! | `Pause` | every message to and from the node, the clients' included, is held, then delivered at the end | a paused process (`SIGSTOP`, a long GC pause) with requests waiting in its socket buffers |
 //! | `DropOutgoing`, `DropIncoming` | messages from (to) the node to (from) the other nodes are lost | a one-way failure; connections stall until their keep-alive gives up |
 //! | `SlowLinks` | the node's links take 50–250 ms | a slow or overloaded node |
 //! | `ClockDrift` | the node's clock is off by less than the clock bound | ordinary drift, which last-write-wins must tolerate |
 //! | `ClockJump` | its clock jumps ahead by more than the bound | the node must refuse to coordinate writes |
 //! | `DiskFull` | its disk refuses writes and flushes; at the end it has room and the node is restarted | a full disk, an operator freeing space |
 //!
-//! The clients keep reaching every node: only traffic between nodes is
-//! cut, so a cut-off node still coordinates (and must fail or hint, never
-//! acknowledge what it cannot make durable on a quorum).
+//! But for `Pause`, the clients keep reaching every node: only traffic
+//! between nodes is cut, so a cut-off node still coordinates (and must fail
+//! or hint, never acknowledge what it cannot make durable on a quorum). A
+//! paused node reads its clients' requests only at the end, after they
+//! gave up: it must refuse the writes among them, not stamp them then.
 
 use std::fmt;
 use std::time::Duration;
@@ -40,6 +43,8 @@ pub enum FaultKind {
     Partition,
     /// Cut off and back, repeatedly.
     Flap,
+    /// Nothing in or out, clients included; it all arrives at the end.
+    Pause,
     /// Its messages to the other nodes are lost.
     DropOutgoing,
     /// The other nodes' messages to it are lost.
@@ -56,10 +61,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Crash,
         FaultKind::Partition,
         FaultKind::Flap,
+        FaultKind::Pause,
         FaultKind::DropOutgoing,
         FaultKind::DropIncoming,
         FaultKind::SlowLinks,
@@ -81,6 +87,7 @@ impl FaultKind {
             self,
             FaultKind::Partition
                 | FaultKind::Flap
+                | FaultKind::Pause
                 | FaultKind::DropOutgoing
                 | FaultKind::DropIncoming
         )
@@ -180,6 +187,7 @@ pub fn apply(cluster: &mut SimCluster<'_>, fault: &Fault) {
     match fault.kind {
         FaultKind::Crash => cluster.crash(node),
         FaultKind::Partition | FaultKind::Flap => cut(cluster, node, true),
+        FaultKind::Pause => pause(cluster, node, true),
         FaultKind::DropOutgoing => drop_between(cluster, node, true, true),
         FaultKind::DropIncoming => drop_between(cluster, node, false, true),
         FaultKind::SlowLinks => slow_links(cluster, node, Some(fault.amount)),
@@ -205,6 +213,7 @@ pub fn heal(cluster: &mut SimCluster<'_>, fault: &Fault) {
     match fault.kind {
         FaultKind::Crash => cluster.start(node),
         FaultKind::Partition | FaultKind::Flap => cut(cluster, node, false),
+        FaultKind::Pause => pause(cluster, node, false),
         FaultKind::DropOutgoing => drop_between(cluster, node, true, false),
         FaultKind::DropIncoming => drop_between(cluster, node, false, false),
         FaultKind::SlowLinks => slow_links(cluster, node, None),
@@ -233,6 +242,20 @@ fn cut(cluster: &mut SimCluster<'_>, node: usize, hold: bool) {
             cluster.sim.hold(name.as_str(), other.as_str());
         } else {
             cluster.sim.release(name.as_str(), other.as_str());
+        }
+    }
+}
+
+/// Holds (or releases) every message between `node` and every other host,
+/// the clients' included.
+fn pause(cluster: &mut SimCluster<'_>, node: usize, hold: bool) {
+    cut(cluster, node, hold);
+    let name = cluster.nodes[node].name.clone();
+    for client in cluster.client_hosts() {
+        if hold {
+            cluster.sim.hold(name.as_str(), client.as_str());
+        } else {
+            cluster.sim.release(name.as_str(), client.as_str());
         }
     }
 }

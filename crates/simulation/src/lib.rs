@@ -24,7 +24,8 @@
 //! for the hints, repairs, and reads every key from every replica. The
 //! driver ([`scenario`]) steps the simulation and applies the [`faults`]
 //! drawn from the seed between steps: crashes with restarts, partitions,
-//! flapping, one-way drops, slow links, clock drift and jumps, full disks.
+//! flapping, pauses (clients' requests held in the node's links), one-way
+//! drops, slow links, clock drift and jumps, full disks.
 //! [`verdict`] then judges the run: the history checker's promises, every
 //! failed operation excused by a fault, the load overlapping every fault,
 //! and a node whose clock jumped refusing writes.

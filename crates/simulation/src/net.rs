@@ -15,9 +15,21 @@ use ringstore_membership::{GossipSocket, IoFuture};
 use ringstore_node::platform::{Connection, Keepalive, Listener, Transport};
 use tonic::transport::{Channel, Endpoint};
 
-/// turmoil's network, as a node's [`Transport`].
-#[derive(Debug, Default)]
-pub struct TurmoilTransport;
+/// turmoil's network, as a node's [`Transport`], with the keepalive its
+/// connections use.
+#[derive(Debug)]
+pub struct TurmoilTransport {
+    /// How its connections detect a peer that stopped answering.
+    pub keepalive: Keepalive,
+}
+
+impl Default for TurmoilTransport {
+    fn default() -> Self {
+        TurmoilTransport {
+            keepalive: Self::KEEPALIVE,
+        }
+    }
+}
 
 impl TurmoilTransport {
     /// How connections over it detect a peer that stopped answering: at
@@ -52,7 +64,7 @@ impl Transport for TurmoilTransport {
     }
 
     fn keepalive(&self) -> Keepalive {
-        Self::KEEPALIVE
+        self.keepalive
     }
 }
 
@@ -105,11 +117,16 @@ impl Listener for Connections {
 /// A lazily connected gRPC channel to `address` over the simulated
 /// network, for the test's clients (call it from inside the simulation).
 pub fn channel(address: SocketAddr) -> Channel {
+    channel_with(address, TurmoilTransport::KEEPALIVE)
+}
+
+/// [`channel`], with `keepalive`.
+pub fn channel_with(address: SocketAddr, keepalive: Keepalive) -> Channel {
     Endpoint::from_shared(format!("http://{address}"))
         .expect("a socket address is a valid URI")
         .connect_timeout(std::time::Duration::from_secs(2))
-        .http2_keep_alive_interval(TurmoilTransport::KEEPALIVE.interval)
-        .keep_alive_timeout(TurmoilTransport::KEEPALIVE.timeout)
+        .http2_keep_alive_interval(keepalive.interval)
+        .keep_alive_timeout(keepalive.timeout)
         .keep_alive_while_idle(true)
         .connect_with_connector_lazy(tower::service_fn(move |_| async move {
             turmoil::net::TcpStream::connect(address)

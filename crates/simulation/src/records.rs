@@ -9,6 +9,7 @@ use ringstore_history::{
     ClientId, Failure, FailureKind, Level, NodeId, Op, OpKind, ReadOutcome, Timestamp, Version,
     WriteOutcome,
 };
+use ringstore_proto::SENT_AT_HEADER;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
@@ -19,7 +20,8 @@ pub fn key_name(i: usize) -> String {
 }
 
 /// Who makes a request, through which node, of which keyspace, waiting how
-/// long, on which clock (offsets from the start of the run).
+/// long, on which clock (offsets from the start of the run), telling the
+/// node its wall clock.
 pub struct Requester<'a, C: Fn() -> Duration> {
     /// The client.
     pub client: ClientId,
@@ -31,11 +33,16 @@ pub struct Requester<'a, C: Fn() -> Duration> {
     pub timeout: Duration,
     /// The run's clock.
     pub now: &'a C,
+    /// The client's wall clock, µs since the epoch: each write tells the
+    /// node when it was sent, with the timeout as its gRPC deadline, as the
+    /// client library does.
+    pub wall: &'a (dyn Fn() -> i64 + Sync),
 }
 
 impl<C: Fn() -> Duration> Requester<'_, C> {
     /// Puts `value` under `key` at `QUORUM` (the server stamps it) through
-    /// `coordinator`; the operation as recorded.
+    /// `coordinator`, sent at the client's wall clock with its timeout as
+    /// the deadline; the operation as recorded.
     pub async fn put(
         &self,
         mut coordinator: ClientClient<Channel>,
@@ -51,7 +58,12 @@ impl<C: Fn() -> Duration> Requester<'_, C> {
             ttl_seconds: None,
         };
         let invoked = (self.now)();
-        let answer = tokio::time::timeout(self.timeout, coordinator.put(request)).await;
+        let mut call = tonic::Request::new(request);
+        call.set_timeout(self.timeout);
+        if let Ok(sent_at) = (self.wall)().to_string().parse() {
+            call.metadata_mut().insert(SENT_AT_HEADER, sent_at);
+        }
+        let answer = tokio::time::timeout(self.timeout, coordinator.put(call)).await;
         let outcome = match answered(answer) {
             Ok(put) => WriteOutcome::Acked(Timestamp(put.timestamp_micros)),
             Err(failure) => WriteOutcome::Failed(failure),
@@ -106,10 +118,13 @@ pub fn answered<T>(
 }
 
 /// What kind of failure `status` is: one the server sent carries no
-/// source error; a transport failure (refused, reset) does.
+/// source error; a transport failure (refused, reset) does, and so does
+/// tonic's own end of a call at its gRPC deadline, which is the client's
+/// timeout.
 pub fn failure_of(status: &tonic::Status) -> Failure {
     let from_transport = std::error::Error::source(status).is_some();
     let kind = match status.code() {
+        _ if deadline_expired(status) => FailureKind::ClientTimeout,
         _ if from_transport => FailureKind::Unreachable,
         tonic::Code::Unavailable => FailureKind::Unavailable,
         tonic::Code::DeadlineExceeded => FailureKind::Timeout,
@@ -119,6 +134,18 @@ pub fn failure_of(status: &tonic::Status) -> Failure {
         kind,
         message: format!("{:?}: {}", status.code(), status.message()),
     }
+}
+
+/// Whether tonic ended the call at its gRPC deadline.
+fn deadline_expired(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// What a get answered, as the checker records it.

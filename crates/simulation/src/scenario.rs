@@ -10,6 +10,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_history::{CheckReport, Checks, ClockBound, FaultWindow, FinalKey, Op, check};
+use ringstore_node::platform::Keepalive;
 
 use crate::client::{self, Addresses, Progress, TopologyPlan};
 use crate::cluster::{NetworkSettings, SimCluster};
@@ -42,6 +43,10 @@ pub struct Scenario {
     pub think: Duration,
     /// The simulated network.
     pub network: NetworkSettings,
+    /// A planted bug, to show the checker catches it: the nodes stamp and
+    /// apply client writes read after their client's deadline
+    /// (`test_ignore_client_deadlines`).
+    pub ignore_client_deadlines: bool,
 }
 
 impl Scenario {
@@ -60,6 +65,33 @@ impl Scenario {
             request_timeout: Duration::from_secs(4),
             think: Duration::from_millis(40),
             network: NetworkSettings::default(),
+            ignore_client_deadlines: false,
+        }
+    }
+
+    /// Paused coordinators: four nodes, six workers on eight keys, only
+    /// `Pause` faults (3–7 s each), and a 1 s client timeout, so that most
+    /// paused writes are read by their coordinator well after their client
+    /// gave up and wrote the key again elsewhere. A paused process does not
+    /// run its keepalive timers, but a simulated node whose messages are
+    /// held does: connections keep alive for 20 s here, longer than any
+    /// pause, so that they survive it, as a stopped process's do, and the
+    /// requests held in them are read when it ends.
+    pub fn paused_coordinators(seed: u64) -> Scenario {
+        let standard = Scenario::standard(seed);
+        Scenario {
+            topology: false,
+            keys: 8,
+            kinds: vec![FaultKind::Pause],
+            request_timeout: Duration::from_secs(1),
+            network: NetworkSettings {
+                keepalive: Keepalive {
+                    interval: Duration::from_secs(10),
+                    timeout: Duration::from_secs(10),
+                },
+                ..standard.network.clone()
+            },
+            ..standard
         }
     }
 }
@@ -126,6 +158,9 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
     let plan = topology_plan(&scenario);
     let hosts = scenario.nodes + usize::from(plan.is_some());
     let mut cluster = SimCluster::new(scenario.seed, hosts, &scenario.network);
+    for node in &mut cluster.nodes {
+        node.config.test_ignore_client_deadlines = scenario.ignore_client_deadlines;
+    }
     for i in 0..scenario.nodes {
         cluster.start(i);
     }
@@ -142,6 +177,7 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
             .iter()
             .map(|n| n.internode_address())
             .collect(),
+        keepalive: scenario.network.keepalive,
     };
     let settings = WorkloadSettings {
         clients: scenario.clients,

@@ -10,19 +10,23 @@
 //!
 //! Like a driver's host backoff, a worker avoids for [`SHUN`] a coordinator
 //! that failed it (while others remain), so one faulty node slows the load
-//! without stalling it.
+//! without stalling it. A worker whose write failed writes the same key
+//! again next, with a new value (through another coordinator, the failed
+//! one being shunned), as an application that retries does: the history
+//! checker then sees whether the failed write, applied late, overwrote the
+//! acknowledged one (`LateWrite`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use ringstore_history::{ClientId, NodeId, Op};
+use ringstore_history::{ClientId, NodeId, Op, OpKind};
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
 
 use crate::records::{Requester, key_name};
-use crate::time::SimTime;
+use crate::time::{EPOCH_MICROS, SimTime};
 
 /// The keyspace the workload uses.
 pub const KEYSPACE: &str = "ks";
@@ -142,25 +146,35 @@ impl Worker {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut shunned = vec![Duration::ZERO; self.coordinators.len()];
         let mut n = 0u64;
+        // The key of a write that failed, written again next.
+        let mut rewrite: Option<String> = None;
         while self.time.elapsed() < self.settings.until {
-            let key = key_name(rng.random_range(0..self.settings.keys));
+            let rewriting = rewrite.is_some();
+            let drawn = key_name(rng.random_range(0..self.settings.keys));
+            let key = rewrite.take().unwrap_or(drawn);
             let serving = self.serving.nodes();
             let node = draw_coordinator(&mut rng, &serving, &shunned, self.time.elapsed());
             let coordinator = self.coordinators[node].clone();
             let now = || self.time.elapsed();
+            let wall = || EPOCH_MICROS + i64::try_from(now().as_micros()).unwrap_or(i64::MAX);
             let requester = Requester {
                 client: ClientId(self.id),
                 node: NodeId(node),
                 keyspace: KEYSPACE,
                 timeout: self.settings.request_timeout,
                 now: &now,
+                wall: &wall,
             };
-            let op = if rng.random_bool(0.5) {
+            let write = rng.random_bool(0.5);
+            let op = if write || rewriting {
                 let value = format!("{key}=c{}n{n}", self.id);
-                requester.put(coordinator, key, value).await
+                requester.put(coordinator, key.clone(), value).await
             } else {
-                requester.get(coordinator, key).await
+                requester.get(coordinator, key.clone()).await
             };
+            if matches!(op.kind, OpKind::Write { .. }) && op.failure().is_some() {
+                rewrite = Some(key);
+            }
             let mut pause = rng.random_range(Duration::ZERO..=self.settings.think);
             if op.failure().is_some() {
                 shunned[node] = self.time.elapsed() + SHUN;

@@ -272,6 +272,7 @@ impl<'a> RangeRepair<'a> {
                     keyspace_id: self.keyspace.to_string(),
                     key: sync.key.clone(),
                     cell: Some(cell_to_pb(cell)),
+                    deadline_micros: None,
                 });
             }
         }

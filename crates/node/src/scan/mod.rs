@@ -362,6 +362,7 @@ async fn apply_rows_on(
             keyspace_id: keyspace.id.to_string(),
             key: row.key,
             cell: Some(cell_to_pb(&row.cell)),
+            deadline_micros: None,
         })
         .collect();
     apply_calls::apply_remotely(context, host, mutations, &context.view()).await

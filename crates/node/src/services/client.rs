@@ -3,7 +3,10 @@
 //! valid consistency level is counted and timed by operation and level (a
 //! request whose level does not parse has no level to count it under); a
 //! drained node refuses writes, and so does a node whose clock is off from
-//! the majority ([`crate::clock_guard`]). `Pipeline` carries the same
+//! the majority ([`crate::clock_guard`]). A write read after its client's
+//! deadline is refused before it is stamped ([`crate::deadline`]); every
+//! mutation of a batch is stamped when the batch is read, not when its turn
+//! to be sent comes. `Pipeline` carries the same
 //! requests on one stream ([`super::pipeline`]) and answers each one as its
 //! unary RPC would.
 
@@ -12,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use ringstore_access::Principal;
-use ringstore_metrics::{Operation, Stage};
+use ringstore_metrics::{Expired, Operation, Stage};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;
 use ringstore_proto::v1::pipeline_request::Request as PipelinedRequest;
@@ -29,6 +32,7 @@ use crate::config::NodeConfig;
 use crate::context::NodeContext;
 use crate::convert::level_from_pb;
 use crate::coordinator;
+use crate::deadline::ClientDeadline;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 use crate::schema::sync::keyspace_catching_up;
@@ -74,8 +78,27 @@ impl ClientService {
         keyspace_catching_up(&self.context, name).await
     }
 
+    /// Refuses a write whose client's `deadline` had passed, allowing the
+    /// clock bound, by `at` (counted): the node's clock, or the timestamp
+    /// it would stamp the write with, which is never later than that.
+    fn check_deadline(&self, deadline: Option<ClientDeadline>, at: Timestamp) -> Result<()> {
+        let Some(deadline) = deadline else {
+            return Ok(());
+        };
+        if self.context.config.test_ignore_client_deadlines {
+            return Ok(());
+        }
+        let bound = Duration::from_millis(self.context.config.max_clock_offset_ms);
+        let checked = deadline.check(at, bound);
+        if checked.is_err() {
+            self.context.metrics.dropped_expired(Expired::ClientRequest);
+        }
+        checked
+    }
+
     /// A checked write: key and value limits, TTL or absolute expiry, and
-    /// the timestamp to use.
+    /// the timestamp to use, unless its client's `deadline` has passed by
+    /// the time it would be stamped.
     fn prepare_write(
         &self,
         key: &[u8],
@@ -83,6 +106,7 @@ impl ClientService {
         timestamp: Option<i64>,
         ttl: Option<u32>,
         expires_at: Option<i64>,
+        deadline: Option<ClientDeadline>,
     ) -> Result<Cell> {
         check_key(key)?;
         if let Some(value) = &value
@@ -104,14 +128,22 @@ impl ClientService {
             Some(ttl) => Some(ttl),
         };
         // A client timestamp is bounded but never moves the node's clock.
+        // A server timestamp is judged against the deadline itself: it may
+        // run ahead of the clock (it never repeats), and it is what a later
+        // write must beat.
         let timestamp = match timestamp {
             Some(micros) => {
                 let max_skew =
                     Duration::from_secs(self.context.config.max_client_timestamp_skew_seconds);
                 check_client_timestamp(micros, self.context.clock.now(), max_skew)?;
+                self.check_deadline(deadline, self.context.clock.now())?;
                 Timestamp(micros)
             }
-            None => self.context.clock.next(),
+            None => {
+                let stamped = self.context.clock.next();
+                self.check_deadline(deadline, stamped)?;
+                stamped
+            }
         };
         // TTLs and tombstones count from the node's clock (the test offset
         // included), as timestamps do.
@@ -158,7 +190,8 @@ fn check_expiry(
     let latest = now.plus_seconds(MAX_TTL_SECONDS);
     if at <= 0 || Timestamp(at) > latest {
         return Err(NodeError::InvalidArgument(format!(
-            "expires_at_micros {at} must be positive and at most {MAX_TTL_SECONDS} seconds              from now ({latest})"
+            "expires_at_micros {at} must be positive and at most {MAX_TTL_SECONDS} seconds \
+             from now ({latest})"
         )));
     }
     Ok(Some(Timestamp(at)))
@@ -228,7 +261,12 @@ impl ClientService {
         Ok(result?)
     }
 
-    async fn run_put(&self, r: pb::PutRequest, level: ConsistencyLevel) -> Result<pb::PutResponse> {
+    async fn run_put(
+        &self,
+        r: pb::PutRequest,
+        deadline: Option<ClientDeadline>,
+        level: ConsistencyLevel,
+    ) -> Result<pb::PutResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
@@ -238,6 +276,7 @@ impl ClientService {
             r.timestamp_micros,
             r.ttl_seconds,
             None,
+            deadline,
         )?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
@@ -269,12 +308,13 @@ impl ClientService {
     async fn run_delete(
         &self,
         r: pb::DeleteRequest,
+        deadline: Option<ClientDeadline>,
         level: ConsistencyLevel,
     ) -> Result<pb::DeleteResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
-        let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None, None)?;
+        let cell = self.prepare_write(&r.key, None, r.timestamp_micros, None, None, deadline)?;
         let timestamp = cell.timestamp;
         coordinator::write(&self.context, &keyspace, r.key, cell, level).await?;
         Ok(pb::DeleteResponse {
@@ -285,25 +325,39 @@ impl ClientService {
     async fn run_batch(
         &self,
         r: pb::BatchRequest,
+        deadline: Option<ClientDeadline>,
         level: ConsistencyLevel,
     ) -> Result<pb::BatchResponse> {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
         check_batch_size(&self.context.config, &r.mutations)?;
-        let writes = r.mutations.into_iter().map(|m| {
-            let prepared = self.prepare_write(
-                &m.key,
-                m.value,
-                m.timestamp_micros,
-                m.ttl_seconds,
-                m.expires_at_micros,
-            );
+        // Past its deadline the whole batch is refused, not each mutation.
+        self.check_deadline(deadline, self.context.clock.now())?;
+        // Every mutation is stamped now, before any is sent: one whose turn
+        // comes late must not get a later timestamp than the batch's
+        // deadline allowed.
+        let prepared: Vec<_> = r
+            .mutations
+            .into_iter()
+            .map(|m| {
+                let cell = self.prepare_write(
+                    &m.key,
+                    m.value,
+                    m.timestamp_micros,
+                    m.ttl_seconds,
+                    m.expires_at_micros,
+                    deadline,
+                );
+                (m.key, cell)
+            })
+            .collect();
+        let writes = prepared.into_iter().map(|(key, prepared)| {
             let (context, keyspace) = (&self.context, &keyspace);
             async move {
                 let cell = prepared?;
                 let timestamp = cell.timestamp;
-                coordinator::write(context, keyspace, m.key, cell, level).await?;
+                coordinator::write(context, keyspace, key, cell, level).await?;
                 Ok::<_, NodeError>(timestamp)
             }
         });
@@ -334,9 +388,10 @@ impl Client for ClientService {
         &self,
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
+        let deadline = ClientDeadline::from_metadata(request.metadata())?;
         let r = request.into_inner();
         let answer = self.counted(Operation::Put, r.consistency, |level| {
-            self.run_put(r, level)
+            self.run_put(r, deadline, level)
         });
         Ok(Response::new(answer.await?))
     }
@@ -356,9 +411,10 @@ impl Client for ClientService {
         &self,
         request: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let deadline = ClientDeadline::from_metadata(request.metadata())?;
         let r = request.into_inner();
         let answer = self.counted(Operation::Delete, r.consistency, |level| {
-            self.run_delete(r, level)
+            self.run_delete(r, deadline, level)
         });
         Ok(Response::new(answer.await?))
     }
@@ -367,9 +423,10 @@ impl Client for ClientService {
         &self,
         request: Request<pb::BatchRequest>,
     ) -> Result<Response<pb::BatchResponse>, Status> {
+        let deadline = ClientDeadline::from_metadata(request.metadata())?;
         let r = request.into_inner();
         let answer = self.counted(Operation::Batch, r.consistency, |level| {
-            self.run_batch(r, level)
+            self.run_batch(r, deadline, level)
         });
         Ok(Response::new(answer.await?))
     }
@@ -410,12 +467,12 @@ impl Client for ClientService {
         };
         let service = self.clone();
         let open = self.context.metrics.pipeline_opened();
-        let answer = move |request| {
+        let answer = move |request, deadline| {
             // The stream, which owns this closure, counts as open until
             // it is dropped.
             let _ = &open;
             let (service, auth) = (service.clone(), auth.clone());
-            async move { service.answer(request, auth.as_deref()).await }
+            async move { service.answer(request, deadline, auth.as_deref()).await }
         };
         let mut stopped = self.stopped.clone();
         let stop = async move {
@@ -436,6 +493,7 @@ impl ClientService {
     async fn answer(
         &self,
         request: PipelinedRequest,
+        deadline: Option<ClientDeadline>,
         auth: Option<&StreamAuth>,
     ) -> Result<PipelinedAnswer, Status> {
         if let Some(auth) = auth {
@@ -447,7 +505,7 @@ impl ClientService {
         Ok(match request {
             PipelinedRequest::Put(r) => PipelinedAnswer::Put(
                 self.counted(Operation::Put, r.consistency, |level| {
-                    self.run_put(r, level)
+                    self.run_put(r, deadline, level)
                 })
                 .await?,
             ),
@@ -459,13 +517,13 @@ impl ClientService {
             ),
             PipelinedRequest::Delete(r) => PipelinedAnswer::Delete(
                 self.counted(Operation::Delete, r.consistency, |level| {
-                    self.run_delete(r, level)
+                    self.run_delete(r, deadline, level)
                 })
                 .await?,
             ),
             PipelinedRequest::Batch(r) => PipelinedAnswer::Batch(
                 self.counted(Operation::Batch, r.consistency, |level| {
-                    self.run_batch(r, level)
+                    self.run_batch(r, deadline, level)
                 })
                 .await?,
             ),

@@ -2,10 +2,10 @@
 //! range streaming, and hints handed over by a leaving node.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ringstore_hints::Hint;
-use ringstore_metrics::{LocalOp, Stage};
+use ringstore_metrics::{Expired, LocalOp, Stage};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::internode_server::Internode;
@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
 use crate::convert::{range_from_pb, ranges_from_pb};
+use crate::deadline;
 use crate::error::{NodeError, Result};
 use crate::internode_auth::Caller;
 use crate::repair::replica;
@@ -82,6 +83,17 @@ fn refusal(index: usize, error: &NodeError) -> pb::RefusedMutation {
     }
 }
 
+/// The refusal of mutation `index`, read at `now` after its coordinator's
+/// `deadline`.
+fn expired(index: usize, deadline: Option<i64>, now: Timestamp) -> pb::RefusedMutation {
+    let late_ms = now.0.saturating_sub(deadline.unwrap_or(now.0)) / 1000;
+    pb::RefusedMutation {
+        index: u32::try_from(index).unwrap_or(u32::MAX),
+        reason: pb::RefusalReason::Expired.into(),
+        message: format!("read {late_ms} ms after the coordinator's deadline: dropped unapplied"),
+    }
+}
+
 /// Serves `Internode` from a node's context.
 #[derive(Clone)]
 pub struct InternodeService {
@@ -107,7 +119,16 @@ impl InternodeService {
         let mut accepted = Accepted::default();
         let mut refused = Vec::new();
         let members = ring_lag::answer_for(&self.context.view(), request.ring_checksum);
+        // A mutation its coordinator stopped waiting for is dropped:
+        // applying it now helps nobody, and it is hinted instead.
+        let now = self.context.clock.now();
+        let bound = Duration::from_millis(self.context.config.max_clock_offset_ms);
         for (index, mutation) in request.mutations.into_iter().enumerate() {
+            if deadline::replica_write_expired(mutation.deadline_micros, now, bound) {
+                self.context.metrics.dropped_expired(Expired::Mutation);
+                refused.push(expired(index, mutation.deadline_micros, now));
+                continue;
+            }
             match self.replica_write(mutation) {
                 Ok(write) => accepted.push(index, write),
                 Err(error) => refused.push(refusal(index, &error)),

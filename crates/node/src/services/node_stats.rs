@@ -1,7 +1,7 @@
 //! What `tpstats`, `proxyhistograms` and `tablestats` show, read from the
 //! node's metrics ([`ringstore_metrics::NodeMetrics`]) and storage.
 
-use ringstore_metrics::{CoordinatorOp, LatencySummary, LocalOp, Stage};
+use ringstore_metrics::{CoordinatorOp, Expired, LatencySummary, LocalOp, Stage};
 use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
@@ -44,6 +44,11 @@ pub async fn tp_stats(context: &NodeContext) -> Result<pb::TpStatsResponse> {
                 + c.dropped_corrupt
                 + c.dropped_keyspace
                 + c.dropped_refused,
+        ),
+        ("MUTATION", metrics.expired_count(Expired::Mutation)),
+        (
+            "CLIENT_REQUEST",
+            metrics.expired_count(Expired::ClientRequest),
         ),
     ]
     .into_iter()

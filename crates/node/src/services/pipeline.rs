@@ -27,6 +27,11 @@
 //! - When the client half-closes, the requests already read are answered,
 //!   then the stream ends with OK. When it resets the stream, the requests
 //!   in flight are dropped as a unary call's would be.
+//! - A request may carry when the client sent it and how long it waits
+//!   (`sent_at_micros`, `timeout_ms`): `answer` gets them as a
+//!   [`ClientDeadline`], so a write read after it is refused as a unary
+//!   call's would be ([`crate::deadline`]). Malformed, they are the
+//!   request's `INVALID_ARGUMENT`.
 //! - When the node stops, it reads no more requests, answers those it has,
 //!   and ends the stream with OK: a server's graceful shutdown waits for
 //!   its streams, and a client's pipeline would otherwise hold it forever.
@@ -45,6 +50,8 @@ use ringstore_proto::v1::pipeline_request::Request;
 use ringstore_proto::v1::pipeline_response::Response as Answer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
+
+use crate::deadline::ClientDeadline;
 
 /// The most requests of one stream that run at once.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -68,7 +75,7 @@ pub fn responses<S, F, Fut>(
 ) -> Responses
 where
     S: Stream<Item = Result<pb::PipelineRequest, Status>> + Send + 'static,
-    F: Fn(Request) -> Fut + Send + 'static,
+    F: Fn(Request, Option<ClientDeadline>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Answer, Status>> + Send + 'static,
 {
     let budget = Arc::new(Semaphore::new(BUDGET_KIB));
@@ -76,14 +83,22 @@ where
         .take_until(stop)
         .then(move |item| within_budget(item, budget.clone()));
     let answered = admitted.map(move |item| {
-        let started = item.map(|(message, room)| (message.id, message.request.map(&answer), room));
+        let started = item.map(|(message, room)| {
+            let deadline = ClientDeadline::from_fields(message.sent_at_micros, message.timeout_ms);
+            let pending = match (message.request, deadline) {
+                (None, _) => Err(Status::invalid_argument(
+                    "a pipelined request must hold a put, get, delete, batch or noop",
+                )),
+                (Some(_), Err(error)) => Err(Status::from(error)),
+                (Some(request), Ok(deadline)) => Ok(answer(request, deadline)),
+            };
+            (message.id, pending, room)
+        });
         async move {
             let (id, pending, _room) = started?;
             let result = match pending {
-                Some(pending) => pending.await,
-                None => Err(Status::invalid_argument(
-                    "a pipelined request must hold a put, get, delete, batch or noop",
-                )),
+                Ok(pending) => pending.await,
+                Err(status) => Err(status),
             };
             Ok(response(id, result))
         }
@@ -152,12 +167,13 @@ mod tests {
                 key: key.as_bytes().to_vec(),
                 consistency: 0,
             })),
+            ..Default::default()
         })
     }
 
     /// Answers a get after as many milliseconds as its key says, with the
     /// key as the value; "fail" fails.
-    async fn slow_echo(request: Request) -> Result<Answer, Status> {
+    async fn slow_echo(request: Request, _: Option<ClientDeadline>) -> Result<Answer, Status> {
         let Request::Get(get) = request else {
             return Err(Status::unimplemented("only gets here"));
         };
@@ -199,6 +215,7 @@ mod tests {
             Ok(pb::PipelineRequest {
                 id: 1,
                 request: None,
+                ..Default::default()
             }),
             get(2, "5"),
         ]);
@@ -229,7 +246,7 @@ mod tests {
     async fn count_at_once<S, F, Fut>(input: S, answer: F) -> (usize, usize)
     where
         S: Stream<Item = Result<pb::PipelineRequest, Status>> + Send + 'static,
-        F: Fn(Request) -> Fut + Send + Sync + 'static,
+        F: Fn(Request, Option<ClientDeadline>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Answer, Status>> + Send + 'static,
     {
         let running = Arc::new(AtomicUsize::new(0));
@@ -237,12 +254,12 @@ mod tests {
         let answer = Arc::new(answer);
         let counted = {
             let (running, most) = (running.clone(), most.clone());
-            move |request: Request| {
+            move |request: Request, deadline| {
                 let (running, most, answer) = (running.clone(), most.clone(), answer.clone());
                 async move {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
-                    let answered = answer(request).await;
+                    let answered = answer(request, deadline).await;
                     running.fetch_sub(1, Ordering::SeqCst);
                     answered
                 }
@@ -274,10 +291,11 @@ mod tests {
                     value: vec![7; 1024 * 1024],
                     ..Default::default()
                 })),
+                ..Default::default()
             })
         };
         let input = futures::stream::iter((0..200).map(big));
-        let (answered, most) = count_at_once(input, |_: Request| async {
+        let (answered, most) = count_at_once(input, |_: Request, _| async {
             tokio::time::sleep(Duration::from_millis(1)).await;
             Ok(Answer::Noop(pb::NoopResponse {}))
         })
@@ -285,6 +303,42 @@ mod tests {
         assert_eq!(answered, 200);
         // Each request is a little over 1 MiB (1,025 KiB): 63 fit in 64 MiB.
         assert_eq!(most, 63);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_s_send_time_and_timeout_reach_the_answer_and_bad_ones_are_refused() {
+        let timed = |id: u64, sent_at: i64| {
+            let mut request = get(id, "1")?;
+            request.sent_at_micros = Some(sent_at);
+            request.timeout_ms = Some(1500);
+            Ok(request)
+        };
+        let input = futures::stream::iter([timed(1, 7_000_000), timed(2, -3), get(3, "1")]);
+        let seen = |_: Request, deadline: Option<ClientDeadline>| async move {
+            let expires = deadline.map_or(0, |d| d.expires_at().0);
+            Ok(Answer::Get(pb::GetResponse {
+                found: deadline.is_some(),
+                value: Vec::new(),
+                timestamp_micros: expires,
+            }))
+        };
+        let mut out: Vec<pb::PipelineResponse> = responses(input, seen, std::future::pending())
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        out.sort_by_key(|r| r.id);
+        let expiry = |r: &pb::PipelineResponse| match &r.response {
+            Some(Answer::Get(get)) => Some((get.found, get.timestamp_micros)),
+            _ => None,
+        };
+        assert_eq!(expiry(&out[0]), Some((true, 8_500_000)));
+        assert_eq!(out[1].code, tonic::Code::InvalidArgument as i32);
+        assert!(
+            out[1].message.contains("sent_at_micros"),
+            "{}",
+            out[1].message
+        );
+        assert_eq!(expiry(&out[2]), Some((false, 0)));
     }
 
     #[tokio::test(start_paused = true)]
