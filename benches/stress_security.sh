@@ -39,15 +39,10 @@ start_cluster() { # label secure(0: none, 1: secret+TLS, 2: secret+TLS+auth)
     fi
     start_server "$block" "$i" "$label-$i" "${tls[@]}"
   done
-  for _ in $(seq 1 300); do
-    up=$(env "${creds[@]}" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" status 2>/dev/null | grep -c '^UN ' || true)
-    [ "$up" = 3 ] && break
-    sleep 0.2
-  done
-  [ "$up" = 3 ] || { echo "cluster did not come up" >&2; exit 1; }
   if [ "$secure" = 2 ]; then
     # The default superuser appears once system_auth has a quorum; then its
-    # password is changed, as an operator must before anything else.
+    # password is changed, as an operator must before anything else (until
+    # then it may do nothing else, `status` included).
     changed=no
     for _ in $(seq 1 120); do
       if env "${creds[@]}" RINGSTORE_NEW_PASSWORD="$password" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" \
@@ -60,6 +55,12 @@ start_cluster() { # label secure(0: none, 1: secret+TLS, 2: secret+TLS+auth)
     [ "$changed" = yes ] || { echo "the default superuser never logged in" >&2; exit 1; }
     creds=(RINGSTORE_USER=cassandra RINGSTORE_PASSWORD="$password")
   fi
+  for _ in $(seq 1 300); do
+    up=$(env "${creds[@]}" "$bin" --host "127.$block.0.1:7100" "${cli[@]}" status 2>/dev/null | grep -c '^UN ' || true)
+    [ "$up" = 3 ] && break
+    sleep 0.2
+  done
+  [ "$up" = 3 ] || { echo "cluster did not come up" >&2; exit 1; }
 }
 password=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 

@@ -230,6 +230,16 @@ fn put(key: &str, value: &str) -> pb::PutRequest {
     }
 }
 
+/// A read of the key written when the cluster started: made before a node
+/// is paused, so the client's connection to it stands.
+fn warmup() -> pb::GetRequest {
+    pb::GetRequest {
+        keyspace: "ks".into(),
+        key: b"warmup".to_vec(),
+        consistency: pb::ConsistencyLevel::One as i32,
+    }
+}
+
 fn wall_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -244,13 +254,9 @@ async fn a_write_read_after_its_deadline_never_overwrites_a_newer_acknowledged_o
     // A raw gRPC client: no client timestamp, only its send time and a
     // deadline (which tonic also keeps on the client side).
     let mut raw = servers.client(PAUSED);
-    raw.get(pb::GetRequest {
-        keyspace: "ks".into(),
-        key: b"warmup".to_vec(),
-        consistency: pb::ConsistencyLevel::One as i32,
-    })
-    .await
-    .expect("node 2 answers before it is paused");
+    raw.get(warmup())
+        .await
+        .expect("node 2 answers before it is paused");
     let before = counts(&servers);
     servers.signal(PAUSED, "STOP");
     let sent = Instant::now();
@@ -276,11 +282,7 @@ async fn a_write_read_after_its_deadline_never_overwrites_a_newer_acknowledged_o
     let stale = library_client(&servers, PAUSED).await;
     let fresh = library_client(&servers, 0).await;
     stale
-        .get(pb::GetRequest {
-            keyspace: "ks".into(),
-            key: b"warmup".to_vec(),
-            consistency: pb::ConsistencyLevel::One as i32,
-        })
+        .get(warmup())
         .await
         .expect("node 2 answers before it is paused");
     let before = counts(&servers);

@@ -20,7 +20,7 @@ use crate::pool::{Pool, Transport};
 use crate::refresh::{self, Refresher};
 use crate::retry::{AttemptFailure, Idempotence, RetryDecision};
 use crate::routing::{QueryPlan, RoutingTable};
-use crate::sent_at::{self, timed};
+use crate::sent_at::timed;
 use crate::timestamps::TimestampGenerator;
 use crate::topology::Topology;
 
@@ -381,7 +381,7 @@ impl Client {
                 Ok(Ok(response)) => return Ok(response.into_inner()),
                 // tonic ends a call at its gRPC deadline itself, a moment
                 // before the timeout above would: the same timeout.
-                Ok(Err(status)) if sent_at::deadline_expired(&status) => (
+                Ok(Err(status)) if ringstore_proto::deadline_expired(&status) => (
                     ClientError::Timeout { node, timeout },
                     AttemptFailure::Timeout,
                 ),

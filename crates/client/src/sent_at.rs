@@ -31,19 +31,6 @@ pub fn timed<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     request
 }
 
-/// Whether `status` is tonic's own end of a call whose gRPC deadline
-/// passed (`CANCELLED`, "Timeout expired"): the request timed out.
-pub fn deadline_expired(status: &tonic::Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(error) = source {
-        if error.is::<tonic::TimeoutExpired>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,20 @@ pub const SENT_AT_HEADER: &str = "x-ringstore-sent-at-micros";
 
 pub mod codec;
 
+/// Whether `status` is tonic's own end of a call whose gRPC deadline passed
+/// (`CANCELLED`, "Timeout expired", from the client's transport): to its
+/// caller, a timeout like any other.
+pub fn deadline_expired(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// Version 1 of the API.
 pub mod v1 {
     #![allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -124,7 +124,7 @@ pub fn answered<T>(
 pub fn failure_of(status: &tonic::Status) -> Failure {
     let from_transport = std::error::Error::source(status).is_some();
     let kind = match status.code() {
-        _ if deadline_expired(status) => FailureKind::ClientTimeout,
+        _ if ringstore_proto::deadline_expired(status) => FailureKind::ClientTimeout,
         _ if from_transport => FailureKind::Unreachable,
         tonic::Code::Unavailable => FailureKind::Unavailable,
         tonic::Code::DeadlineExceeded => FailureKind::Timeout,
@@ -134,18 +134,6 @@ pub fn failure_of(status: &tonic::Status) -> Failure {
         kind,
         message: format!("{:?}: {}", status.code(), status.message()),
     }
-}
-
-/// Whether tonic ended the call at its gRPC deadline.
-fn deadline_expired(status: &tonic::Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(error) = source {
-        if error.is::<tonic::TimeoutExpired>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
 }
 
 /// What a get answered, as the checker records it.
