@@ -571,7 +571,9 @@ fn dc_of(context: &NodeContext) -> ringstore_placement::Datacenter {
 }
 
 /// Applies `cell` on replica `host` (locally when it is this node; through
-/// the peer's queue of coalesced writes otherwise, `apply_queues.rs`).
+/// the peer's queue of coalesced writes otherwise, `apply_queues.rs`). A
+/// peer gets `deadline` (µs, this node's clock), when this node stops
+/// waiting: it drops the write if it reads it later ([`deadline`]).
 async fn apply_on(
     context: &Arc<NodeContext>,
     host: HostId,
