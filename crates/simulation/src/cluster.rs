@@ -1,6 +1,9 @@
 //! A cluster of real nodes on turmoil: each node a host whose software is
 //! `ringstore_node::start_on` with a simulated platform, its disk and clock
-//! kept by the cluster so they outlive crashes.
+//! kept by the cluster so they outlive crashes. A node's disk is two parts:
+//! an engine standing in for sled ([`SimulatedDisk`]) and a file system
+//! ([`SimulatedFileSystem`]) on which the node's real commit log and runs
+//! keep their files.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -9,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ringstore_node::NodeConfig;
 use ringstore_node::config::{DurabilityMode, FailureDetection};
 use ringstore_node::platform::{Disk, Keepalive, Network, Platform};
-use ringstore_storage::SimulatedDisk;
+use ringstore_storage::{SimulatedDisk, SimulatedFileSystem};
 use tempfile::TempDir;
 use turmoil::Sim;
 
@@ -57,8 +60,11 @@ pub struct SimNode {
     pub ip: IpAddr,
     /// What it starts with.
     pub config: NodeConfig,
-    /// Its disk, which a crash loses the unflushed writes of.
+    /// Its engine's disk, which a crash loses the unflushed writes of.
     pub disk: SimulatedDisk,
+    /// The files of its commit log and runs, which a crash loses the
+    /// unsynced writes of.
+    pub files: SimulatedFileSystem,
     /// How far its clock is off.
     pub skew: ClockSkew,
     /// Whether its software runs (not crashed).
@@ -154,6 +160,7 @@ impl<'a> SimCluster<'a> {
             ip,
             config,
             disk: SimulatedDisk::new(),
+            files: SimulatedFileSystem::new(),
             skew: ClockSkew::default(),
             running: false,
             registered: false,
@@ -171,23 +178,30 @@ impl<'a> SimCluster<'a> {
             self.sim.bounce(node.name.as_str());
         } else {
             let keepalive = self.network.keepalive;
-            let software =
-                node_software(&node.config, &node.disk, &node.skew, &self.time, keepalive);
+            let software = node_software(node, &self.time, keepalive);
             self.sim.host(node.name.as_str(), software);
             node.registered = true;
         }
         node.running = true;
     }
 
-    /// Crashes node `i`: its software stops at once, as `kill -9` would,
-    /// and its disk loses what was not flushed.
+    /// Crashes node `i`: its software stops at once, as a power loss
+    /// would, and its disk loses what was not flushed or synced.
     pub fn crash(&mut self, i: usize) {
+        self.crash_tearing(i, None);
+    }
+
+    /// [`SimCluster::crash`], and with `tear` (a seed) each of the node's
+    /// files keeps a prefix of its unsynced writes, the last one torn
+    /// ([`SimulatedFileSystem::crash`]).
+    pub fn crash_tearing(&mut self, i: usize, tear: Option<u64>) {
         let node = &mut self.nodes[i];
         if !node.running {
             return;
         }
         self.sim.crash(node.name.as_str());
         node.disk.crash();
+        node.files.crash(tear);
         node.running = false;
     }
 
@@ -228,13 +242,17 @@ impl<'a> SimCluster<'a> {
 /// The software of a node host: start the node on the simulated platform,
 /// run until it asks to stop (after a decommission), then shut down.
 fn node_software(
-    config: &NodeConfig,
-    disk: &SimulatedDisk,
-    skew: &ClockSkew,
+    node: &SimNode,
     time: &SimTime,
     keepalive: Keepalive,
 ) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = turmoil::Result>>> + 'static {
-    let (config, disk, skew, time) = (config.clone(), disk.clone(), skew.clone(), time.clone());
+    let (config, disk, files, skew, time) = (
+        node.config.clone(),
+        node.disk.clone(),
+        node.files.clone(),
+        node.skew.clone(),
+        time.clone(),
+    );
     move || {
         let platform = Platform {
             network: Network::Simulated(Arc::new(TurmoilTransport { keepalive })),
@@ -242,7 +260,10 @@ fn node_software(
                 time: time.clone(),
                 skew: skew.clone(),
             }),
-            disk: Disk::Engine(Arc::new(disk.clone())),
+            disk: Disk::Simulated {
+                engine: Arc::new(disk.clone()),
+                files: Arc::new(files.clone()),
+            },
         };
         let config = config.clone();
         Box::pin(async move {

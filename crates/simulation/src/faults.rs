@@ -6,15 +6,18 @@
 //!
 //! | kind | what is done | what it models |
 //! |---|---|---|
-//! | `Crash` | the node's host is dropped at once, its disk loses what was not flushed; restarted at the end | `kill -9`, a power loss |
+//! | `Crash` | the node's host is dropped at once, its engine loses what was not flushed and its files what was not synced; restarted at the end | a power loss |
+//! | `TornCrash` | the same, but each file keeps a prefix of its unsynced writes, the last one cut short | a power loss in the middle of a write |
+//! | `BitRot` | crashed, then bits flipped in its stored cells and files (about one value in 20, one bit per 4 KiB of file); restarted at the end, damage and all | a disk returning bytes that are not what was written |
+//! | `IoErrors` | its file writes and syncs fail with `EIO` and its engine's flushes fail; at the end it is restarted on a mended disk | a failing disk |
 //! | `Partition` | every message between the node and the other nodes is held, then delivered at the end | a partition TCP outlives; how others see a paused process |
 //! | `Flap` | the same, on and off every few hundred milliseconds | a flapping link or process |
 //! | `Pause` | every message to and from the node, the clients' included, is held, then delivered at the end | a paused process (`SIGSTOP`, a long GC pause) with requests waiting in its socket buffers |
 //! | `DropOutgoing`, `DropIncoming` | messages from (to) the node to (from) the other nodes are lost | a one-way failure; connections stall until their keep-alive gives up |
 //! | `SlowLinks` | the node's links take 50–250 ms | a slow or overloaded node |
 //! | `ClockDrift` | the node's clock is off by less than the clock bound | ordinary drift, which last-write-wins must tolerate |
-//! | `ClockJump` | its clock jumps ahead by more than the bound | the node must refuse to coordinate writes |
-//! | `DiskFull` | its disk refuses writes and flushes; at the end it has room and the node is restarted | a full disk, an operator freeing space |
+//! | `ClockJump` | its clock jumps ahead or back by more than the bound | the node must refuse to coordinate writes |
+//! | `DiskFull` | its engine refuses writes and flushes and its files cannot grow; at the end it has room and the node is restarted | a full disk, an operator freeing space |
 //!
 //! But for `Pause`, the clients keep reaching every node: only traffic
 //! between nodes is cut, so a cut-off node still coordinates (and must fail
@@ -28,6 +31,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_history::{FaultWindow, NodeId};
+use ringstore_storage::file_system::{FileFaults, IoFault};
 
 use crate::cluster::SimCluster;
 
@@ -39,6 +43,12 @@ pub const CLOCK_BOUND: Duration = Duration::from_millis(500);
 pub enum FaultKind {
     /// Killed, and restarted at the end.
     Crash,
+    /// Killed in the middle of writes, which are torn; restarted at the end.
+    TornCrash,
+    /// Killed, its stored bytes damaged, and restarted at the end.
+    BitRot,
+    /// Its disk fails writes with `EIO`; restarted on a mended disk at the end.
+    IoErrors,
     /// Cut off from the other nodes; the messages arrive at the end.
     Partition,
     /// Cut off and back, repeatedly.
@@ -61,8 +71,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::Crash,
+        FaultKind::TornCrash,
+        FaultKind::BitRot,
+        FaultKind::IoErrors,
         FaultKind::Partition,
         FaultKind::Flap,
         FaultKind::Pause,
@@ -110,6 +123,8 @@ pub struct Fault {
     pub amount: Duration,
     /// Whether a skew puts the clock ahead.
     pub ahead: bool,
+    /// Where a torn write is cut and which bits rot (`TornCrash`, `BitRot`).
+    pub seed: u64,
 }
 
 impl fmt::Display for Fault {
@@ -153,7 +168,10 @@ pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: &[usize], load: Duration)
                 Duration::from_millis(rng.random_range(50..CLOCK_BOUND.as_millis() as u64 - 50)),
                 rng.random_bool(0.5),
             ),
-            FaultKind::ClockJump => (Duration::from_millis(rng.random_range(2_000..8_000)), true),
+            FaultKind::ClockJump => (
+                Duration::from_millis(rng.random_range(2_000..8_000)),
+                rng.random_bool(0.5),
+            ),
             FaultKind::SlowLinks => (Duration::from_millis(rng.random_range(50..250)), true),
             _ => (Duration::ZERO, true),
         };
@@ -164,6 +182,7 @@ pub fn schedule(seed: u64, kinds: &[FaultKind], nodes: &[usize], load: Duration)
             length,
             amount,
             ahead,
+            seed: rng.random(),
         });
         at += length + Duration::from_millis(rng.random_range(1_000..3_000));
     }
@@ -186,6 +205,18 @@ pub fn apply(cluster: &mut SimCluster<'_>, fault: &Fault) {
     let node = fault.node;
     match fault.kind {
         FaultKind::Crash => cluster.crash(node),
+        FaultKind::TornCrash => cluster.crash_tearing(node, Some(fault.seed)),
+        FaultKind::BitRot => {
+            cluster.crash(node);
+            rot(cluster, node, fault.seed);
+        }
+        FaultKind::IoErrors => {
+            cluster.nodes[node].disk.set_full(true);
+            cluster.nodes[node].files.set_faults(FileFaults {
+                full: false,
+                io_errors: Some(IoFault::Writes),
+            });
+        }
         FaultKind::Partition | FaultKind::Flap => cut(cluster, node, true),
         FaultKind::Pause => pause(cluster, node, true),
         FaultKind::DropOutgoing => drop_between(cluster, node, true, true),
@@ -194,8 +225,28 @@ pub fn apply(cluster: &mut SimCluster<'_>, fault: &Fault) {
         FaultKind::ClockDrift | FaultKind::ClockJump => {
             cluster.nodes[node].skew.set(fault.amount, fault.ahead);
         }
-        FaultKind::DiskFull => cluster.nodes[node].disk.set_full(true),
+        FaultKind::DiskFull => {
+            cluster.nodes[node].disk.set_full(true);
+            cluster.nodes[node].files.set_faults(FileFaults {
+                full: true,
+                io_errors: None,
+            });
+        }
     }
+}
+
+/// Damages the stored bytes of `node` (which is down): about one stored
+/// cell in 20 of its keyspaces' trees, and one bit per 4 KiB of its commit
+/// log and run files. The system tree, hints and the node's identity are
+/// spared: damage there stops a node from starting, which is
+/// `disk_failure_policy`'s business, not the read path's.
+fn rot(cluster: &mut SimCluster<'_>, node: usize, seed: u64) {
+    let node = &cluster.nodes[node];
+    let cells = node
+        .disk
+        .flip_bits(seed, 20, |tree| tree.starts_with("data/"));
+    let bits = node.files.flip_bits(seed, 4096, |_| true);
+    tracing::info!(node = %node.name, cells, bits, "bits flipped on the disk");
 }
 
 /// What a fault does at simulated time `elapsed` while it lasts (`Flap`
@@ -211,15 +262,16 @@ pub fn during(cluster: &mut SimCluster<'_>, fault: &Fault, since_start: Duration
 pub fn heal(cluster: &mut SimCluster<'_>, fault: &Fault) {
     let node = fault.node;
     match fault.kind {
-        FaultKind::Crash => cluster.start(node),
+        FaultKind::Crash | FaultKind::TornCrash | FaultKind::BitRot => cluster.start(node),
         FaultKind::Partition | FaultKind::Flap => cut(cluster, node, false),
         FaultKind::Pause => pause(cluster, node, false),
         FaultKind::DropOutgoing => drop_between(cluster, node, true, false),
         FaultKind::DropIncoming => drop_between(cluster, node, false, false),
         FaultKind::SlowLinks => slow_links(cluster, node, None),
         FaultKind::ClockDrift | FaultKind::ClockJump => cluster.nodes[node].skew.clear(),
-        FaultKind::DiskFull => {
+        FaultKind::DiskFull | FaultKind::IoErrors => {
             cluster.nodes[node].disk.set_full(false);
+            cluster.nodes[node].files.set_faults(FileFaults::default());
             cluster.crash(node);
             cluster.start(node);
         }

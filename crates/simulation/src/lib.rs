@@ -14,8 +14,12 @@
 //!   both gRPC servers, every peer channel), and channels for the clients;
 //! - [`time`]: the simulation's time as each node's wall clock, plus a skew
 //!   the faults set;
-//! - [`SimulatedDisk`](ringstore_storage::SimulatedDisk): storage that
-//!   forgets what was not flushed when its node crashes, and can be full.
+//! - a disk in two parts, kept across crashes: an engine standing in for
+//!   sled ([`SimulatedDisk`](ringstore_storage::SimulatedDisk), which
+//!   forgets what was not flushed) and a file system
+//!   ([`SimulatedFileSystem`](ringstore_storage::SimulatedFileSystem))
+//!   under the node's real commit log and runs, which forgets what was not
+//!   synced, tears writes, rots and fails with `EIO` on cue.
 //!
 //! A client host ([`client`]) waits for the cluster, creates the keyspace,
 //! runs the [`workload`] (workers reading and writing shared keys through
@@ -23,12 +27,19 @@
 //! the process fault suite records its own), then heals: it waits
 //! for the hints, repairs, and reads every key from every replica. The
 //! driver ([`scenario`]) steps the simulation and applies the [`faults`]
-//! drawn from the seed between steps: crashes with restarts, partitions,
-//! flapping, pauses (clients' requests held in the node's links), one-way
-//! drops, slow links, clock drift and jumps, full disks.
+//! drawn from the seed between steps: crashes with restarts (some tearing
+//! the writes in flight, some leaving bits flipped on the disk),
+//! partitions, flapping, pauses (clients' requests held in the node's
+//! links), one-way drops, slow links, clock drift and jumps either way,
+//! full and failing disks.
 //! [`verdict`] then judges the run: the history checker's promises, every
 //! failed operation excused by a fault, the load overlapping every fault,
 //! and a node whose clock jumped refusing writes.
+//!
+//! [`storage`] is a second, smaller simulation: one node's storage stack
+//! alone on the simulated disk, where replication cannot hide a lost or
+//! damaged cell, judged against a model of what was acknowledged; it runs
+//! hundreds of seeds a second.
 //!
 //! # Determinism
 //! A seed replays exactly: the same operations with the same outcomes and
@@ -52,8 +63,10 @@
 //! - turmoil's TCP does not retransmit: a segment lost to a one-way drop
 //!   stalls its connection until the peers' HTTP/2 keep-alive gives up and
 //!   reconnects (a few seconds), which real TCP would shorten.
-//! - A crash loses every write since the last flush at once; a real disk
-//!   may keep some of them.
+//! - The engine standing in for sled loses every write since its last
+//!   flush at once on a crash; sled's own files may keep some of them.
+//!   (The commit log and runs are on the simulated file system, which can
+//!   keep a prefix of what was unsynced.)
 //! - One thread runs everything: a run costs real time in proportion to
 //!   the operations it simulates (about 2,000 a second in a debug build).
 
@@ -66,6 +79,7 @@ pub mod faults;
 pub mod net;
 pub mod records;
 pub mod scenario;
+pub mod storage;
 pub mod time;
 pub mod verdict;
 pub mod workload;

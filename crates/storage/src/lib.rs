@@ -12,9 +12,17 @@
 //! - [`Engine`] / [`Tree`]: a small trait for named ordered byte maps with an
 //!   engine-wide flush. [`SledEngine`] is what ringstore ships;
 //!   [`MemoryEngine`] is for tests; [`SimulatedDisk`] is an in-memory
-//!   engine that loses unflushed writes when a simulation crashes its node.
+//!   engine that loses unflushed writes when a simulation crashes its node
+//!   (the stand-in for sled, whose promise it keeps and nothing more).
 //!   All pass one shared suite (`tests/engine_suite.rs`), so the store
 //!   cannot tell them apart.
+//! - [`file_system`]: the store's own files — commit log segments, runs,
+//!   their directories — are read, written, synced, renamed and removed
+//!   through one [`FileSystem`] trait: [`OsFileSystem`] in production,
+//!   [`SimulatedFileSystem`] in simulations, which loses unsynced writes and
+//!   directory changes on a crash, tears the last writes, flips bits,
+//!   returns `EIO` and fills up. The simulation (`crates/simulation`) runs
+//!   the real store — log, checkpoints, runs, fold, replay — on it.
 //! - [`offload`]: blocking work goes to tokio's blocking pool, or runs
 //!   inline on a deterministic simulation's thread.
 //! - Key encoding: a data key is the token's order-preserving bytes followed
@@ -91,6 +99,7 @@ mod commit_log;
 mod durability;
 mod engine;
 mod error;
+pub mod file_system;
 mod group_commit;
 mod key_encoding;
 mod keyspace;
@@ -110,6 +119,7 @@ pub use commit_log::CommitLogOptions;
 pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError};
+pub use file_system::{FileSystem, OsFileSystem, SimulatedFileSystem};
 pub use keyspace::KeyspaceId;
 pub use live_size::KeyspaceCounts;
 pub use memory_engine::MemoryEngine;

@@ -10,6 +10,7 @@
 //! engine with a write-back cache, loses unflushed writes on `kill -9`).
 //! [`SimulatedDisk::set_full`] makes every later write and flush fail with
 //! an I/O error (`StorageFull`), as a full disk does, until it is cleared.
+//! [`SimulatedDisk::flip_bits`] damages stored values, as bit rot would.
 //!
 //! The disk outlives the node that uses it: a simulation keeps it across a
 //! crash and opens the restarted node's store on it.
@@ -34,6 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::engine::{Engine, KvIter, Tree, Updater};
 use crate::error::{Result, StorageError};
+use crate::file_system::SplitMix;
 use crate::memory_engine::{MemoryEngine, lock};
 
 /// An in-memory engine that loses unflushed writes on [`SimulatedDisk::crash`]
@@ -80,6 +82,36 @@ impl SimulatedDisk {
             tree.written.clear();
             self.shared.current.replace_tree(name, tree.map.clone());
         }
+    }
+
+    /// Flips one bit in about one of every `one_per_values` stored values
+    /// of the trees `select` accepts, at places the seed picks; how many
+    /// values were damaged. Meant for a disk whose node is down (after
+    /// [`SimulatedDisk::crash`]): what a crash leaves and what reads see
+    /// are then the same, and both are damaged. sled would catch most such
+    /// damage with its own page checksums; this stand-in hands the flipped
+    /// bytes back as they are, so the store's own checks must catch them.
+    pub fn flip_bits(
+        &self,
+        seed: u64,
+        one_per_values: u64,
+        select: impl Fn(&str) -> bool,
+    ) -> usize {
+        let mut rng = SplitMix::new(seed);
+        let mut durable = lock(&self.shared.durable);
+        let mut damaged = 0;
+        for (name, tree) in durable.iter_mut().filter(|(name, _)| select(name)) {
+            for value in tree.map.values_mut() {
+                if value.is_empty() || rng.below(one_per_values.max(1)) != 0 {
+                    continue;
+                }
+                let at = rng.below(value.len() as u64) as usize;
+                value[at] ^= 1 << rng.below(8);
+                damaged += 1;
+            }
+            self.shared.current.replace_tree(name, tree.map.clone());
+        }
+        damaged
     }
 
     /// Makes the disk full (every later write and flush fails with
@@ -255,5 +287,44 @@ mod tests {
         let tree = disk.open_tree("t").unwrap();
         assert_eq!(value(&tree, b"a"), Some(b"1".to_vec()));
         assert_eq!(value(&tree, b"b"), None);
+    }
+
+    #[test]
+    fn flipped_bits_damage_the_chosen_trees_durably_and_deterministically() {
+        let fill = || {
+            let disk = SimulatedDisk::new();
+            for name in ["data/x", "system"] {
+                let tree = disk.open_tree(name).unwrap();
+                for i in 0..200u32 {
+                    tree.insert(&i.to_be_bytes(), &[0u8; 32]).unwrap();
+                }
+            }
+            disk.flush().unwrap();
+            disk
+        };
+        let (one, two) = (fill(), fill());
+        let damaged = one.flip_bits(3, 10, |name| name.starts_with("data/"));
+        assert_eq!(
+            damaged,
+            two.flip_bits(3, 10, |name| name.starts_with("data/"))
+        );
+        assert!(
+            (5..=60).contains(&damaged),
+            "{damaged} of 200 values damaged"
+        );
+        let changed = |disk: &SimulatedDisk, name: &str| {
+            let tree = disk.open_tree(name).unwrap();
+            (0..200u32)
+                .filter(|i| value(&tree, &i.to_be_bytes()) != Some(vec![0u8; 32]))
+                .count()
+        };
+        assert_eq!(changed(&one, "data/x"), damaged);
+        assert_eq!(changed(&one, "system"), 0);
+        one.crash();
+        assert_eq!(
+            changed(&one, "data/x"),
+            damaged,
+            "the damage is on the disk"
+        );
     }
 }

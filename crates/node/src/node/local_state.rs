@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use ringstore_membership::{Remembrance, Takeovers};
 use ringstore_placement::Token;
-use ringstore_storage::{CommitLogOptions, Durability, Engine, SledEngine, SledOptions, Store};
+use ringstore_storage::{
+    CommitLogOptions, Durability, Engine, FileSystem, OsFileSystem, SledEngine, SledOptions, Store,
+};
 use ringstore_streaming::StreamOperation;
 
 use crate::clock::{self, Resumed, TimestampSource, WallClock};
@@ -129,14 +131,17 @@ async fn open_store(config: &NodeConfig, disk: &Disk) -> Result<Store> {
         ..CommitLogOptions::new(config.data_dir.join("commitlog"))
     });
     ringstore_storage::offload::spawn_blocking(move || {
-        // The commit log lives beside sled; a simulated disk has none.
-        let (engine, commit_log): (Arc<dyn Engine>, _) = match disk {
-            Disk::Sled => (Arc::new(SledEngine::open(path, options)?), commit_log),
-            Disk::Engine(engine) => (engine, None),
+        // The commit log and the runs of bulk loads (see `Store::start_run`)
+        // live beside the engine, on the same disk.
+        let (engine, files): (Arc<dyn Engine>, Arc<dyn FileSystem>) = match disk {
+            Disk::Sled => (
+                Arc::new(SledEngine::open(path, options)?),
+                OsFileSystem::shared(),
+            ),
+            Disk::Simulated { engine, files } => (engine, files),
         };
-        // Runs of bulk loads live beside sled too (see `Store::start_run`).
         Ok(match commit_log {
-            Some(log) => Store::open_on_disk(engine, durability, log, Some(runs_dir))?,
+            Some(log) => Store::open_on_files(engine, durability, log, Some(runs_dir), files)?,
             None => Store::open(engine, durability)?,
         })
     })

@@ -15,20 +15,21 @@
 //!   client and internode servers, and its calls to peers.
 //! - Every wall-clock reading goes through the node's
 //!   [`WallClock`](crate::clock::WallClock), built on [`Platform::clock`].
-//! - Its storage engine comes from its [`Disk`].
+//! - Its storage engine, and the files of its commit log and runs, come
+//!   from its [`Disk`].
 //!
 //! # Caveats
 //! - The optional `GET /metrics` port needs the operating system's
 //!   network; a node on another network refuses a metrics address.
-//! - The node's files besides the storage engine (its host id, snapshots)
-//!   are read and written with `std::fs` on every platform.
+//! - The node's files besides the store's (its identity, snapshots) are
+//!   read and written with `std::fs` on every platform.
 
 mod network;
 
 use std::sync::Arc;
 
 use ringstore_membership::{Clock, SystemClock};
-use ringstore_storage::Engine;
+use ringstore_storage::{Engine, FileSystem};
 
 pub use network::{Accepted, Connection, Keepalive, Listener, Network, Transport};
 
@@ -54,11 +55,19 @@ impl Platform {
     }
 }
 
-/// Where a node's storage engine comes from.
+/// Where a node's storage engine and the store's own files come from.
 #[derive(Clone)]
 pub enum Disk {
-    /// sled, in `DATA_DIR/db`.
+    /// sled in `DATA_DIR/db`, and the commit log and runs beside it on the
+    /// operating system's file system.
     Sled,
-    /// An engine given (a simulation's disk, which outlives the node).
-    Engine(Arc<dyn Engine>),
+    /// A simulation's disk, which outlives the node: an engine standing in
+    /// for sled, and a file system for the commit log and the runs (the
+    /// store's own durability code, run for real).
+    Simulated {
+        /// The engine standing in for sled.
+        engine: Arc<dyn Engine>,
+        /// Where the commit log and runs are kept.
+        files: Arc<dyn FileSystem>,
+    },
 }

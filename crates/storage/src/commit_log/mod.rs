@@ -84,6 +84,7 @@ use tokio::sync::watch;
 
 use crate::cell::Cell;
 use crate::error::{Result, StorageError};
+use crate::file_system::FileSystem;
 use crate::group_commit::SyncObserver;
 use crate::keyspace::KeyspaceId;
 
@@ -131,6 +132,12 @@ impl CommitLogOptions {
     }
 }
 
+/// How long a log kept inline (a simulation) takes to sync a batch, in the
+/// simulation's time: the writes are made, then the sync comes this much
+/// later, so a crash can fall between them and find the batch unsynced (and
+/// torn), as it can between a real `write` and `fdatasync`.
+pub(crate) const INLINE_SYNC_TIME: Duration = Duration::from_millis(2);
+
 /// How many emptied segment files are kept for reuse; more are deleted.
 const MAX_FREE_SLOTS: usize = 4;
 
@@ -161,11 +168,11 @@ impl Recovered {
     }
 }
 
-/// Reads every segment of the log in `options.dir` (creating the directory
-/// if it is missing).
-pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
+/// Reads every segment of the log in `options.dir` on `files` (creating
+/// the directory if it is missing).
+pub(crate) fn recover(options: &CommitLogOptions, files: &dyn FileSystem) -> Result<Recovered> {
     let dir = &options.dir;
-    std::fs::create_dir_all(dir).map_err(|e| disk(dir, e))?;
+    files.create_dir_all(dir).map_err(|e| disk(dir, e))?;
     let mut recovered = Recovered {
         records: Vec::new(),
         undecodable: 0,
@@ -173,8 +180,8 @@ pub(crate) fn recover(options: &CommitLogOptions) -> Result<Recovered> {
         slots: Vec::new(),
         next_sequence: 1,
     };
-    for number in list_slots(dir).map_err(|e| disk(dir, e))? {
-        let slot = Slot::open(dir, number).map_err(|e| disk(dir, e))?;
+    for number in list_slots(files, dir).map_err(|e| disk(dir, e))? {
+        let slot = Slot::open(files, dir, number).map_err(|e| disk(dir, e))?;
         let header = slot.read_header().map_err(|e| disk(&slot.path, e))?;
         if let Some(header) = SegmentHeader::decode(&header) {
             let bytes = slot.read_all().map_err(|e| disk(&slot.path, e))?;
@@ -215,12 +222,21 @@ fn disk(path: &Path, error: io::Error) -> StorageError {
 /// thread once it has written everything appended.
 pub(crate) struct CommitLog {
     shared: Arc<Shared>,
+    /// On a deterministic simulation's thread ([`crate::offload`]) there is
+    /// no writer thread: the active segment is kept here, and a waiter
+    /// writes and syncs what was appended itself, in the simulation's order
+    /// (see [`INLINE_SYNC_TIME`]). A tokio mutex: it is held across the
+    /// simulated sync's wait, so one waiter writes at a time, as the
+    /// thread would.
+    inline: Option<tokio::sync::Mutex<Active>>,
 }
 
 /// What the writer thread shares with appenders, waiters and the
 /// checkpointer.
 struct Shared {
     options: CommitLogOptions,
+    /// Where the segment files are.
+    files: Arc<dyn FileSystem>,
     state: Mutex<State>,
     /// Wakes the writer thread when it sleeps and something was appended.
     wake: Condvar,
@@ -281,19 +297,25 @@ impl CommitLog {
     /// Starts the log after [`recover`] (whose records the caller has
     /// merged into the engine and flushed): every recovered slot is
     /// emptied, the first becomes the active segment.
-    pub(crate) fn start(options: CommitLogOptions, recovered: Recovered) -> Result<CommitLog> {
+    pub(crate) fn start(
+        options: CommitLogOptions,
+        recovered: Recovered,
+        files: Arc<dyn FileSystem>,
+    ) -> Result<CommitLog> {
         let dir = options.dir.clone();
         let next_sequence = recovered.next_sequence;
         let mut free = recovered.retire()?;
         let highest_slot = free.iter().map(|slot| slot.number).max().unwrap_or(0);
         let first = match free.pop() {
             Some(slot) => slot,
-            None => Slot::create(&dir, 1, options.segment_bytes).map_err(|e| disk(&dir, e))?,
+            None => Slot::create(files.as_ref(), &dir, 1, options.segment_bytes)
+                .map_err(|e| disk(&dir, e))?,
         };
         let first_number = first.number;
         let active = Active::begin(first, next_sequence).map_err(|e| disk(&dir, e))?;
         let shared = Arc::new(Shared {
             options,
+            files,
             state: Mutex::new(State {
                 buffer: Vec::new(),
                 appended: 0,
@@ -310,12 +332,21 @@ impl CommitLog {
             full_segments: watch::channel(0).0,
             observer: OnceLock::new(),
         });
+        if crate::offload::runs_inline() {
+            return Ok(CommitLog {
+                shared,
+                inline: Some(tokio::sync::Mutex::new(active)),
+            });
+        }
         let thread_shared = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("commit-log".into())
             .spawn(move || writer::run(thread_shared, active))
             .map_err(|e| disk(&dir, e))?;
-        Ok(CommitLog { shared })
+        Ok(CommitLog {
+            shared,
+            inline: None,
+        })
     }
 
     /// Appends the record of `cell` winning at `key` of `ks`; durable once
@@ -353,7 +384,23 @@ impl CommitLog {
                 }
             }
             // The sender lives in `shared`, which `self` holds.
-            let _ = progress.changed().await;
+            let Some(active) = &self.inline else {
+                let _ = progress.changed().await;
+                continue;
+            };
+            // Kept inline: wait for the waiter that is writing a batch
+            // (which may hold `position`) to announce it, or write what
+            // was appended ourselves once it is done. `biased`: the
+            // simulation's order must not depend on a random pick.
+            tokio::select! {
+                biased;
+                _ = progress.changed() => {}
+                mut active = active.lock() => {
+                    if self.shared.progress.borrow().durable < position.0 {
+                        writer::write_appended(&self.shared, &mut active).await;
+                    }
+                }
+            }
         }
     }
 
@@ -405,7 +452,7 @@ impl CommitLog {
                 state.free.push(slot);
             } else {
                 drop(state);
-                if let Err(error) = std::fs::remove_file(&slot.path) {
+                if let Err(error) = self.shared.files.remove_file(&slot.path) {
                     tracing::warn!(%error, segment = %slot.path.display(), "could not delete a commit log segment");
                 }
             }
@@ -430,10 +477,10 @@ impl CommitLog {
     /// flush that followed it (a clean shutdown): the next open has nothing
     /// to replay. A file that cannot be emptied is only replayed again.
     pub(crate) fn retire_all(&self) {
-        let dir = &self.shared.options.dir;
-        let slots = list_slots(dir).unwrap_or_default();
+        let (dir, files) = (&self.shared.options.dir, self.shared.files.as_ref());
+        let slots = list_slots(files, dir).unwrap_or_default();
         for number in slots {
-            if let Err(error) = Slot::open(dir, number).and_then(|slot| slot.retire()) {
+            if let Err(error) = Slot::open(files, dir, number).and_then(|slot| slot.retire()) {
                 tracing::warn!(%error, slot = number, "could not empty a commit log segment");
             }
         }

@@ -12,12 +12,12 @@
 //! A slot is named `segment-<slot>.log`; which segment it holds, and in
 //! which use of the file, is its header's business (`record.rs`).
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::record::{HEADER_LEN, SegmentHeader};
+use crate::file_system::{self, FileHandle, FileSystem, OpenMode};
 
 /// One segment file.
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub(crate) struct Slot {
     /// The slot's number, in its file name.
     pub(crate) number: u32,
     pub(crate) path: PathBuf,
-    pub(crate) file: File,
+    pub(crate) file: Arc<dyn FileHandle>,
 }
 
 const PREFIX: &str = "segment-";
@@ -38,11 +38,10 @@ pub(crate) fn slot_path(dir: &Path, number: u32) -> PathBuf {
 
 /// The slot numbers of the segment files in `dir`, sorted. Other files are
 /// ignored.
-pub(crate) fn list_slots(dir: &Path) -> io::Result<Vec<u32>> {
+pub(crate) fn list_slots(files: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u32>> {
     let mut numbers = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let number: Option<u32> = name.to_str().and_then(|name| {
+    for path in files.read_dir(dir)? {
+        let number: Option<u32> = path.file_name().and_then(|n| n.to_str()).and_then(|name| {
             name.strip_prefix(PREFIX)?
                 .strip_suffix(SUFFIX)?
                 .parse()
@@ -56,21 +55,22 @@ pub(crate) fn list_slots(dir: &Path) -> io::Result<Vec<u32>> {
 
 impl Slot {
     /// Opens the existing slot `number` of `dir`.
-    pub(crate) fn open(dir: &Path, number: u32) -> io::Result<Slot> {
+    pub(crate) fn open(files: &dyn FileSystem, dir: &Path, number: u32) -> io::Result<Slot> {
         let path = slot_path(dir, number);
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = files.open(&path, OpenMode::ReadWrite)?;
         Ok(Slot { number, path, file })
     }
 
     /// Creates slot `number` in `dir`, `bytes` long and all zeros, durably
     /// (file and directory entry).
-    pub(crate) fn create(dir: &Path, number: u32, bytes: u64) -> io::Result<Slot> {
+    pub(crate) fn create(
+        files: &dyn FileSystem,
+        dir: &Path,
+        number: u32,
+        bytes: u64,
+    ) -> io::Result<Slot> {
         let path = slot_path(dir, number);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
+        let file = files.open(&path, OpenMode::CreateNew)?;
         const CHUNK: usize = 1 << 20;
         let zeros = vec![0u8; CHUNK];
         let mut at = 0u64;
@@ -79,15 +79,15 @@ impl Slot {
             file.write_all_at(&zeros[..len], at)?;
             at += len as u64;
         }
-        file.sync_all()?;
-        File::open(dir)?.sync_all()?;
+        file.sync_data()?;
+        files.sync_dir(dir)?;
         Ok(Slot { number, path, file })
     }
 
     /// The header's bytes (fewer if the file is shorter).
     pub(crate) fn read_header(&self) -> io::Result<Vec<u8>> {
         let mut header = vec![0u8; HEADER_LEN];
-        let mut read = 0;
+        let mut read: usize = 0;
         while read < HEADER_LEN {
             match self.file.read_at(&mut header[read..], read as u64)? {
                 0 => break,
@@ -100,7 +100,7 @@ impl Slot {
 
     /// The whole file.
     pub(crate) fn read_all(&self) -> io::Result<Vec<u8>> {
-        std::fs::read(&self.path)
+        file_system::read_all(self.file.as_ref())
     }
 
     /// Starts a new use of the slot: writes `header` and syncs it, so that no

@@ -110,7 +110,7 @@ pub(super) fn run(shared: Arc<Shared>, mut active: Active) {
         };
         let began = Instant::now();
         last_began = Some(began);
-        if let Err(error) = write_batch(shared, &mut active, &mut batch) {
+        if let Err(error) = write_batch(shared, &mut active, &mut batch, LastSync::Now) {
             shared.fail(error);
             return;
         }
@@ -125,6 +125,46 @@ pub(super) fn run(shared: Arc<Shared>, mut active: Active) {
     }
 }
 
+/// Writes and syncs everything appended so far, on the caller's thread:
+/// the writer of a log kept inline (a deterministic simulation, see
+/// `CommitLog::inline`). A failure fails the log for good, as the thread's
+/// would.
+///
+/// The last section's sync comes [`INLINE_SYNC_TIME`] after its write, in
+/// the simulation's time, so a crash may find it written and not synced.
+///
+/// [`INLINE_SYNC_TIME`]: super::INLINE_SYNC_TIME
+pub(super) async fn write_appended(shared: &Arc<Shared>, active: &mut Active) {
+    let (mut batch, upto) = {
+        let mut state = shared.lock();
+        if state.buffer.is_empty() || state.failure.is_some() {
+            return;
+        }
+        (std::mem::take(&mut state.buffer), state.appended)
+    };
+    if let Err(error) = write_batch(shared, active, &mut batch, LastSync::Deferred) {
+        shared.fail(error);
+        return;
+    }
+    tokio::time::sleep(super::INLINE_SYNC_TIME).await;
+    if let Err(error) = active.slot.sync() {
+        shared.fail(error);
+        return;
+    }
+    shared
+        .progress
+        .send_modify(|progress| progress.durable = upto);
+}
+
+/// Whether [`write_batch`] syncs the batch's last section itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LastSync {
+    /// Synced before `write_batch` returns.
+    Now,
+    /// Left for the caller to sync.
+    Deferred,
+}
+
 /// What is left of the sync window that began with the batch started at
 /// `last_began` (zero without a window or a previous batch).
 fn window_rest(window: Duration, last_began: Option<Instant>) -> Duration {
@@ -134,8 +174,14 @@ fn window_rest(window: Duration, last_began: Option<Instant>) -> Duration {
 }
 
 /// Seals, writes and syncs `batch` (whole records), rolling to new
-/// segments where it does not fit.
-fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> io::Result<()> {
+/// segments where it does not fit; the last section's sync as `last_sync`
+/// says.
+fn write_batch(
+    shared: &Arc<Shared>,
+    active: &mut Active,
+    batch: &mut [u8],
+    last_sync: LastSync,
+) -> io::Result<()> {
     let segment_bytes = shared.options.segment_bytes;
     let (mut start, mut at) = (0, 0);
     while at < batch.len() {
@@ -144,6 +190,7 @@ fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> i
         let segment_is_empty = active.offset == HEADER_LEN as u64 && at == start;
         if end > segment_bytes && !segment_is_empty {
             write_part(active, &batch[start..at])?;
+            active.slot.sync()?;
             roll(shared, active)?;
             start = at;
             continue;
@@ -152,6 +199,9 @@ fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> i
         at += len;
     }
     write_part(active, &batch[start..])?;
+    if last_sync == LastSync::Now {
+        active.slot.sync()?;
+    }
     if !active.spare_asked && active.offset > segment_bytes / 2 {
         active.spare_asked = true;
         prepare_spare(shared);
@@ -160,7 +210,8 @@ fn write_batch(shared: &Arc<Shared>, active: &mut Active, batch: &mut [u8]) -> i
 }
 
 /// Writes `bytes` (sealed records) as one section at the active segment's
-/// end, behind its sync marker, and syncs them.
+/// end, behind its sync marker; the caller syncs them before it writes
+/// anything else (the next section must not be durable before this one).
 fn write_part(active: &mut Active, bytes: &[u8]) -> io::Result<()> {
     if bytes.is_empty() {
         return Ok(());
@@ -171,7 +222,7 @@ fn write_part(active: &mut Active, bytes: &[u8]) -> io::Result<()> {
         .slot
         .write_at(bytes, active.offset + MARKER_LEN as u64)?;
     active.offset += (MARKER_LEN + bytes.len()) as u64;
-    active.slot.sync()
+    Ok(())
 }
 
 /// Closes the active segment (its records are all synced) and begins the
@@ -187,7 +238,12 @@ fn roll(shared: &Arc<Shared>, active: &mut Active) -> io::Result<()> {
     };
     let slot = match free {
         Some(slot) => slot,
-        None => Slot::create(&shared.options.dir, number, shared.options.segment_bytes)?,
+        None => Slot::create(
+            shared.files.as_ref(),
+            &shared.options.dir,
+            number,
+            shared.options.segment_bytes,
+        )?,
     };
     let next = Active::begin(slot, active.header.sequence + 1)?;
     let closed = std::mem::replace(active, next);
@@ -207,7 +263,12 @@ fn roll(shared: &Arc<Shared>, active: &mut Active) -> io::Result<()> {
 fn prepare_spare(shared: &Arc<Shared>) {
     let number = {
         let mut state = shared.lock();
-        if !state.free.is_empty() || state.preparing_spare || state.stopping {
+        // Inline (a simulation), a roll creates its slot itself.
+        if !state.free.is_empty()
+            || state.preparing_spare
+            || state.stopping
+            || crate::offload::runs_inline()
+        {
             return;
         }
         state.preparing_spare = true;
@@ -227,7 +288,12 @@ fn prepare_spare(shared: &Arc<Shared>) {
 /// Creates slot `number` and adds it to the free list.
 fn create_spare(shared: &Shared, number: u32) {
     let options = &shared.options;
-    let created = Slot::create(&options.dir, number, options.segment_bytes);
+    let created = Slot::create(
+        shared.files.as_ref(),
+        &options.dir,
+        number,
+        options.segment_bytes,
+    );
     let mut state = shared.lock();
     state.preparing_spare = false;
     match created {

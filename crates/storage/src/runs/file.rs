@@ -26,14 +26,13 @@
 //!   file opens, a block each time it is read. A mismatch is
 //!   [`StorageError::CorruptRun`], never a panic.
 
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::cell::Cell;
 use crate::error::{Result, StorageError};
+use crate::file_system::{FileHandle, FileSystem, OpenMode, parent_of, read_exact_at};
 use crate::key_encoding::TOKEN_LEN;
 use crate::live_size::KeyspaceCounts;
 
@@ -41,6 +40,8 @@ use crate::live_size::KeyspaceCounts;
 const MAGIC: &[u8; 8] = b"RSRUN\x01\0\0";
 /// A block is closed once its records reach this many bytes.
 const BLOCK_BYTES: usize = 64 << 10;
+/// The writer hands the file system this many bytes at a time.
+const WRITE_BYTES: usize = 1 << 20;
 /// Bytes of the footer.
 const FOOTER_BYTES: usize = 8 * 5 + 4 + 4 + MAGIC.len();
 
@@ -54,9 +55,13 @@ struct BlockEntry {
 
 /// Writes one run file, cells in increasing data key order.
 pub(crate) struct RunWriter {
+    files: Arc<dyn FileSystem>,
     final_path: PathBuf,
     tmp_path: PathBuf,
-    out: BufWriter<File>,
+    file: Arc<dyn FileHandle>,
+    /// Bytes not yet handed to the file, which come after `flushed`.
+    out: Vec<u8>,
+    flushed: u64,
     written: u64,
     block: Vec<u8>,
     block_first: Option<Vec<u8>>,
@@ -67,15 +72,20 @@ pub(crate) struct RunWriter {
 
 impl RunWriter {
     /// Starts the run that will be `path` once finished.
-    pub(crate) fn create(path: PathBuf) -> Result<RunWriter> {
+    pub(crate) fn create(files: Arc<dyn FileSystem>, path: PathBuf) -> Result<RunWriter> {
         let tmp_path = path.with_extension("run.tmp");
-        let file = File::create(&tmp_path).map_err(StorageError::Disk)?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(MAGIC).map_err(StorageError::Disk)?;
+        let file = files
+            .open(&tmp_path, OpenMode::Truncate)
+            .map_err(StorageError::Disk)?;
+        let mut out = Vec::with_capacity(WRITE_BYTES + BLOCK_BYTES);
+        out.extend_from_slice(MAGIC);
         Ok(RunWriter {
+            files,
             final_path: path,
             tmp_path,
+            file,
             out,
+            flushed: 0,
             written: MAGIC.len() as u64,
             block: Vec::with_capacity(BLOCK_BYTES + (8 << 10)),
             block_first: None,
@@ -125,12 +135,11 @@ impl RunWriter {
             return Ok(());
         };
         let crc = crc32fast::hash(&self.block);
-        self.out
-            .write_all(&self.block)
-            .map_err(StorageError::Disk)?;
-        self.out
-            .write_all(&crc.to_le_bytes())
-            .map_err(StorageError::Disk)?;
+        self.out.extend_from_slice(&self.block);
+        self.out.extend_from_slice(&crc.to_le_bytes());
+        if self.out.len() >= WRITE_BYTES {
+            self.write_out()?;
+        }
         self.index.push(BlockEntry {
             first_key,
             offset: self.written,
@@ -141,13 +150,24 @@ impl RunWriter {
         Ok(())
     }
 
+    /// Hands the buffered bytes to the file.
+    fn write_out(&mut self) -> Result<()> {
+        self.file
+            .write_all_at(&self.out, self.flushed)
+            .map_err(StorageError::Disk)?;
+        self.flushed += self.out.len() as u64;
+        self.out.clear();
+        Ok(())
+    }
+
     /// Writes the index and footer, syncs the file, gives it its final name
     /// and syncs the directory; the finished run, opened. `None` (and no
     /// file) when no cell was appended.
     pub(crate) fn finish(mut self) -> Result<Option<Run>> {
         if self.counts.keys == 0 {
-            drop(self.out);
-            fs::remove_file(&self.tmp_path).map_err(StorageError::Disk)?;
+            self.files
+                .remove_file(&self.tmp_path)
+                .map_err(StorageError::Disk)?;
             return Ok(None);
         }
         self.close_block()?;
@@ -173,23 +193,20 @@ impl RunWriter {
         footer.extend_from_slice(&crc32fast::hash(&index).to_le_bytes());
         footer.extend_from_slice(&crc32fast::hash(&footer).to_le_bytes());
         footer.extend_from_slice(MAGIC);
-        self.out.write_all(&index).map_err(StorageError::Disk)?;
-        self.out.write_all(&footer).map_err(StorageError::Disk)?;
-        let file = self
-            .out
-            .into_inner()
-            .map_err(|e| StorageError::Disk(e.into_error()))?;
-        file.sync_data().map_err(StorageError::Disk)?;
-        drop(file);
-        fs::rename(&self.tmp_path, &self.final_path).map_err(StorageError::Disk)?;
-        sync_dir(&self.final_path)?;
-        Run::open(self.final_path).map(Some)
+        self.out.extend_from_slice(&index);
+        self.out.extend_from_slice(&footer);
+        self.write_out()?;
+        self.file.sync_data().map_err(StorageError::Disk)?;
+        self.files
+            .rename(&self.tmp_path, &self.final_path)
+            .map_err(StorageError::Disk)?;
+        sync_dir(self.files.as_ref(), &self.final_path)?;
+        Run::open(self.files.as_ref(), self.final_path).map(Some)
     }
 
     /// Gives up the run: its temporary file is removed.
     pub(crate) fn abandon(self) {
-        drop(self.out);
-        let _ = fs::remove_file(&self.tmp_path);
+        let _ = self.files.remove_file(&self.tmp_path);
     }
 }
 
@@ -200,11 +217,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Syncs the directory holding `path`, so a rename or removal in it is
 /// durable.
-pub(crate) fn sync_dir(path: &Path) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StorageError::Disk)
+pub(crate) fn sync_dir(files: &dyn FileSystem, path: &Path) -> Result<()> {
+    files.sync_dir(parent_of(path)).map_err(StorageError::Disk)
 }
 
 /// Reads length-prefixed byte strings and integers off a slice.
@@ -237,7 +251,7 @@ impl<'a> Reader<'a> {
 #[derive(Debug)]
 pub(crate) struct Run {
     path: PathBuf,
-    file: File,
+    file: Arc<dyn FileHandle>,
     index: Vec<BlockEntry>,
     last_key: Vec<u8>,
     counts: KeyspaceCounts,
@@ -246,18 +260,20 @@ pub(crate) struct Run {
 
 impl Run {
     /// Opens the run file at `path`, checking its footer and index.
-    pub(crate) fn open(path: PathBuf) -> Result<Run> {
+    pub(crate) fn open(files: &dyn FileSystem, path: PathBuf) -> Result<Run> {
         let corrupt = |reason: &str| StorageError::CorruptRun {
             path: path.clone(),
             reason: reason.to_string(),
         };
-        let file = File::open(&path).map_err(StorageError::Disk)?;
-        let file_bytes = file.metadata().map_err(StorageError::Disk)?.len();
+        let file = files
+            .open(&path, OpenMode::Read)
+            .map_err(StorageError::Disk)?;
+        let file_bytes = file.len().map_err(StorageError::Disk)?;
         if file_bytes < (MAGIC.len() + FOOTER_BYTES) as u64 {
             return Err(corrupt("shorter than a header and a footer"));
         }
         let mut footer = [0u8; FOOTER_BYTES];
-        file.read_exact_at(&mut footer, file_bytes - FOOTER_BYTES as u64)
+        read_exact_at(file.as_ref(), &mut footer, file_bytes - FOOTER_BYTES as u64)
             .map_err(StorageError::Disk)?;
         let (body, magic) = footer.split_at(FOOTER_BYTES - MAGIC.len());
         let (summed, crc) = body.split_at(body.len() - 4);
@@ -280,8 +296,7 @@ impl Run {
             return Err(corrupt("the index is not where the footer says"));
         }
         let mut index = vec![0u8; index_len as usize];
-        file.read_exact_at(&mut index, index_offset)
-            .map_err(StorageError::Disk)?;
+        read_exact_at(file.as_ref(), &mut index, index_offset).map_err(StorageError::Disk)?;
         if crc32fast::hash(&index) != index_crc {
             return Err(corrupt("the index does not check"));
         }
@@ -376,9 +391,7 @@ impl Run {
     fn read_block(&self, block: usize) -> Result<Vec<u8>> {
         let entry = &self.index[block];
         let mut bytes = vec![0u8; entry.len as usize + 4];
-        self.file
-            .read_exact_at(&mut bytes, entry.offset)
-            .map_err(StorageError::Disk)?;
+        read_exact_at(self.file.as_ref(), &mut bytes, entry.offset).map_err(StorageError::Disk)?;
         let crc = bytes.split_off(entry.len as usize);
         if crc32fast::hash(&bytes).to_le_bytes()[..] != crc[..] {
             return Err(self.corrupt(format!("block {block} does not check")));

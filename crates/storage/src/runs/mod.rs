@@ -58,12 +58,12 @@ pub(crate) mod overlay;
 pub(crate) mod set;
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::error::{Result, StorageError};
+use crate::file_system::FileSystem;
 use crate::keyspace::KeyspaceId;
 use crate::live_size::KeyspaceCounts;
 pub(crate) use file::Run;
@@ -79,6 +79,7 @@ pub(crate) const FOLD_ANYWAY_AT: usize = 64;
 
 /// Every keyspace's runs, their directory, and what the fold waits on.
 pub(crate) struct RunStore {
+    files: Arc<dyn FileSystem>,
     dir: PathBuf,
     sets: Mutex<HashMap<KeyspaceId, Arc<RunSet>>>,
     next_sequence: AtomicU64,
@@ -100,15 +101,17 @@ impl RunStore {
     /// Opens the runs in `dir` (created if missing). Runs of keyspaces
     /// `is_dropped` says were dropped are deleted.
     pub(crate) fn open(
+        files: Arc<dyn FileSystem>,
         dir: &Path,
         is_dropped: impl Fn(KeyspaceId) -> Result<bool>,
     ) -> Result<RunStore> {
-        fs::create_dir_all(dir).map_err(StorageError::Disk)?;
+        files.create_dir_all(dir).map_err(StorageError::Disk)?;
         let mut sets: HashMap<KeyspaceId, Arc<RunSet>> = HashMap::new();
         let mut highest = 0u64;
         let mut damaged = 0;
-        for entry in fs::read_dir(dir).map_err(StorageError::Disk)? {
-            let path = entry.map_err(StorageError::Disk)?.path();
+        let mut entries = files.read_dir(dir).map_err(StorageError::Disk)?;
+        entries.sort();
+        for path in entries {
             let Some(ks) = path
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -118,14 +121,15 @@ impl RunStore {
                 continue;
             };
             if is_dropped(ks)? {
-                fs::remove_dir_all(&path).map_err(StorageError::Disk)?;
+                files.remove_dir_all(&path).map_err(StorageError::Disk)?;
                 continue;
             }
-            for file in fs::read_dir(&path).map_err(StorageError::Disk)? {
-                let file = file.map_err(StorageError::Disk)?.path();
+            let mut run_files = files.read_dir(&path).map_err(StorageError::Disk)?;
+            run_files.sort();
+            for file in run_files {
                 let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 if name.ends_with(".run.tmp") {
-                    fs::remove_file(&file).map_err(StorageError::Disk)?;
+                    files.remove_file(&file).map_err(StorageError::Disk)?;
                     continue;
                 }
                 let Some(sequence) = name
@@ -135,7 +139,7 @@ impl RunStore {
                     continue;
                 };
                 highest = highest.max(sequence);
-                match Run::open(file.clone()) {
+                match Run::open(files.as_ref(), file.clone()) {
                     Ok(run) => sets.entry(ks).or_default().add(Arc::new(run)),
                     Err(error) if error.is_corruption() => {
                         tracing::error!(%error, "a run file does not check; its cells are not read (run a repair)");
@@ -146,6 +150,7 @@ impl RunStore {
             }
         }
         Ok(RunStore {
+            files,
             dir: dir.to_path_buf(),
             sets: Mutex::new(sets),
             next_sequence: AtomicU64::new(highest + 1),
@@ -171,9 +176,14 @@ impl RunStore {
     /// [`RunStore::written`].
     pub(crate) fn create(&self, ks: KeyspaceId) -> Result<RunWriter> {
         let dir = self.dir.join(ks.0.to_string());
-        fs::create_dir_all(&dir).map_err(StorageError::Disk)?;
+        self.files
+            .create_dir_all(&dir)
+            .map_err(StorageError::Disk)?;
         let sequence = self.next_sequence.fetch_add(1, Ordering::Relaxed);
-        let writer = RunWriter::create(dir.join(format!("{sequence:020}.run")))?;
+        let writer = RunWriter::create(
+            Arc::clone(&self.files),
+            dir.join(format!("{sequence:020}.run")),
+        )?;
         self.writing.fetch_add(1, Ordering::AcqRel);
         Ok(writer)
     }
@@ -201,18 +211,24 @@ impl RunStore {
     pub(crate) fn drop_keyspace(&self, ks: KeyspaceId) -> Result<()> {
         lock(&self.sets).remove(&ks);
         let dir = self.dir.join(ks.0.to_string());
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => file::sync_dir(&dir),
+        match self.files.remove_dir_all(&dir) {
+            Ok(()) => file::sync_dir(self.files.as_ref(), &dir),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(StorageError::Disk(error)),
         }
     }
 
+    /// Removes the file of a sealed run that never joined a set (its
+    /// keyspace was dropped meanwhile).
+    pub(crate) fn discard(&self, run: &Run) {
+        let _ = self.files.remove_file(run.path());
+    }
+
     /// Deletes a folded run's file and forgets it.
     pub(crate) fn remove(&self, ks: KeyspaceId, run: &Run) -> Result<()> {
         self.set(ks).remove(run.path());
-        match fs::remove_file(run.path()) {
-            Ok(()) => file::sync_dir(run.path()),
+        match self.files.remove_file(run.path()) {
+            Ok(()) => file::sync_dir(self.files.as_ref(), run.path()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(StorageError::Disk(error)),
         }
@@ -243,8 +259,10 @@ impl RunStore {
         self.set(ks).remove(run.path());
         self.damaged.fetch_add(1, Ordering::Relaxed);
         let aside = run.path().with_extension("run.damaged");
-        fs::rename(run.path(), &aside).map_err(StorageError::Disk)?;
-        file::sync_dir(&aside)
+        self.files
+            .rename(run.path(), &aside)
+            .map_err(StorageError::Disk)?;
+        file::sync_dir(self.files.as_ref(), &aside)
     }
 
     /// The next run to fold (the one with the lowest sequence, so runs fold
@@ -259,11 +277,7 @@ impl RunStore {
             if *stopped || !alive() {
                 return None;
             }
-            let runs = self.all();
-            let held = self.writing.load(Ordering::Acquire) > 0;
-            if (!held || runs.len() >= FOLD_ANYWAY_AT)
-                && let Some(next) = oldest(runs)
-            {
+            if let Some(next) = self.ready_to_fold() {
                 return Some(next);
             }
             stopped = self
@@ -272,6 +286,17 @@ impl RunStore {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    /// The next run to fold if the fold may go on now (see
+    /// [`RunStore::next_to_fold`]), without waiting.
+    pub(crate) fn ready_to_fold(&self) -> Option<(KeyspaceId, Arc<Run>)> {
+        let runs = self.all();
+        let held = self.writing.load(Ordering::Acquire) > 0;
+        if held && runs.len() < FOLD_ANYWAY_AT {
+            return None;
+        }
+        oldest(runs)
     }
 
     /// Whether the store is stopping.

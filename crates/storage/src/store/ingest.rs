@@ -3,6 +3,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Store, lock, token_of};
 use crate::cell::Cell;
@@ -15,6 +16,8 @@ use crate::runs::{Run, RunStore, RunWriter, newer};
 /// Cells folded under one hold of the store's write lock: a close or a
 /// snapshot waits for at most this many.
 const FOLD_BATCH: usize = 256;
+/// How often a simulation's fold task looks for a run to fold.
+const FOLD_POLL: Duration = Duration::from_millis(100);
 
 /// A run being written by a bulk load ([`Store::start_run`]). Dropped
 /// unsealed, its file is removed.
@@ -48,7 +51,7 @@ impl RunIngest {
         // Held off while writes are (a snapshot reads one point in time).
         store.write(|| {
             if lock(&store.inner.keyspaces).dropped.contains(&self.ks) {
-                let _ = std::fs::remove_file(run.path());
+                self.runs.discard(&run);
                 return Err(StorageError::KeyspaceDropped { keyspace: self.ks });
             }
             self.runs.add(self.ks, Arc::new(run));
@@ -204,43 +207,66 @@ impl Store {
         runs.remove(ks, run)
     }
 
-    /// Starts the thread that folds runs into the engine.
+    /// Starts the thread that folds runs into the engine; on a
+    /// deterministic simulation's thread ([`crate::offload`]) a task that
+    /// folds inline instead, in the simulation's order.
     pub(super) fn spawn_folder(&self) {
         let Some(runs) = self.inner.runs.get().cloned() else {
             return;
         };
         let store = Arc::downgrade(&self.inner);
+        if crate::offload::runs_inline() {
+            tokio::spawn(async move {
+                while !runs.is_stopped() {
+                    let Some(inner) = store.upgrade() else { return };
+                    let pause = match runs.ready_to_fold() {
+                        Some((ks, run)) => Store { inner }.fold_next(&runs, ks, &run),
+                        None => Some(FOLD_POLL),
+                    };
+                    if let Some(pause) = pause {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
+            });
+            return;
+        }
         let spawned = std::thread::Builder::new()
             .name("ringstore-fold".into())
             .spawn(move || {
                 let alive = || store.strong_count() > 0;
                 while let Some((ks, run)) = runs.next_to_fold(&alive) {
                     let Some(inner) = store.upgrade() else { break };
-                    let store = Store { inner };
-                    let folded = {
-                        let _folding = lock(&runs.folding);
-                        // A purge may have folded it meanwhile; its file is
-                        // gone but still readable, and folding it again
-                        // would bring back what the purge removed.
-                        if runs.set(ks).contains(run.path()) {
-                            store.fold_run(&runs, ks, &run)
-                        } else {
-                            Ok(())
-                        }
-                    };
-                    match folded {
-                        Ok(()) => {}
-                        Err(StorageError::KeyspaceDropped { .. } | StorageError::Closed) => {}
-                        Err(error) => {
-                            tracing::error!(%error, run = ?run.path(), "folding a run failed; retrying in a second");
-                            runs.rest(std::time::Duration::from_secs(1));
-                        }
+                    if let Some(pause) = (Store { inner }).fold_next(&runs, ks, &run) {
+                        runs.rest(pause);
                     }
                 }
             });
         match spawned {
             Ok(handle) => *lock(&self.inner.folder) = Some(handle),
             Err(error) => tracing::error!(%error, "could not start the run fold thread"),
+        }
+    }
+
+    /// Folds `run` of `ks`, which the fold picked, unless a purge folded it
+    /// meanwhile; how long to rest before the next try after a failure.
+    fn fold_next(&self, runs: &RunStore, ks: KeyspaceId, run: &Arc<Run>) -> Option<Duration> {
+        let folded = {
+            let _folding = lock(&runs.folding);
+            // A purge may have folded it meanwhile; its file is gone but
+            // still readable, and folding it again would bring back what
+            // the purge removed.
+            if runs.set(ks).contains(run.path()) {
+                self.fold_run(runs, ks, run)
+            } else {
+                Ok(())
+            }
+        };
+        match folded {
+            Ok(()) | Err(StorageError::KeyspaceDropped { .. } | StorageError::Closed) => None,
+            Err(error) => {
+                tracing::error!(%error, run = ?run.path(), "folding a run failed; retrying in a second");
+                Some(Duration::from_secs(1))
+            }
         }
     }
 

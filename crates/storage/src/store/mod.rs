@@ -64,6 +64,7 @@ use crate::commit_log::{self, CommitLog, CommitLogOptions, LogPosition};
 use crate::durability::Durability;
 use crate::engine::{Engine, Tree};
 use crate::error::{Result, StorageError};
+use crate::file_system::{FileSystem, OsFileSystem};
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
@@ -230,16 +231,33 @@ impl Store {
         log: CommitLogOptions,
         runs_dir: Option<std::path::PathBuf>,
     ) -> Result<Store> {
+        Store::open_on_files(engine, durability, log, runs_dir, OsFileSystem::shared())
+    }
+
+    /// [`Store::open_on_disk`] with the commit log and the runs on `files`
+    /// instead of the operating system's file system: how a simulation runs
+    /// the real store on a disk it can crash, tear and damage
+    /// ([`crate::SimulatedFileSystem`]).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn open_on_files(
+        engine: Arc<dyn Engine>,
+        durability: Durability,
+        log: CommitLogOptions,
+        runs_dir: Option<std::path::PathBuf>,
+        files: Arc<dyn FileSystem>,
+    ) -> Result<Store> {
         let store = Store::open(engine, durability)?;
         if let Some(dir) = runs_dir {
             let system = Arc::clone(&store.inner.system);
-            let runs = RunStore::open(&dir, |ks| {
+            let runs = RunStore::open(Arc::clone(&files), &dir, |ks| {
                 Ok(system.get(dropped_key(ks).as_bytes())?.is_some())
             })?;
             let _ = store.inner.runs.set(Arc::new(runs));
             store.spawn_folder();
         }
-        let mut recovered = commit_log::recover(&log)?;
+        let mut recovered = commit_log::recover(&log, files.as_ref())?;
         store.replay(std::mem::take(&mut recovered.records))?;
         let _ = store.inner.log_damage.set(recovered.damaged);
         if recovered.undecodable > 0 {
@@ -253,7 +271,7 @@ impl Store {
             recovered.retire()?;
             return Ok(store);
         }
-        let started = Arc::new(CommitLog::start(log.clone(), recovered)?);
+        let started = Arc::new(CommitLog::start(log.clone(), recovered, files)?);
         crate::checkpoint::spawn(&started, Arc::clone(&store.inner.group), &log);
         let _ = store.inner.log.set(started);
         Ok(store)
