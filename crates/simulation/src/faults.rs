@@ -9,7 +9,7 @@
 //! | `Crash` | the node's host is dropped at once, its engine loses what was not flushed and its files what was not synced; restarted at the end | a power loss |
 //! | `TornCrash` | the same, but each file keeps a prefix of its unsynced writes, the last one cut short | a power loss in the middle of a write |
 //! | `BitRot` | crashed, then bits flipped in its stored cells and files (about one value in 20, one bit per 4 KiB of file); restarted at the end, damage and all | a disk returning bytes that are not what was written |
-//! | `IoErrors` | its file writes and syncs fail with `EIO` and its engine's flushes fail; at the end it is restarted on a mended disk | a failing disk |
+//! | `IoErrors` | its file writes and syncs fail with `EIO` and its engine's flushes fail, or reads of its files fail with `EIO`; at the end it is restarted on a mended disk | a failing disk |
 //! | `Partition` | every message between the node and the other nodes is held, then delivered at the end | a partition TCP outlives; how others see a paused process |
 //! | `Flap` | the same, on and off every few hundred milliseconds | a flapping link or process |
 //! | `Pause` | every message to and from the node, the clients' included, is held, then delivered at the end | a paused process (`SIGSTOP`, a long GC pause) with requests waiting in its socket buffers |
@@ -47,7 +47,8 @@ pub enum FaultKind {
     TornCrash,
     /// Killed, its stored bytes damaged, and restarted at the end.
     BitRot,
-    /// Its disk fails writes with `EIO`; restarted on a mended disk at the end.
+    /// Its disk fails writes or reads with `EIO`; restarted on a mended
+    /// disk at the end.
     IoErrors,
     /// Cut off from the other nodes; the messages arrive at the end.
     Partition,
@@ -211,10 +212,17 @@ pub fn apply(cluster: &mut SimCluster<'_>, fault: &Fault) {
             rot(cluster, node, fault.seed);
         }
         FaultKind::IoErrors => {
-            cluster.nodes[node].disk.set_full(true);
+            // Half the time its writes fail (the engine's flushes too),
+            // half the time reads of its files (runs, the log at a restart).
+            let fails = if fault.seed.is_multiple_of(2) {
+                cluster.nodes[node].disk.set_full(true);
+                IoFault::Writes
+            } else {
+                IoFault::Reads
+            };
             cluster.nodes[node].files.set_faults(FileFaults {
                 full: false,
-                io_errors: Some(IoFault::Writes),
+                io_errors: Some(fails),
             });
         }
         FaultKind::Partition | FaultKind::Flap => cut(cluster, node, true),

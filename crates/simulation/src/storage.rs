@@ -21,7 +21,8 @@
 //! random stretch of simulated time, then pull the plug: the runtime is
 //! dropped with everything in flight, and the disk crashes (keeping, with
 //! a tear, a prefix of the unsynced writes). Some crashes also flip bits in
-//! the stored bytes; some lives run with the file system failing writes.
+//! the stored bytes; some lives run with the file system failing writes,
+//! or reads, with `EIO`.
 //! After the last life the store opens once more and every key is read.
 //!
 //! # What is checked
@@ -216,9 +217,14 @@ fn live(
         return;
     }
     if failing {
+        let fails = if rng.random_bool(0.5) {
+            IoFault::Writes
+        } else {
+            IoFault::Reads
+        };
         files.set_faults(FileFaults {
             full: false,
-            io_errors: Some(IoFault::Writes),
+            io_errors: Some(fails),
         });
     }
     for client in 0..4u64 {
