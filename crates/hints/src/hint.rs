@@ -1,10 +1,20 @@
 //! `Hint`: a write a coordinator could not deliver, kept for its target.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //! ```text
-//! version (1) | target (16) | keyspace (16) | created_at (8, i64 BE)
-//!   | key length (4, u32 BE) | key | cell (the rest: `Cell::encode`)
+//! version (2) | target (16) | keyspace (16) | created_at (8, i64 BE)
+//!   | key length (4, u32 BE) | key | cell (`Cell::encode`) | crc32 (4, BE)
 //! ```
+//! The CRC-32 covers every byte before it. The cell checks itself (its
+//! format has a CRC of its own), but a hint's key and keyspace do not: a
+//! flipped bit there would replay the write onto another key, a wrong cell
+//! sent. So a hint whose bytes do not check is refused as corrupt, and the
+//! hint store deletes and counts it, as any undecodable hint.
+//!
+//! Version 1, which earlier builds wrote, is the same without the trailing
+//! CRC (`... | key | cell (the rest)`): still decoded, so hints stored before
+//! an upgrade are delivered; they go as they are replayed.
+//!
 //! The first byte is the format version; [`Hint::decode`] refuses any other
 //! version, and truncated, oversized or garbage input, with an error — never a
 //! panic. A new format gets a new version byte and a decoder arm that migrates
@@ -17,7 +27,13 @@ use uuid::Uuid;
 use crate::error::{HintsError, Result};
 
 /// The format version of an encoded hint (its first byte).
-pub const HINT_FORMAT: u8 = 1;
+pub const HINT_FORMAT: u8 = 2;
+
+/// The format without a checksum of the whole hint, still read.
+const HINT_FORMAT_UNCHECKED: u8 = 1;
+
+/// Bytes of format 2's trailing CRC-32.
+const CRC_LEN: usize = 4;
 
 /// Bytes of an encoded hint before its key: version, target, keyspace,
 /// created_at, key length.
@@ -45,12 +61,7 @@ impl Hint {
     /// The length of [`Hint::encode`]'s output, in bytes, computed without
     /// encoding: what the per-target cap and the throttle count.
     pub fn size_bytes(&self) -> u64 {
-        // Mirrors `Cell::encode`: version, flags, timestamp, optional expiry, value.
-        let cell = 2
-            + 8
-            + if self.cell.expires_at.is_some() { 8 } else { 0 }
-            + self.cell.value.as_ref().map_or(0, Vec::len);
-        (HEADER_LEN + self.key.len() + cell) as u64
+        (HEADER_LEN + self.key.len() + self.cell.encoded_len() + CRC_LEN) as u64
     }
 
     /// Encodes as described in the module docs.
@@ -61,7 +72,7 @@ impl Hint {
     pub fn encode(&self) -> Vec<u8> {
         let key_len = u32::try_from(self.key.len()).expect("hint key longer than u32::MAX bytes");
         let cell = self.cell.encode();
-        let mut bytes = Vec::with_capacity(HEADER_LEN + self.key.len() + cell.len());
+        let mut bytes = Vec::with_capacity(HEADER_LEN + self.key.len() + cell.len() + CRC_LEN);
         bytes.push(HINT_FORMAT);
         bytes.extend_from_slice(self.target.0.as_bytes());
         bytes.extend_from_slice(self.keyspace.0.as_bytes());
@@ -69,18 +80,34 @@ impl Hint {
         bytes.extend_from_slice(&key_len.to_be_bytes());
         bytes.extend_from_slice(&self.key);
         bytes.extend_from_slice(&cell);
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_be_bytes());
         bytes
     }
 
     /// Decodes what [`Hint::encode`] wrote. Any other input is an error.
     pub fn decode(bytes: &[u8]) -> Result<Hint> {
         let corrupt = |reason: String| HintsError::CorruptHint { reason };
-        let Some((&format, rest)) = bytes.split_first() else {
+        let Some((&format, _)) = bytes.split_first() else {
             return Err(corrupt("empty".into()));
         };
-        if format != HINT_FORMAT {
-            return Err(corrupt(format!("unknown hint format {format}")));
-        }
+        let checked = match format {
+            HINT_FORMAT_UNCHECKED => bytes,
+            HINT_FORMAT => {
+                let (checked, crc) = bytes
+                    .split_last_chunk::<CRC_LEN>()
+                    .ok_or_else(|| corrupt("truncated checksum".into()))?;
+                let (stored, computed) = (u32::from_be_bytes(*crc), crc32fast::hash(checked));
+                if stored != computed {
+                    return Err(corrupt(format!(
+                        "checksum mismatch: stored {stored:08x}, computed {computed:08x}"
+                    )));
+                }
+                checked
+            }
+            _ => return Err(corrupt(format!("unknown hint format {format}"))),
+        };
+        let rest = &checked[1..];
         let (target, rest) = rest
             .split_first_chunk::<16>()
             .ok_or_else(|| corrupt("truncated target".into()))?;
@@ -135,11 +162,11 @@ mod tests {
     #[test]
     fn unknown_versions_are_refused() {
         let mut bytes = sample().encode();
-        bytes[0] = 2;
+        bytes[0] = 3;
         let error = Hint::decode(&bytes).unwrap_err();
         assert!(error.is_corruption());
         assert!(
-            error.to_string().contains("unknown hint format 2"),
+            error.to_string().contains("unknown hint format 3"),
             "{error}"
         );
     }
@@ -147,15 +174,40 @@ mod tests {
     #[test]
     fn every_truncation_is_refused() {
         let bytes = sample().encode();
-        // The cell's value runs to the end, so a truncation inside it is a
-        // different (shorter) value, not an error: check the fixed-size parts.
-        let fixed = HEADER_LEN + sample().key.len() + 2 + 8 + 8;
-        for len in 0..fixed {
+        for len in 0..bytes.len() {
             assert!(
                 Hint::decode(&bytes[..len]).is_err(),
                 "prefix of {len} bytes"
             );
         }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_refused_key_and_keyspace_included() {
+        let bytes = sample().encode();
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let error = Hint::decode(&flipped).unwrap_err();
+            assert!(error.is_corruption(), "bit {bit}: {error}");
+        }
+    }
+
+    /// What an earlier build stored: version 1, no checksum of the whole.
+    fn format_1(hint: &Hint) -> Vec<u8> {
+        let mut bytes = vec![HINT_FORMAT_UNCHECKED];
+        bytes.extend_from_slice(hint.target.0.as_bytes());
+        bytes.extend_from_slice(hint.keyspace.0.as_bytes());
+        bytes.extend_from_slice(&hint.created_at.0.to_be_bytes());
+        bytes.extend_from_slice(&(hint.key.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&hint.key);
+        bytes.extend_from_slice(&hint.cell.canonical_bytes());
+        bytes
+    }
+
+    #[test]
+    fn hints_an_earlier_build_stored_are_still_read() {
+        assert_eq!(Hint::decode(&format_1(&sample())).unwrap(), sample());
     }
 
     #[test]
@@ -193,7 +245,8 @@ mod tests {
         fn hints_round_trip_through_their_encoding(hint in any_hint()) {
             let bytes = hint.encode();
             prop_assert_eq!(bytes.len() as u64, hint.size_bytes());
-            prop_assert_eq!(Hint::decode(&bytes).unwrap(), hint);
+            prop_assert_eq!(Hint::decode(&bytes).unwrap(), hint.clone());
+            prop_assert_eq!(Hint::decode(&format_1(&hint)).unwrap(), hint);
         }
 
         #[test]

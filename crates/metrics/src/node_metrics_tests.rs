@@ -147,6 +147,22 @@ fn commit_log_damage_found_at_start_shows_on_the_page() {
     );
 }
 
+#[test]
+fn corrupt_reads_count_up_from_the_snapshot() {
+    let metrics = NodeMetrics::new().unwrap();
+    let page = metrics.render(&NodeSnapshot::default()).unwrap();
+    let series = "ringstore_storage_corrupt_reads_total";
+    assert_eq!(line(&page, series), Some("0"));
+    for (sampled, shown) in [(3, "3"), (5, "5"), (5, "5")] {
+        let snapshot = NodeSnapshot {
+            corrupt_reads: sampled,
+            ..NodeSnapshot::default()
+        };
+        let page = metrics.render(&snapshot).unwrap();
+        assert_eq!(line(&page, series), Some(shown));
+    }
+}
+
 fn page_with_every_family() -> String {
     let metrics = NodeMetrics::new().unwrap();
     let peer: SocketAddr = "127.0.0.1:7101".parse().unwrap();

@@ -14,6 +14,7 @@ pub(crate) struct Sampled {
     runs_pending: IntGauge,
     runs_pending_cells: IntGauge,
     runs_damaged: IntGauge,
+    corrupt_reads: IntCounter,
     gossip_packets: IntCounterVec,
     gossip_bytes: IntCounterVec,
     gossip_dropped: IntCounterVec,
@@ -73,6 +74,10 @@ impl Sampled {
             runs_damaged: f.gauge(
                 "ringstore_storage_runs_damaged",
                 "Run files that did not check when this node started or when the fold read them: their unread cells are missing here until a repair.",
+            )?,
+            corrupt_reads: f.counter(
+                "ringstore_storage_corrupt_reads_total",
+                "Times a stored cell did not read back (its checksum or layout did not hold, or the engine reported corruption), on a read, a write's merge, a scan or the fold. A read that met one was served by another replica; read repair, a later write or a repair rewrites the cell.",
             )?,
             gossip_packets: f.counters(
                 "ringstore_gossip_packets_total",
@@ -216,6 +221,7 @@ impl Sampled {
         self.runs_pending.set(gauge_value(s.runs_pending.0));
         self.runs_pending_cells.set(gauge_value(s.runs_pending.1));
         self.runs_damaged.set(gauge_value(s.runs_damaged));
+        advance(&self.corrupt_reads, s.corrupt_reads);
         for (family, traffic) in [
             (&self.gossip_packets, s.gossip_packets),
             (&self.gossip_bytes, s.gossip_bytes),

@@ -18,6 +18,9 @@ pub struct NodeSnapshot {
     pub runs_pending: (u64, u64),
     /// Run files that did not check when the node started or when folded.
     pub runs_damaged: u64,
+    /// Times a stored cell did not read back since the node started (on a
+    /// read, a write's merge, a scan or the fold).
+    pub corrupt_reads: u64,
     /// Gossip datagrams sent and received.
     pub gossip_packets: Traffic,
     /// Gossip bytes sent and received.

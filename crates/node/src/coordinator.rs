@@ -21,6 +21,11 @@
 //! there and counts the retries. Concurrent reads of one key at one level
 //! share replica rounds (`read_flights`: a read arriving during a round
 //! queues for the next, so none is answered from a round older than it).
+//! A replica whose own copy of the cell does not read back (its answer is
+//! `DATA_LOSS`, or this node's store reports corruption; `local_reads`) is
+//! no unavailable replica: the tracker reads another one in its place, at
+//! every level, and its read repair writes the winner to it, replacing the
+//! damaged copy (`ReadTracker::on_damaged`).
 //! The bookkeeping is the pure state machines
 //! of `ringstore_replication`; this module only moves messages.
 
@@ -44,6 +49,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::deadline;
 use crate::error::{NodeError, Result};
+use crate::local_reads::read_own_copy;
 use crate::schema::KeyspaceDef;
 use crate::{
     batched_applies, batched_reads, coalesced_reads, empty_ring, read_latencies, ring_lag,
@@ -54,6 +60,8 @@ enum ReadReply {
     Data(Option<Cell>),
     Digest(Digest),
     Failed,
+    /// Its copy of the cell does not read back.
+    Damaged,
 }
 
 /// A replica's answer to a read, with how long it took.
@@ -365,13 +373,14 @@ async fn read_unmeasured(
         let (action, speculative) = tokio::select! {
             reply = replies.recv() => {
                 let (host, reply, latency) = reply.expect("the coordinator holds a sender");
-                if !matches!(reply, ReadReply::Failed) {
+                if !matches!(reply, ReadReply::Failed | ReadReply::Damaged) {
                     latencies.record(keyspace.id, latency);
                 }
                 let action = match reply {
                     ReadReply::Data(cell) => tracker.on_data(host, cell),
                     ReadReply::Digest(digest) => tracker.on_digest(host, digest),
                     ReadReply::Failed => tracker.on_failure(host),
+                    ReadReply::Damaged => tracker.on_damaged(host),
                 };
                 (action, false)
             },
@@ -479,6 +488,8 @@ fn send_reads(
             let sent = tokio::time::Instant::now();
             let reply = match read_on(&context, host, &keyspace, &key, request, &placed).await {
                 Ok(reply) => reply,
+                // Logged by the replica, with the keyspace and the key.
+                Err(error) if error.is_damaged_replica() => ReadReply::Damaged,
                 Err(error) => {
                     tracing::debug!(%host, %error, "replica read failed");
                     ReadReply::Failed
@@ -612,10 +623,7 @@ async fn read_on(
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
     if host == context.host_id {
-        let started = Instant::now();
-        let cell = context.store.read(keyspace.id, key)?;
-        let elapsed = started.elapsed();
-        context.served_locally(keyspace.id, &keyspace.name, LocalOp::Read, key, elapsed);
+        let cell = read_own_copy(context, keyspace.id, &keyspace.name, key)?;
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {

@@ -296,9 +296,25 @@ impl NodeError {
         }
     }
 
+    /// Whether the error says that a replica's own copy of a cell does not
+    /// read back (a damaged cell): this node's store reporting corruption,
+    /// or a peer answering `DATA_LOSS`, which is how a replica reports it.
+    /// A coordinator treats such a replica as failed for the read and stale
+    /// for its read repair (`coordinator.rs`), never as unavailable.
+    pub fn is_damaged_replica(&self) -> bool {
+        match self {
+            NodeError::Storage(error) => error.is_corruption(),
+            NodeError::Peer { status, .. } => status.code() == Code::DataLoss,
+            _ => false,
+        }
+    }
+
     /// The gRPC status code of this error.
     pub fn code(&self) -> Code {
         match self {
+            // A stored cell that does not read back: DATA_LOSS, which a
+            // coordinator tells from UNAVAILABLE (`is_damaged_replica`).
+            NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
             NodeError::InvalidArgument(_)
             | NodeError::Repair(ringstore_repair::RepairError::UnknownGcMode(_)) => {
                 Code::InvalidArgument
@@ -359,6 +375,7 @@ impl NodeError {
             Code::FailedPrecondition => "FAILED_PRECONDITION",
             Code::Internal => "INTERNAL",
             Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::DataLoss => "DATA_LOSS",
             _ => "UNKNOWN",
         }
     }

@@ -78,6 +78,7 @@ fn snapshot(
             (runs as u64, cells)
         },
         runs_damaged: context.store.run_damage() as u64,
+        corrupt_reads: context.store.corrupt_reads(),
         gossip_packets: Traffic {
             sent: gossip.packets_sent,
             received: gossip.packets_received,

@@ -16,6 +16,9 @@
 //!   this node for the scan (about a second per million keys).
 //! - A snapshot is held in memory while it is written and restored.
 //! - Hints and node metadata are not part of a snapshot.
+//! - A stored cell that does not read back fails the snapshot
+//!   (`DATA_LOSS`, naming its key; the store counts and logs it): a snapshot
+//!   holds all of this node's cells or none. Repair the node, then take it.
 
 use std::path::{Path, PathBuf};
 

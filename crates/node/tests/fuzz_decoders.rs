@@ -230,7 +230,7 @@ fn verify_chunk(chunk: pb::StreamChunk) -> Option<Vec<(Vec<u8>, Cell)>> {
         let Some(cell) = entry.cell.map(cell_from_pb) else {
             continue;
         };
-        sum.add(&entry.key, &cell.encode());
+        sum.add(&entry.key, &cell.canonical_bytes());
         entries.push((entry.key, cell));
     }
     (sum.value() == chunk.checksum).then_some(entries)

@@ -11,12 +11,13 @@ use xxhash_rust::xxh3::Xxh3;
 /// The hash of one row (key and cell) that the Merkle tree folds into its
 /// leaves. Every part of the cell counts (timestamp, tombstone, expiry,
 /// value), so two replicas agree on a row's hash only if they hold the same
-/// version of it.
+/// version of it, whatever format each stores it in
+/// ([`Cell::canonical_bytes`]).
 pub fn row_hash(key: &[u8], cell: &Cell) -> u64 {
     let mut hasher = Xxh3::new();
     hasher.update(&(key.len() as u64).to_le_bytes());
     hasher.update(key);
-    hasher.update(&cell.encode());
+    hasher.update(&cell.canonical_bytes());
     hasher.digest()
 }
 

@@ -3,13 +3,12 @@
 //! A digest read asks a replica for [`Digest::of`] its cell instead of the
 //! cell itself; the coordinator compares it with the digest of the data it
 //! got. The hash is the first 64 bits (h1) of Cassandra's MurmurHash3
-//! x64_128, seed 0, over [`Cell::encode`] — the same function on every node,
-//! so equal cells give equal digests everywhere.
+//! x64_128, seed 0, over [`Cell::canonical_bytes`] — the same function on
+//! every node, so equal cells give equal digests everywhere. Those bytes do
+//! not change with the format a node stores cells in (format 2 added a
+//! checksum), so nodes of two builds agree during a rolling upgrade.
 //!
 //! # Caveats
-//! - A digest covers the cell's encoding, so two nodes on different cell
-//!   format versions see spurious mismatches: harmless (a full data read
-//!   follows) but slower. Bump the format together with a migration.
 //! - 64 bits: an accidental collision between different cells is negligible;
 //!   a deliberate one is not defended against (nor is it in Cassandra).
 
@@ -31,7 +30,7 @@ impl Digest {
     /// The digest of `cell`, or of "no cell" for `None`.
     pub fn of(cell: Option<&Cell>) -> Digest {
         let (h1, _) = match cell {
-            Some(cell) => cassandra_murmur3_x64_128(&cell.encode(), 0),
+            Some(cell) => cassandra_murmur3_x64_128(&cell.canonical_bytes(), 0),
             None => cassandra_murmur3_x64_128(NO_CELL, 0),
         };
         Digest(h1)
@@ -76,9 +75,9 @@ mod tests {
     }
 
     #[test]
-    fn the_digest_is_murmur3_h1_of_the_encoded_cell() {
+    fn the_digest_is_murmur3_h1_of_the_cell_s_canonical_bytes() {
         let cell = Cell::live(Timestamp(42), b"value".to_vec());
-        let (h1, _) = cassandra_murmur3_x64_128(&cell.encode(), 0);
+        let (h1, _) = cassandra_murmur3_x64_128(&cell.canonical_bytes(), 0);
         assert_eq!(Digest::of(Some(&cell)), Digest(h1));
         assert_eq!(Digest(0xab).to_string(), "00000000000000ab");
     }

@@ -177,9 +177,20 @@ pub struct ReadPlan {
     spares: Vec<HostId>,
     /// The data center of every contacted replica and spare.
     dcs: BTreeMap<HostId, Datacenter>,
+    /// Whether the level needs every natural replica that counts toward it
+    /// (`ALL`; `QUORUM` of two), down ones included.
+    needs_every_replica: bool,
 }
 
 impl ReadPlan {
+    /// Whether the level needs an answer from every natural replica that
+    /// counts toward it, down ones included (`ALL`, or `QUORUM` at
+    /// replication factor 2): then no replica is left to read in place of
+    /// one, and nothing any live replica holds is missing from the read.
+    pub fn needs_every_replica(&self) -> bool {
+        self.needs_every_replica
+    }
+
     /// The level asked for.
     pub fn level(&self) -> ConsistencyLevel {
         self.level
@@ -275,12 +286,19 @@ pub fn plan_read(
     }
     check_available(level, &requirement, eligible.iter().map(|c| &c.dc))?;
     let dcs = eligible.iter().map(|c| (c.host, c.dc.clone())).collect();
+    let counting: BTreeSet<HostId> = natural
+        .iter()
+        .filter(|c| requirement.counts_toward(&c.dc))
+        .map(|c| c.host)
+        .collect();
+    let needs_every_replica = requirement.total() as usize >= counting.len();
     Ok(ReadPlan {
         level,
         requirement,
         contacted,
         spares,
         dcs,
+        needs_every_replica,
     })
 }
 

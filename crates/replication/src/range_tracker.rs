@@ -182,6 +182,7 @@ impl RangeReadTracker {
                 required: self.requirement.total(),
                 received: self.requirement.credited(self.answered_dcs()),
                 timed_out,
+                damaged: 0,
             });
         }
         if contacts.is_empty() {

@@ -35,8 +35,23 @@
 //!    that meet the level, whoever sends them, finish the read. It happens
 //!    at most once per read, as Cassandra's `speculative_retry`, and not in
 //!    the data round.
-//! 5. **Failure.** `Failed` when failures leave too few replicas that could
-//!    still answer, or when a timeout finds nobody new to ask.
+//! 5. **Damaged replicas.** A replica whose own copy of the cell does not
+//!    read back ([`ReadTracker::on_damaged`]: its disk flipped a bit, its
+//!    checksum caught it) is a replica fault, not a failed read: it counts
+//!    as failed, so a spare is read in its place as for any failure, at
+//!    every level, `ONE` included; and it is stale, so once the read is done
+//!    its read repair writes the winner to it (it had no readable cell),
+//!    replacing the damaged copy. Only when the level needs every replica
+//!    of the key ([`ReadPlan::needs_every_replica`]: `ALL`) is there nobody
+//!    to read instead, and nothing a live replica holds is missing from the
+//!    read: then the damaged replica counts toward the level as a stale
+//!    one, and since holders must meet the level, the blocking read repair
+//!    waits until it has taken the winner. A damaged answer is never a data
+//!    answer: a read with no data answer fails, it never answers "no cell"
+//!    for a replica that could not read its cell.
+//! 6. **Failure.** `Failed` when failures leave too few replicas that could
+//!    still answer, when no data answer has come or can still come, or when
+//!    a timeout finds nobody new to ask.
 //!
 //! The node restarts its round timer whenever it gets `Contact` from a reply
 //! or a timeout (not from a speculation, which leaves the round as it was).
@@ -50,8 +65,9 @@
 //!   `None` if no answer had a cell. With no mismatch all data answers are
 //!   equal, so that fold is any of them.
 //! - Repairs go to exactly the contacted replicas whose answer (data, or a
-//!   digest) shows a cell other than the winner; none when the winner is
-//!   `None`. Each repair carries the winner.
+//!   digest) shows a cell other than the winner, and to the damaged ones;
+//!   none when the winner is `None`. Each repair carries the winner.
+//! - A read is `Done` only with at least one data answer.
 //! - A replica is asked at most once per kind; each answer counts once;
 //!   answers from hosts never asked, and after the read finished, are ignored.
 //!
@@ -134,10 +150,14 @@ pub struct ReadFailure {
     pub received: u32,
     /// Whether the read ran out of time (rather than of live replicas).
     pub timed_out: bool,
+    /// Replicas that answered that their copy does not read back (see
+    /// [`ReadTracker::on_damaged`]).
+    pub damaged: u32,
 }
 
 impl fmt::Display for ReadFailure {
-    /// `read timed out at consistency level QUORUM: 1 of 2 required responses received`.
+    /// `read timed out at consistency level QUORUM: 1 of 2 required responses received`,
+    /// then `; 1 replica's copy does not read back` when one did not.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = if self.timed_out {
             "timed out"
@@ -148,7 +168,12 @@ impl fmt::Display for ReadFailure {
             f,
             "read {what} at consistency level {}: {} of {} required responses received",
             self.level, self.received, self.required
-        )
+        )?;
+        match self.damaged {
+            0 => Ok(()),
+            1 => write!(f, "; 1 replica's copy does not read back"),
+            n => write!(f, "; {n} replicas' copies do not read back"),
+        }
     }
 }
 
@@ -158,6 +183,8 @@ enum Answer {
     Data(Option<Cell>),
     Digest(Digest),
     Failed,
+    /// Its copy does not read back (see the module docs).
+    Damaged,
 }
 
 #[derive(Clone, Debug)]
@@ -214,6 +241,9 @@ pub struct ReadTracker {
     phase: Phase,
     /// When to contact one more replica, until it is done (then `None`).
     speculate_at: Option<Instant>,
+    /// Whether a damaged replica counts toward the level (as a stale one):
+    /// only when the level needs every replica.
+    damaged_counts: bool,
 }
 
 impl ReadTracker {
@@ -237,6 +267,7 @@ impl ReadTracker {
             spares,
             phase: Phase::Digests,
             speculate_at: None,
+            damaged_counts: plan.needs_every_replica(),
         }
     }
 
@@ -298,6 +329,17 @@ impl ReadTracker {
         self.advance(false)
     }
 
+    /// `host` answered that its own copy of the cell does not read back (a
+    /// damaged cell): failed for this read, and to be repaired with the
+    /// winner (see the module docs).
+    pub fn on_damaged(&mut self, host: HostId) -> ReadAction {
+        let Some(replica) = self.waiting(host) else {
+            return ReadAction::Wait;
+        };
+        replica.answer = Answer::Damaged;
+        self.advance(false)
+    }
+
     /// The node's round timer fired: outstanding replicas become slow, and
     /// spares replace them; with nobody new to ask, the read fails.
     pub fn on_timeout(&mut self) -> ReadAction {
@@ -344,6 +386,7 @@ impl ReadTracker {
             Answer::Data(_) => true,
             Answer::Digest(_) => self.phase == Phase::Digests,
             Answer::Failed => false,
+            Answer::Damaged => self.damaged_counts,
         }
     }
 
@@ -393,7 +436,17 @@ impl ReadTracker {
             .iter()
             .filter(|r| self.counts(r, true))
             .map(|r| &r.dc);
-        if !self.requirement.is_met_by(could_answer) || (timed_out && contacts.is_empty()) {
+        // Data, or someone who may yet send it (a replica still waited for
+        // can be asked for data once it answers): damaged replicas counting
+        // toward the level must not finish a read that has none.
+        let data_possible = self
+            .contacted
+            .iter()
+            .any(|r| matches!(r.answer, Answer::Data(_) | Answer::Waiting));
+        if !self.requirement.is_met_by(could_answer)
+            || !data_possible
+            || (timed_out && contacts.is_empty())
+        {
             return self.finish_failed(timed_out);
         }
         if contacts.is_empty() {
@@ -502,11 +555,13 @@ impl ReadTracker {
             .reduce(Cell::reconcile)
     }
 
-    /// The contacted replicas known to hold something other than `winner`.
+    /// The contacted replicas known to hold something other than `winner`:
+    /// damaged ones included (what they hold does not read back).
     fn stale<'a>(&'a self, winner: &'a Cell) -> impl Iterator<Item = &'a Contacted> + 'a {
         let winner_digest = Digest::of(Some(winner));
         self.contacted.iter().filter(move |r| match &r.answer {
             Answer::Data(cell) => cell.as_ref() != Some(winner),
+            Answer::Damaged => true,
             _ => r.digest.is_some_and(|d| d != winner_digest),
         })
     }
@@ -515,8 +570,9 @@ impl ReadTracker {
     /// none (it failed, found no cell, or every answer held the winner).
     ///
     /// Holders are the contacted replicas whose answer (data, or a digest)
-    /// shows the winner; spares are the replicas never contacted, then the
-    /// contacted ones whose answer failed or never came.
+    /// shows the winner; stale ones are those known to hold something else,
+    /// damaged ones included; spares are the replicas never contacted, then
+    /// the contacted ones whose answer failed or never came.
     pub fn read_repair(&self) -> Option<ReadRepair> {
         if self.phase != Phase::Finished {
             return None;
@@ -537,7 +593,7 @@ impl ReadTracker {
         let unanswered = self
             .contacted
             .iter()
-            .filter(|r| r.digest.is_none())
+            .filter(|r| r.digest.is_none() && r.answer != Answer::Damaged)
             .map(located);
         let spares = self.spares.iter().cloned().chain(unanswered).collect();
         Some(ReadRepair::new(
@@ -565,13 +621,25 @@ impl ReadTracker {
     }
 
     fn finish_failed(&mut self, timed_out: bool) -> ReadAction {
-        let received = self.requirement.credited(self.answered_dcs());
+        // A damaged replica counting toward the level is no response.
+        let received = self.requirement.credited(
+            self.contacted
+                .iter()
+                .filter(|r| self.answered(r) && r.answer != Answer::Damaged)
+                .map(|r| &r.dc),
+        );
         self.phase = Phase::Finished;
+        let damaged = self
+            .contacted
+            .iter()
+            .filter(|r| r.answer == Answer::Damaged)
+            .count() as u32;
         ReadAction::Failed(ReadFailure {
             level: self.level,
             required: self.requirement.total(),
             received,
             timed_out,
+            damaged,
         })
     }
 }

@@ -8,6 +8,7 @@ use ringstore_placement::ReplicationStrategy;
 
 use super::*;
 use crate::plan::{ReplicaCandidate, plan_read};
+use crate::read_repair::RepairAction;
 use crate::testkit::{
     Scenario, dc, host, nts_3_2, nts_replicas, scenarios, simple_3, simple_replicas,
 };
@@ -213,6 +214,7 @@ fn a_timeout_with_nobody_new_to_ask_fails_the_read() {
         required: 3,
         received: 1,
         timed_out: true,
+        damaged: 0,
     };
     assert_eq!(t.on_timeout(), ReadAction::Failed(failure.clone()));
     assert_eq!(
@@ -231,6 +233,7 @@ fn too_many_failures_fail_the_read_at_once() {
         required: 3,
         received: 0,
         timed_out: false,
+        damaged: 0,
     };
     assert_eq!(t.on_failure(host(3)), ReadAction::Failed(failure.clone()));
     assert_eq!(
@@ -455,6 +458,132 @@ fn local_quorum_speculates_only_to_a_local_spare() {
     }
 }
 
+// ---- damaged replicas ----
+
+#[test]
+fn at_one_a_damaged_replica_is_read_around_and_repaired_with_the_winner() {
+    let cell = live(5, "v");
+    let mut t = tracker(One, &simple_replicas(&[]));
+    assert_eq!(
+        t.on_damaged(host(1)),
+        ReadAction::Contact(vec![(host(2), Request::Data)])
+    );
+    assert_eq!(
+        t.on_data(host(2), Some(cell.clone())),
+        done(Some(cell.clone()), vec![(host(1), cell.clone())], false)
+    );
+    let mut repair = t.read_repair().expect("the damaged replica is stale");
+    assert_eq!(repair.targets(), vec![host(1)]);
+    assert_eq!(repair.winner(), &cell);
+    assert_eq!(repair.status(), RepairAction::Done, "one holder meets ONE");
+}
+
+#[test]
+fn alone_a_damaged_replica_fails_the_read_at_once_and_never_answers_no_cell() {
+    for level in [One, LocalOne] {
+        let mut t = tracker(level, &simple_replicas(&[2, 3]));
+        let failure = ReadFailure {
+            level,
+            required: 1,
+            received: 0,
+            timed_out: false,
+            damaged: 1,
+        };
+        assert_eq!(t.on_damaged(host(1)), ReadAction::Failed(failure.clone()));
+        assert_eq!(
+            failure.to_string(),
+            format!(
+                "read failed at consistency level {level}: 0 of 1 required responses received; \
+                 1 replica's copy does not read back"
+            )
+        );
+        assert!(t.read_repair().is_none());
+    }
+}
+
+#[test]
+fn at_quorum_a_damaged_digest_replica_is_replaced_by_the_spare() {
+    let cell = live(5, "v");
+    let mut t = tracker(Quorum, &simple_replicas(&[]));
+    assert_eq!(
+        t.on_damaged(host(2)),
+        ReadAction::Contact(vec![(host(3), Request::Digest)])
+    );
+    assert_eq!(t.on_data(host(1), Some(cell.clone())), ReadAction::Wait);
+    assert_eq!(
+        t.on_digest(host(3), digest(&cell)),
+        done(Some(cell.clone()), vec![(host(2), cell)], false)
+    );
+    let mut repair = t.read_repair().unwrap();
+    assert_eq!(repair.targets(), vec![host(2)]);
+    assert_eq!(repair.status(), RepairAction::Done);
+}
+
+#[test]
+fn at_quorum_with_the_spare_down_a_damaged_replica_fails_the_read() {
+    // The down replica may hold the newest write: answering from the one
+    // readable replica could go back in time.
+    let mut t = tracker(Quorum, &simple_replicas(&[3]));
+    t.on_data(host(1), Some(live(5, "v")));
+    assert!(matches!(t.on_damaged(host(2)), ReadAction::Failed(_)));
+}
+
+#[test]
+fn at_all_a_damaged_replica_counts_once_read_repair_has_given_it_the_winner() {
+    let cell = live(5, "v");
+    let mut t = tracker(All, &simple_replicas(&[]));
+    assert_eq!(t.on_damaged(host(3)), ReadAction::Wait);
+    assert_eq!(t.on_digest(host(2), digest(&cell)), ReadAction::Wait);
+    assert_eq!(
+        t.on_data(host(1), Some(cell.clone())),
+        done(Some(cell.clone()), vec![(host(3), cell)], false)
+    );
+    let mut repair = t.read_repair().unwrap();
+    assert_eq!(repair.targets(), vec![host(3)]);
+    assert_eq!(repair.status(), RepairAction::Wait, "2 of 3 hold it");
+    assert_eq!(repair.on_ack(host(3)), RepairAction::Done);
+}
+
+#[test]
+fn at_all_a_damaged_data_replica_has_the_data_asked_of_a_digest_replica() {
+    let cell = live(5, "v");
+    let mut t = tracker(All, &simple_replicas(&[]));
+    assert_eq!(t.on_digest(host(2), digest(&cell)), ReadAction::Wait);
+    assert_eq!(
+        t.on_damaged(host(1)),
+        ReadAction::Contact(vec![(host(2), Request::Data)])
+    );
+    assert_eq!(t.on_digest(host(3), digest(&cell)), ReadAction::Wait);
+    assert_eq!(
+        t.on_data(host(2), Some(cell.clone())),
+        done(Some(cell.clone()), vec![(host(1), cell)], false)
+    );
+}
+
+#[test]
+fn at_all_with_every_replica_damaged_the_read_fails_without_waiting() {
+    let mut t = tracker(All, &simple_replicas(&[]));
+    assert_eq!(t.on_damaged(host(1)), ReadAction::Wait);
+    assert_eq!(t.on_damaged(host(2)), ReadAction::Wait);
+    assert!(matches!(
+        t.on_damaged(host(3)),
+        ReadAction::Failed(ReadFailure {
+            timed_out: false,
+            damaged: 3,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn with_no_cell_anywhere_a_damaged_replica_gets_no_repair() {
+    let mut t = tracker(All, &simple_replicas(&[]));
+    t.on_damaged(host(3));
+    t.on_digest(host(2), Digest::of(None));
+    assert_eq!(t.on_data(host(1), None), done(None, vec![], false));
+    assert!(t.read_repair().is_none());
+}
+
 // ---- a simulated cluster ----
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,6 +593,8 @@ enum Behaviour {
     AnswersOnce,
     Fails,
     Silent,
+    /// Its copy of the cell does not read back.
+    Damaged,
 }
 
 fn behaviours() -> impl Strategy<Value = Behaviour> {
@@ -472,6 +603,7 @@ fn behaviours() -> impl Strategy<Value = Behaviour> {
         1 => Just(Behaviour::AnswersOnce),
         1 => Just(Behaviour::Fails),
         1 => Just(Behaviour::Silent),
+        1 => Just(Behaviour::Damaged),
     ]
 }
 
@@ -500,6 +632,8 @@ struct Run {
     data: Vec<Option<Cell>>,
     /// Hosts that delivered any answer.
     answered: BTreeSet<HostId>,
+    /// Hosts that answered that their copy does not read back.
+    damaged: BTreeSet<HostId>,
 }
 
 /// Delivers the read's requests in the order `choices` picks, times out
@@ -524,6 +658,7 @@ fn simulate(
         last: ReadAction::Wait,
         data: Vec::new(),
         answered: BTreeSet::new(),
+        damaged: BTreeSet::new(),
     };
     for step in 0..1000 {
         let action = if speculate_at == Some(step) {
@@ -537,6 +672,10 @@ fn simulate(
             match behaviour[&h] {
                 Behaviour::Silent => continue,
                 Behaviour::Fails => t.on_failure(h),
+                Behaviour::Damaged => {
+                    run.damaged.insert(h);
+                    t.on_damaged(h)
+                }
                 Behaviour::AnswersOnce if !first_request => t.on_failure(h),
                 Behaviour::Answers | Behaviour::AnswersOnce => {
                     run.answered.insert(h);
@@ -603,15 +742,23 @@ proptest! {
 
         match run.last {
             ReadAction::Done(outcome) => {
+                prop_assert!(!run.data.is_empty(), "done without a data answer");
                 let fold = run.data.iter().flatten().cloned().reduce(Cell::reconcile);
                 prop_assert_eq!(&outcome.winner, &fold);
                 let expected: BTreeSet<HostId> = match &outcome.winner {
                     None => BTreeSet::new(),
                     Some(w) => run.answered.iter()
                         .filter(|h| cells[h].as_ref() != Some(w))
+                        .chain(&run.damaged)
                         .copied()
                         .collect(),
                 };
+                // A damaged replica stands in for an answer only when the
+                // level needs every replica.
+                if !plan.needs_every_replica() {
+                    let readable = run.answered.iter().map(|&h| plan.dc_of(h));
+                    prop_assert!(plan.requirement().is_met_by(readable));
+                }
                 let repaired: BTreeSet<HostId> = outcome.repairs.iter().map(|(h, _)| *h).collect();
                 prop_assert_eq!(repaired.len(), outcome.repairs.len(), "one repair per replica");
                 prop_assert_eq!(repaired, expected);

@@ -12,6 +12,32 @@
 //! on the time of the merge: replicas merging the same versions before and
 //! after an expiry keep the same winner (CASSANDRA-14592). Only what a client
 //! sees ([`Cell::visible_value`]) depends on the time of the read.
+//!
+//! # Stored formats
+//! ```text
+//! format 1: 1 | flags | timestamp (8, BE) | [expiry (8, BE)] | value
+//! format 2: 2 | flags | timestamp (8, BE) | [expiry (8, BE)] | value | crc32 (4, BE)
+//! ```
+//! Every [`Cell::encode`] writes format 2, whose CRC-32 (crc32fast, over
+//! every byte before it) lets a cell check itself wherever its bytes come
+//! from: an engine that hands back flipped bytes (sled's cache, the
+//! simulation's stand-in engine), a run, a hint. [`Cell::decode`] still
+//! reads format 1, which has no checksum: a store written by an earlier build
+//! keeps its cells as they are, and each moves to format 2 when a write,
+//! a repair or a fold next rewrites its key (migration by rewrite; no pass
+//! over the data). Until then a damaged format-1 cell is caught only if its
+//! damage breaks the layout, or by the check of the path it came through.
+//! Both formats keep the flags at byte 1, so the live counts read them
+//! without decoding ([`Cell::encoded_is_tombstone`]).
+//!
+//! What nodes compare with each other (read digests, Merkle row hashes,
+//! stream checksums) is [`Cell::canonical_bytes`], format 1's bytes, not the
+//! stored encoding: it names a version of a cell whatever format a node
+//! stores it in, so nodes of two builds agree on it during a rolling upgrade
+//! and no check of the wire pays for the stored CRC.
+//!
+//! A build from before format 2 refuses format-2 cells as corrupt: once
+//! a node has written with this build, it cannot be downgraded in place.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -62,10 +88,43 @@ pub struct Cell {
     pub value: Option<Vec<u8>>,
 }
 
-/// The first byte of an encoded cell: its format version.
-const CELL_FORMAT: u8 = 1;
+/// The first byte of a cell encoded by [`Cell::encode`]: its format version
+/// (see the module docs).
+const CELL_FORMAT: u8 = 2;
+/// The format without a checksum: still read, and the layout of
+/// [`Cell::canonical_bytes`].
+const CELL_FORMAT_UNCHECKED: u8 = 1;
 const FLAG_TOMBSTONE: u8 = 1;
 const FLAG_EXPIRES: u8 = 2;
+/// Bytes of the header both formats share: format version and flags.
+const HEADER_LEN: usize = 2;
+/// Bytes of format 2's trailing CRC-32.
+const CRC_LEN: usize = 4;
+
+/// Why stored bytes do not read back as a cell.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CellDamage {
+    /// The bytes end before the named part.
+    #[error("truncated: no room for its {0}")]
+    Truncated(&'static str),
+    /// The first byte names no format this build knows.
+    #[error("unknown cell format {0}")]
+    UnknownFormat(u8),
+    /// A format-2 cell whose bytes do not match its CRC-32.
+    #[error("checksum mismatch: stored {stored:08x}, computed {computed:08x}")]
+    Checksum {
+        /// The CRC the cell carries.
+        stored: u32,
+        /// The CRC of the bytes it covers.
+        computed: u32,
+    },
+    /// Flags that no format defines.
+    #[error("unknown flags {0:#x}")]
+    UnknownFlags(u8),
+    /// A tombstone followed by value bytes.
+    #[error("a tombstone with a value")]
+    TombstoneWithValue,
+}
 
 impl Cell {
     /// A live value written at `timestamp` that never expires.
@@ -130,13 +189,20 @@ impl Cell {
         self.value.is_none()
     }
 
-    /// Whether the encoded cell `bytes` ([`Cell::encode`]) is a tombstone,
-    /// read from its flags without decoding it (`false` for bytes too short
-    /// to hold them).
+    /// Whether `bytes` are of the format [`Cell::encode`] writes (not
+    /// whether they decode).
+    pub(crate) fn is_current_format(bytes: &[u8]) -> bool {
+        bytes.first() == Some(&CELL_FORMAT)
+    }
+
+    /// Whether the encoded cell `bytes` (either format) is a tombstone,
+    /// read from its flags without decoding or checking it (`false` for
+    /// bytes too short to hold them or of an unknown format).
     pub(crate) fn encoded_is_tombstone(bytes: &[u8]) -> bool {
-        bytes
-            .get(1)
-            .is_some_and(|flags| flags & FLAG_TOMBSTONE != 0)
+        match bytes {
+            [CELL_FORMAT | CELL_FORMAT_UNCHECKED, flags, ..] => flags & FLAG_TOMBSTONE != 0,
+            _ => false,
+        }
     }
 
     /// Whether the cell hides the key at `now`: a tombstone, or expired.
@@ -181,15 +247,47 @@ impl Cell {
         }
     }
 
-    /// Encodes as `version | flags | timestamp (8, BE) | [expiry (8, BE)] | value`.
+    /// Encodes in format 2 (see the module docs): what the store, the
+    /// commit log, runs, hints and snapshots keep.
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(18 + self.value.as_deref().map_or(0, <[u8]>::len));
+        let mut bytes = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut bytes);
         bytes
     }
 
+    /// The length of [`Cell::encode`]'s output, computed without encoding.
+    pub fn encoded_len(&self) -> usize {
+        self.canonical_len() + CRC_LEN
+    }
+
     /// [`Cell::encode`], appended to `bytes`.
     pub(crate) fn encode_into(&self, bytes: &mut Vec<u8>) {
+        let start = bytes.len();
+        self.body_into(CELL_FORMAT, bytes);
+        let crc = crc32fast::hash(&bytes[start..]);
+        bytes.extend_from_slice(&crc.to_be_bytes());
+    }
+
+    /// The bytes that name this version of the cell on every node, whatever
+    /// format it stores: exactly format 1's encoding, without a checksum.
+    /// What read digests, Merkle row hashes and stream checksums are
+    /// computed over (see the module docs); never stored by this build.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.canonical_len());
+        self.body_into(CELL_FORMAT_UNCHECKED, &mut bytes);
+        bytes
+    }
+
+    /// The length of [`Cell::canonical_bytes`], computed without encoding.
+    pub fn canonical_len(&self) -> usize {
+        HEADER_LEN
+            + 8
+            + if self.expires_at.is_some() { 8 } else { 0 }
+            + self.value.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Appends `format | flags | timestamp | [expiry] | value`.
+    fn body_into(&self, format: u8, bytes: &mut Vec<u8>) {
         let mut flags = 0;
         if self.is_tombstone() {
             flags |= FLAG_TOMBSTONE;
@@ -198,7 +296,7 @@ impl Cell {
             flags |= FLAG_EXPIRES;
         }
         let value = self.value.as_deref().unwrap_or_default();
-        bytes.push(CELL_FORMAT);
+        bytes.push(format);
         bytes.push(flags);
         bytes.extend_from_slice(&self.timestamp.0.to_be_bytes());
         if let Some(at) = self.expires_at {
@@ -207,30 +305,49 @@ impl Cell {
         bytes.extend_from_slice(value);
     }
 
-    /// Decodes what [`Cell::encode`] wrote; a corrupt or unknown encoding is an error.
+    /// Decodes either format (see the module docs). Bytes that do not read
+    /// back (an unknown format, a layout that does not hold, a format-2 cell
+    /// whose CRC does not match) are [`StorageError::CorruptCell`], never a
+    /// panic.
     pub fn decode(bytes: &[u8]) -> Result<Cell> {
-        let corrupt = |reason: &str| StorageError::CorruptCell {
-            reason: reason.to_string(),
+        Cell::decode_checked(bytes)
+            .map_err(|reason| StorageError::CorruptCell { reason, key: None })
+    }
+
+    fn decode_checked(bytes: &[u8]) -> Result<Cell, CellDamage> {
+        let body = match bytes.first() {
+            None => return Err(CellDamage::Truncated("header")),
+            Some(&CELL_FORMAT_UNCHECKED) => bytes,
+            Some(&CELL_FORMAT) => {
+                let (body, crc) = bytes
+                    .split_last_chunk::<CRC_LEN>()
+                    .filter(|(body, _)| body.len() >= HEADER_LEN)
+                    .ok_or(CellDamage::Truncated("checksum"))?;
+                let stored = u32::from_be_bytes(*crc);
+                let computed = crc32fast::hash(body);
+                if stored != computed {
+                    return Err(CellDamage::Checksum { stored, computed });
+                }
+                body
+            }
+            Some(&format) => return Err(CellDamage::UnknownFormat(format)),
         };
-        let [format, flags, rest @ ..] = bytes else {
-            return Err(corrupt("shorter than its header"));
+        let [_, flags, rest @ ..] = body else {
+            return Err(CellDamage::Truncated("header"));
         };
-        if *format != CELL_FORMAT {
-            return Err(corrupt(&format!("unknown cell format {format}")));
-        }
         if flags & !(FLAG_TOMBSTONE | FLAG_EXPIRES) != 0 {
-            return Err(corrupt(&format!("unknown flags {flags:#x}")));
+            return Err(CellDamage::UnknownFlags(*flags));
         }
-        let (timestamp, rest) = take_i64(rest).ok_or_else(|| corrupt("truncated timestamp"))?;
+        let (timestamp, rest) = take_i64(rest).ok_or(CellDamage::Truncated("timestamp"))?;
         let (expires_at, rest) = if flags & FLAG_EXPIRES != 0 {
-            let (at, rest) = take_i64(rest).ok_or_else(|| corrupt("truncated expiry"))?;
+            let (at, rest) = take_i64(rest).ok_or(CellDamage::Truncated("expiry"))?;
             (Some(Timestamp(at)), rest)
         } else {
             (None, rest)
         };
         let value = if flags & FLAG_TOMBSTONE != 0 {
             if !rest.is_empty() {
-                return Err(corrupt("a tombstone with a value"));
+                return Err(CellDamage::TombstoneWithValue);
             }
             None
         } else {
@@ -340,13 +457,86 @@ mod tests {
 
     #[test]
     fn corrupt_encodings_are_errors() {
-        assert!(Cell::decode(&[]).is_err());
-        assert!(Cell::decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(Cell::decode(&[CELL_FORMAT, 0, 1, 2]).is_err());
-        assert!(Cell::decode(&[CELL_FORMAT, 0x80, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        let mut tombstone = Cell::tombstone(Timestamp(1)).encode();
+        let damage = |bytes: &[u8]| match Cell::decode(bytes) {
+            Err(StorageError::CorruptCell { reason, key: None }) => reason,
+            other => panic!("{bytes:?} decoded as {other:?}"),
+        };
+        assert_eq!(damage(&[]), CellDamage::Truncated("header"));
+        assert_eq!(
+            damage(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+            CellDamage::UnknownFormat(9)
+        );
+        assert_eq!(
+            damage(&[CELL_FORMAT_UNCHECKED, 0, 1, 2]),
+            CellDamage::Truncated("timestamp")
+        );
+        assert_eq!(
+            damage(&[CELL_FORMAT_UNCHECKED, 0x80, 0, 0, 0, 0, 0, 0, 0, 0]),
+            CellDamage::UnknownFlags(0x80)
+        );
+        let mut tombstone = Cell::tombstone(Timestamp(1)).canonical_bytes();
         tombstone.push(7);
-        assert!(Cell::decode(&tombstone).is_err());
+        assert_eq!(damage(&tombstone), CellDamage::TombstoneWithValue);
+        assert_eq!(
+            damage(&[CELL_FORMAT, 0, 1, 2]),
+            CellDamage::Truncated("checksum")
+        );
+        // A format-2 cell cut short: what is left fails its checksum.
+        let live = Cell::live(Timestamp(1), b"value".to_vec()).encode();
+        assert!(matches!(
+            damage(&live[..live.len() - 1]),
+            CellDamage::Checksum { .. }
+        ));
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_a_stored_cell_is_caught() {
+        let cells = [
+            Cell::live(
+                Timestamp(1_700_000_000_000_000),
+                b"a value of some length".to_vec(),
+            ),
+            Cell::live(Timestamp(-3), Vec::new()),
+            Cell::expiring(Timestamp(5), b"v".to_vec(), 60, NOW),
+            Cell::tombstone(Timestamp(7)),
+            Cell::deletion(Timestamp(7), NOW),
+        ];
+        for cell in cells {
+            let good = cell.encode();
+            assert_eq!(good[0], CELL_FORMAT);
+            assert_eq!(Cell::decode(&good).unwrap(), cell);
+            for bit in 0..good.len() * 8 {
+                let mut flipped = good.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    Cell::decode(&flipped).is_err_and(|e| e.is_corruption()),
+                    "bit {bit} of {cell:?} flipped decoded"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn format_1_cells_still_decode_and_both_formats_show_their_flags() {
+        let cells = [
+            Cell::live(Timestamp(9), b"old".to_vec()),
+            Cell::expiring(Timestamp(5), b"v".to_vec(), 60, NOW),
+            Cell::deletion(Timestamp(7), NOW),
+        ];
+        for cell in cells {
+            let old = cell.canonical_bytes();
+            assert_eq!(old[0], CELL_FORMAT_UNCHECKED);
+            assert_eq!(Cell::decode(&old).unwrap(), cell);
+            let new = cell.encode();
+            assert_eq!(new.len(), cell.encoded_len());
+            assert_eq!(new.len(), old.len() + CRC_LEN);
+            assert_eq!(new[1..old.len()], old[1..], "the same body");
+            for bytes in [&old, &new] {
+                assert_eq!(Cell::encoded_is_tombstone(bytes), cell.is_tombstone());
+            }
+        }
+        assert!(!Cell::encoded_is_tombstone(&[9, FLAG_TOMBSTONE]));
+        assert!(!Cell::encoded_is_tombstone(&[CELL_FORMAT]));
     }
 
     fn any_cell() -> impl Strategy<Value = Cell> {
@@ -376,7 +566,8 @@ mod tests {
     proptest! {
         #[test]
         fn cells_round_trip(cell in any_cell()) {
-            prop_assert_eq!(Cell::decode(&cell.encode()).unwrap(), cell);
+            prop_assert_eq!(Cell::decode(&cell.encode()).unwrap(), cell.clone());
+            prop_assert_eq!(Cell::decode(&cell.canonical_bytes()).unwrap(), cell);
         }
 
         #[test]

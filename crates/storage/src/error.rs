@@ -11,12 +11,19 @@ use crate::keyspace::KeyspaceId;
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// A stored cell could not be decoded: the data is corrupt or from an
-    /// unknown format version. Nothing was changed.
-    #[error("corrupt cell: {reason}")]
+    /// A stored cell does not read back: its checksum does not match, its
+    /// layout does not hold, or its format is unknown. The one error for a
+    /// damaged cell on every path (reads, scans, runs, hints); nothing was
+    /// changed. The cell must not be served: another replica's copy must
+    /// (see the crate docs, "Damaged cells").
+    #[error("corrupt cell{}: {reason}", key.as_deref().map(|k| format!(" at key {}", printable_key(k))).unwrap_or_default())]
     CorruptCell {
         /// What is wrong.
-        reason: String,
+        reason: crate::cell::CellDamage,
+        /// The key it is stored at, when the path that found it knows it
+        /// (a store read or scan does; [`Cell::decode`](crate::Cell::decode)
+        /// alone does not).
+        key: Option<Vec<u8>>,
     },
 
     /// A stored data key is not `token (8 bytes) ++ key`: the data is corrupt.
@@ -127,6 +134,29 @@ impl StorageError {
         }
     }
 
+    /// Whether the error is one damaged entry of a [`Scan`](crate::Scan): a
+    /// cell that does not read back, or a data key that is not `token ++
+    /// key`. The scan goes on after it (the store counted and logged it);
+    /// a caller may skip the row. Any other error ended the scan.
+    pub fn is_damaged_entry(&self) -> bool {
+        matches!(
+            self,
+            StorageError::CorruptCell { .. } | StorageError::CorruptKey { .. }
+        )
+    }
+
+    /// The error with `key` as the key of a [`StorageError::CorruptCell`]
+    /// that names none; any other error as it is.
+    pub fn at_key(self, key: &[u8]) -> StorageError {
+        match self {
+            StorageError::CorruptCell { reason, key: None } => StorageError::CorruptCell {
+                reason,
+                key: Some(key.to_vec()),
+            },
+            other => other,
+        }
+    }
+
     /// Whether the same request may succeed if tried again: a failed flush or
     /// an engine I/O error. Invalid input, dropped keyspaces, a closed store
     /// and corruption are final.
@@ -137,6 +167,12 @@ impl StorageError {
             _ => false,
         }
     }
+}
+
+/// `key` as text for logs and messages: printable ASCII as it is, other
+/// bytes escaped (`\xff`).
+pub fn printable_key(key: &[u8]) -> String {
+    key.escape_ascii().to_string()
 }
 
 /// The storage crate's result type.

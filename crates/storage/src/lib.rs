@@ -68,20 +68,71 @@
 //!   write's timestamp ([`Cell::expiring`]).
 //! - Scans return exactly the keys whose tokens the range contains, in
 //!   `(token, key)` order.
-//! - Stored bytes that do not decode are reported as errors
-//!   ([`StorageError::is_corruption`]), never a panic, and never overwritten by
-//!   a merge.
+//! - Stored bytes that do not read back are reported as errors
+//!   ([`StorageError::CorruptCell`], [`StorageError::is_corruption`]), never a
+//!   panic and never served; a merge treats them as absent and replaces them
+//!   (see "Damaged cells").
 //! - [`Store::load_bytes`] (the node's `Load`) is the bytes of the keys and
 //!   cells the keyspaces hold, kept by every write, purge and drop and
 //!   carried across restarts (`live_size`); it falls when garbage collection
 //!   purges, where sled's files ([`Store::disk_bytes`]) never shrink. The
 //!   keys and tombstones of each keyspace are counted the same way
 //!   ([`Store::keyspace_counts`]), so reporting them reads no cell.
-//! - Stored cells start with a format version byte. Data keys have none: their
+//! - Stored cells start with a format version byte (format 2 carries a
+//!   CRC-32; format 1, without one, is still read and is rewritten as format
+//!   2 by the next write of its key: see `cell`). Data keys have none: their
 //!   layout is versioned by the tree prefix (`data/` is version 1), so a new
 //!   layout would live in new trees and be migrated by copying.
 //!
+//! # Damaged cells
+//! A cell whose bytes changed on the disk, or on their way back from it, must
+//! never be served: the replica holding it answers that its copy does not
+//! read back, and the node reads another replica instead (its coordinator
+//! and read repair: the node crate's `local_reads` and `coordinator`). Which
+//! check catches the damage depends on the path the bytes took:
+//!
+//! | path | check |
+//! |---|---|
+//! | sled's files (`db`, `blobs/`, `snap.*`) | sled's CRC-32 of each log message, snapshot and blob, when it reads one from the disk: at open, a damaged snapshot, or a damaged message before the snapshot's point, makes sled refuse to open (the node does not start, saying so); later, a damaged page or blob read on a cache miss fails the call (`sled::Error::Corruption`, a damaged cell to the node) |
+//! | what sled hands back (its cache, flipped in memory) and any other engine, the simulation's stand-in included | the cell's own CRC-32 (format 2) |
+//! | the commit log | a CRC-32 per record and per synced section (`commit_log`): a damaged section is skipped at replay and counted (`commit_log_damage`), and each cell in it checks itself once more |
+//! | runs | a CRC-32 per block and of the index (`runs`): a damaged run is set aside and counted (`run_damage`); the cells in it check themselves once more |
+//! | hints (the `hints` tree) | the hint's own CRC-32 (format 2, the hints crate), covering its key and keyspace as well as its cell |
+//!
+//! Format-1 cells (written before format 2) have only the check of their
+//! path. Whatever caught it, a damaged cell is counted in
+//! [`Store::corrupt_reads`] on every path that meets it: a read fails with
+//! `CorruptCell` naming the key; a scan yields that error for the row and
+//! goes on, and its caller skips the row or fails (repair and garbage
+//! collection skip it, so repair heals it; streaming, snapshots and client
+//! scan pages fail, so nothing with a hole in it is sent); a merge — a client
+//! write, read repair, repair, hint replay, a stream, the commit log's
+//! replay, the fold of a run — treats it as absent and replaces it. That is
+//! safe: the damaged copy can never be read again, so the replica was as
+//! good as one that missed the write, and the newest version lives on the
+//! other replicas, from which read repair and repair bring it back as they
+//! would to any replica that missed a write.
+//!
 //! # Caveats
+//! - The cell's CRC does not cover its key: bytes stored under another key
+//!   (a misdirected write) would read back as that key's cell. Two flips
+//!   that turn format 2's version byte into 1 make the CRC part of the value
+//!   of a format-1 cell.
+//! - sled 0.34 takes a damaged log message *after* its last snapshot (or
+//!   anywhere, in a database never reopened, which has none) for a torn
+//!   write: it discards the log from there on and zeroes the segments
+//!   after, without an error. What was there is lost silently, metadata
+//!   included; seen with bits flipped in a stopped node's files, the node
+//!   then started as a new one (no tokens) and bootstrapped again under its
+//!   host id (`tests/damaged_disk.rs` keeps to the reopened case, where sled
+//!   refuses to open).
+//! - A damaged cell that no replica holds a readable version of stays, and
+//!   fails every read of it that reaches this replica, until a write of the
+//!   key replaces it.
+//! - Replacing a damaged cell moves the live counts by its length and by
+//!   the tombstone flag its damaged bytes show, which a flip may have
+//!   changed: the count of tombstones may be off by one per such cell until
+//!   a count from scratch (after a crash).
 //! - Tombstones and expired cells stay until garbage collection (the
 //!   node's repair module) removes them with [`Store::purge_unchanged`].
 //! - Engine calls for single keys run on the caller's thread, not the blocking
@@ -96,6 +147,7 @@
 mod cell;
 mod checkpoint;
 mod commit_log;
+mod damage;
 mod durability;
 mod engine;
 mod error;
@@ -114,11 +166,11 @@ mod sled_engine;
 mod sled_files;
 mod store;
 
-pub use cell::{Cell, Timestamp};
+pub use cell::{Cell, CellDamage, Timestamp};
 pub use commit_log::CommitLogOptions;
 pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
-pub use error::{Result, StorageError};
+pub use error::{Result, StorageError, printable_key};
 pub use file_system::{FileSystem, OsFileSystem, SimulatedFileSystem};
 pub use keyspace::KeyspaceId;
 pub use live_size::KeyspaceCounts;

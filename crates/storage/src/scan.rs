@@ -7,8 +7,13 @@
 //!
 //! # Caveats
 //! - Not a snapshot: writes made during the scan may or may not appear.
-//! - A corrupt entry yields an error and the scan goes on to the next entry;
-//!   an engine error yields an error and ends the scan.
+//! - A damaged entry (a cell that does not read back, or a data key that is
+//!   not `token ++ key`) yields an error and the scan goes on to the next
+//!   entry; an engine error yields an error and ends the scan. Every
+//!   damaged entry, and an engine error that reports corruption, is counted
+//!   and logged here (`damage`), so callers decide only what to do: skip
+//!   the row or fail (the node's repair, streaming, cleanup and snapshots
+//!   each say which), never send it on.
 //! - Tombstones and expired cells are returned, not hidden: replication and
 //!   streaming need them.
 
@@ -18,22 +23,32 @@ use std::sync::Arc;
 use ringstore_placement::{Token, TokenRange};
 
 use crate::cell::Cell;
+use crate::damage::DamageCount;
 use crate::engine::{KvIter, Tree};
 use crate::error::Result;
 use crate::key_encoding::{OwnedBounds, after_row_bounds, decode_data_key, token_range_scans};
+use crate::keyspace::KeyspaceId;
 
 /// An iterator over `(token, key, cell)` for the keys of one keyspace whose
 /// tokens lie in a token range, in `(token, key)` order.
 pub struct Scan {
     tree: Arc<dyn Tree>,
+    damage: ScanDamage,
     /// Byte ranges not yet begun, in order.
     pending: VecDeque<OwnedBounds>,
     current: Option<KvIter>,
     ended: bool,
 }
 
+/// What a scan counts and logs its damaged entries with: the keyspace it
+/// scans and the store's count.
+pub(crate) struct ScanDamage {
+    pub(crate) ks: KeyspaceId,
+    pub(crate) count: Arc<DamageCount>,
+}
+
 impl Scan {
-    pub(crate) fn new(tree: Arc<dyn Tree>, range: TokenRange) -> Scan {
+    pub(crate) fn new(tree: Arc<dyn Tree>, range: TokenRange, damage: ScanDamage) -> Scan {
         let pending = token_range_scans(range)
             .iter()
             .map(|r| {
@@ -43,6 +58,7 @@ impl Scan {
             .collect();
         Scan {
             tree,
+            damage,
             pending,
             current: None,
             ended: false,
@@ -56,9 +72,11 @@ impl Scan {
         after: Token,
         after_key: Option<&[u8]>,
         last: Token,
+        damage: ScanDamage,
     ) -> Scan {
         Scan {
             tree,
+            damage,
             pending: after_row_bounds(after, after_key, last)
                 .into_iter()
                 .collect(),
@@ -70,7 +88,25 @@ impl Scan {
 
 fn decode_entry(data_key: &[u8], value: &[u8]) -> Result<(Token, Vec<u8>, Cell)> {
     let (token, key) = decode_data_key(data_key)?;
-    Ok((token, key.to_vec(), Cell::decode(value)?))
+    let cell = Cell::decode(value).map_err(|error| error.at_key(key))?;
+    Ok((token, key.to_vec(), cell))
+}
+
+impl Scan {
+    /// Counts and logs `error` if it reports damage; returns it.
+    fn noted(&self, error: crate::StorageError) -> crate::StorageError {
+        if error.is_corruption() {
+            let key = match &error {
+                crate::StorageError::CorruptCell { key, .. } => key.as_deref(),
+                _ => None,
+            };
+            let doing = "the scan's caller skips the row or fails";
+            self.damage
+                .count
+                .note_and_log(self.damage.ks, key, doing, &error);
+        }
+        error
+    }
 }
 
 impl Iterator for Scan {
@@ -80,10 +116,14 @@ impl Iterator for Scan {
         while !self.ended {
             if let Some(entries) = &mut self.current {
                 match entries.next() {
-                    Some(Ok((data_key, value))) => return Some(decode_entry(&data_key, &value)),
+                    Some(Ok((data_key, value))) => {
+                        return Some(
+                            decode_entry(&data_key, &value).map_err(|error| self.noted(error)),
+                        );
+                    }
                     Some(Err(error)) => {
                         self.ended = true;
-                        return Some(Err(error));
+                        return Some(Err(self.noted(error)));
                     }
                     None => self.current = None,
                 }

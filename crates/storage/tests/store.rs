@@ -7,8 +7,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use ringstore_placement::{Murmur3Partitioner, Token, TokenRange};
 use ringstore_storage::{
-    Cell, Durability, Engine, KeyspaceId, MemoryEngine, SledEngine, SledOptions, StorageError,
-    Store, Timestamp,
+    Cell, CellDamage, Durability, Engine, KeyspaceId, MemoryEngine, SledEngine, SledOptions,
+    StorageError, Store, Timestamp,
 };
 
 fn memory_store() -> Store {
@@ -172,29 +172,156 @@ async fn the_empty_key_is_refused() {
     ));
 }
 
+/// The engine's key of `key`: its token's ordered bytes, then the key.
+fn data_key(key: &[u8]) -> Vec<u8> {
+    let mut data_key = token(key).to_ordered_bytes().to_vec();
+    data_key.extend_from_slice(key);
+    data_key
+}
+
+/// Flips one bit of the value stored at `key` in `tree`, as a disk or an
+/// engine's cache might.
+fn flip_a_bit(tree: &dyn ringstore_storage::Tree, key: &[u8], bit: usize) {
+    let mut bytes = tree.get(&data_key(key)).unwrap().expect("stored");
+    bytes[bit / 8] ^= 1 << (bit % 8);
+    tree.insert(&data_key(key), &bytes).unwrap();
+}
+
 #[tokio::test]
-async fn a_corrupt_stored_cell_is_an_error_for_reads_scans_and_writes_and_is_left_alone() {
+async fn a_damaged_stored_cell_fails_reads_and_scans_naming_its_key_and_is_counted() {
     let engine = Arc::new(MemoryEngine::new());
     let store = Store::open(engine.clone(), Durability::Batch).unwrap();
     let ks = KeyspaceId::random();
-    let mut data_key = token(b"k").to_ordered_bytes().to_vec();
-    data_key.extend_from_slice(b"k");
+    store.apply(ks, b"k", live(50, b"value")).await.unwrap();
+    store.apply(ks, b"other", live(50, b"fine")).await.unwrap();
     let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
-    tree.insert(&data_key, &[99, 0, 1]).unwrap();
+    // A bit of the value: the layout holds, only the checksum tells.
+    flip_a_bit(tree.as_ref(), b"k", 8 * 12);
+    assert_eq!(store.corrupt_reads(), 0);
 
     let read = store.read(ks, b"k").unwrap_err();
-    assert!(read.is_corruption());
+    assert!(read.is_corruption(), "{read}");
+    assert!(
+        matches!(
+            &read,
+            StorageError::CorruptCell { reason: CellDamage::Checksum { .. }, key: Some(key) }
+                if key == b"k"
+        ),
+        "{read:?}"
+    );
+    assert!(read.to_string().contains("at key k"), "{read}");
+    assert_eq!(store.corrupt_reads(), 1);
+
     let scanned: Vec<_> = store
         .scan(ks, TokenRange::new(Token(0), Token(0)))
         .unwrap()
         .collect();
-    assert!(matches!(
-        scanned[..],
-        [Err(StorageError::CorruptCell { .. })]
-    ));
-    let write = store.apply(ks, b"k", live(1, b"v")).await.unwrap_err();
-    assert!(matches!(write, StorageError::CorruptCell { .. }));
-    assert_eq!(tree.get(&data_key).unwrap(), Some(vec![99, 0, 1]));
+    assert_eq!(scanned.len(), 2, "the scan goes on after the damaged row");
+    let damaged: Vec<_> = scanned
+        .iter()
+        .filter_map(|entry| entry.as_ref().err())
+        .collect();
+    assert!(
+        matches!(damaged[..], [StorageError::CorruptCell { key: Some(key), .. }] if key == b"k"),
+        "{scanned:?}"
+    );
+    assert!(scanned.iter().any(|entry| {
+        entry
+            .as_ref()
+            .is_ok_and(|(_, key, cell)| key == b"other" && *cell == live(50, b"fine"))
+    }));
+    assert_eq!(store.corrupt_reads(), 2);
+}
+
+#[tokio::test]
+async fn any_write_replaces_a_damaged_cell_even_an_older_one_and_the_counts_stay_exact() {
+    let engine = Arc::new(MemoryEngine::new());
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    store.apply(ks, b"k", live(50, b"newest")).await.unwrap();
+    let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
+    flip_a_bit(tree.as_ref(), b"k", 8 * 12 + 3);
+
+    // Read repair, repair or a hint may bring an older version than the
+    // damaged one held: it is what this replica can serve now.
+    let winner = store.apply(ks, b"k", live(10, b"older")).await.unwrap();
+    assert_eq!(winner, live(10, b"older"));
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(10, b"older")));
+    assert_eq!(store.corrupt_reads(), 1, "the merge met it once");
+    // From then on, LWW as ever.
+    assert_eq!(
+        store.apply(ks, b"k", live(5, b"oldest")).await.unwrap(),
+        live(10, b"older")
+    );
+    let stored_bytes = (1 + live(10, b"older").encoded_len()) as u64;
+    assert_eq!(store.keyspace_bytes(ks), stored_bytes);
+    assert_eq!(store.keyspace_counts(ks).keys, 1);
+}
+
+#[tokio::test]
+async fn a_damaged_cell_whose_layout_still_holds_is_replaced_by_a_bulk_load_too() {
+    let engine = Arc::new(MemoryEngine::new());
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    store
+        .apply(ks, b"k", Cell::tombstone(Timestamp(9)))
+        .await
+        .unwrap();
+    let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
+    // The tombstone flag itself: the flags still parse, the checksum does not.
+    flip_a_bit(tree.as_ref(), b"k", 8);
+    let winners = store
+        .apply_many_unflushed(vec![(ks, b"k".to_vec(), live(3, b"streamed"))])
+        .await
+        .unwrap();
+    assert_eq!(winners, vec![live(3, b"streamed")]);
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(3, b"streamed")));
+    assert_eq!(store.corrupt_reads(), 1);
+}
+
+#[tokio::test]
+async fn cells_of_the_old_format_read_back_and_a_write_stores_them_in_the_new_one() {
+    let engine = Arc::new(MemoryEngine::new());
+    let store = Store::open(engine.clone(), Durability::Batch).unwrap();
+    let ks = KeyspaceId::random();
+    let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
+    let old = live(20, b"written by an earlier build");
+    for key in [&b"loses"[..], b"wins"] {
+        tree.insert(&data_key(key), &old.canonical_bytes()).unwrap();
+        assert_eq!(store.read(ks, key).unwrap(), Some(old.clone()));
+    }
+    store.apply(ks, b"loses", live(10, b"older")).await.unwrap();
+    store.apply(ks, b"wins", live(30, b"newer")).await.unwrap();
+    assert_eq!(store.read(ks, b"loses").unwrap(), Some(old.clone()));
+    assert_eq!(store.read(ks, b"wins").unwrap(), Some(live(30, b"newer")));
+    for (key, cell) in [(&b"loses"[..], old), (b"wins", live(30, b"newer"))] {
+        let stored = tree.get(&data_key(key)).unwrap().unwrap();
+        assert_eq!(stored, cell.encode(), "{key:?} is stored in the new format");
+    }
+    assert_eq!(store.corrupt_reads(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commit_log_s_replay_heals_a_cell_damaged_in_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = ringstore_storage::CommitLogOptions {
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        ..ringstore_storage::CommitLogOptions::new(dir.path().join("commitlog"))
+    };
+    let engine = Arc::new(MemoryEngine::new());
+    let ks = KeyspaceId::random();
+    let store =
+        Store::open_with_commit_log(engine.clone(), Durability::Batch, log.clone()).unwrap();
+    store.apply(ks, b"k", live(7, b"logged")).await.unwrap();
+    drop(store);
+    let tree = engine.open_tree(&ks.data_tree_name()).unwrap();
+    flip_a_bit(tree.as_ref(), b"k", 8 * 14);
+
+    // The replay merges the logged cell over the damaged one: before
+    // damaged cells were replaced, this open failed.
+    let store = Store::open_with_commit_log(engine.clone(), Durability::Batch, log).unwrap();
+    assert_eq!(store.read(ks, b"k").unwrap(), Some(live(7, b"logged")));
+    assert_eq!(store.corrupt_reads(), 1);
 }
 
 #[tokio::test]

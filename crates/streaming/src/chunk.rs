@@ -5,12 +5,14 @@ use ringstore_placement::Token;
 use ringstore_storage::Cell;
 
 /// The size of a cell on the wire for streaming purposes: its key and its
-/// encoded cell. `plan` estimates and `netstats` counts in this unit.
+/// cell's canonical bytes. `plan` estimates and `netstats` counts in this unit.
 pub fn entry_bytes(key: &[u8], cell: &Cell) -> u64 {
-    (key.len() + cell.encode().len()) as u64
+    (key.len() + cell.canonical_len()) as u64
 }
 
-/// A running CRC-32 over stream entries (key length, key, encoded cell),
+/// A running CRC-32 over stream entries (key length, key, the cell's
+/// [`Cell::canonical_bytes`], which do not depend on the format the sender
+/// stores cells in, so nodes of two builds stream to each other),
 /// and their count and size.
 #[derive(Clone, Default)]
 pub struct EntryChecksum {
@@ -20,8 +22,8 @@ pub struct EntryChecksum {
 }
 
 impl EntryChecksum {
-    /// Adds one entry, given its cell already encoded ([`Cell::encode`]):
-    /// the encoding is the costly part, so each side does it once per cell.
+    /// Adds one entry, given its cell's [`Cell::canonical_bytes`]: the
+    /// encoding is the costly part, so each side does it once per cell.
     pub fn add(&mut self, key: &[u8], encoded_cell: &[u8]) {
         self.hasher.update(&(key.len() as u32).to_le_bytes());
         self.hasher.update(key);
@@ -97,7 +99,7 @@ impl Chunker {
     pub fn push(&mut self, token: Token, key: Vec<u8>, cell: Cell) -> Option<Chunk> {
         let full = self.chunk_sum.bytes() >= self.max_bytes && self.last_token != Some(token);
         let ready = if full { self.take() } else { None };
-        let encoded = cell.encode();
+        let encoded = cell.canonical_bytes();
         self.chunk_sum.add(&key, &encoded);
         self.total.add(&key, &encoded);
         self.current.push((key, cell));
@@ -186,7 +188,7 @@ mod tests {
         let sum = |entries: &[(Vec<u8>, Cell)]| {
             let mut sum = EntryChecksum::default();
             for (key, cell) in entries {
-                sum.add(key, &cell.encode());
+                sum.add(key, &cell.canonical_bytes());
             }
             sum.value()
         };

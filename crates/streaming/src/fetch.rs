@@ -365,7 +365,7 @@ impl RangeFetcher {
         // Each cell is encoded once, for the chunk's and the stream's checksums.
         let mut chunk = EntryChecksum::default();
         for (key, cell) in &entries {
-            let encoded = cell.encode();
+            let encoded = cell.canonical_bytes();
             chunk.add(key, &encoded);
             total.add(key, &encoded);
         }

@@ -36,7 +36,7 @@ fn entries(tokens: &[u8]) -> Vec<(Vec<u8>, Cell)> {
 fn checksum(entries: &[(Vec<u8>, Cell)]) -> EntryChecksum {
     let mut sum = EntryChecksum::default();
     for (key, cell) in entries {
-        sum.add(key, &cell.encode());
+        sum.add(key, &cell.canonical_bytes());
     }
     sum
 }
@@ -84,7 +84,7 @@ fn a_fresh_fetch_streams_the_whole_range_from_the_preferred_source() {
     let second = entries(&[3]);
     let mut total = checksum(&first);
     for (key, cell) in &second {
-        total.add(key, &cell.encode());
+        total.add(key, &cell.canonical_bytes());
     }
     match fetch.step(chunk(first.clone(), 2), MS) {
         FetchAction::Apply {

@@ -1,11 +1,12 @@
 //! The replica side of a repair: building a range's tree (at the validation
 //! rate), answering node hashes, listing row versions, reading cells, and
-//! ending a session.
+//! ending a session. A stored cell that does not read back is treated as
+//! absent on every one of these paths (`readable`), so a repair heals it.
 
 use std::sync::Arc;
 
 use ringstore_metrics::Stage;
-use ringstore_placement::TokenRange;
+use ringstore_placement::{Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_repair::{MerkleTree, TreeBuilder, row_hash};
 use ringstore_storage::offload::{self, Feed};
@@ -65,7 +66,9 @@ fn scan_tree(
     let mut builder = TreeBuilder::new(range, depth);
     let mut unpaced = 0u64;
     for entry in store.scan(keyspace, range)? {
-        let (token, key, cell) = entry?;
+        let Some((token, key, cell)) = readable(entry)? else {
+            continue;
+        };
         let bytes = (key.len() + cell.value.as_ref().map_or(0, Vec::len)) as u64;
         builder.add(token, row_hash(&key, &cell), bytes);
         unpaced += bytes;
@@ -75,6 +78,22 @@ fn scan_tree(
         }
     }
     Ok(builder.finish())
+}
+
+/// A scanned row as a repair sees it: a damaged one (a cell that does not
+/// read back; the store counted and logged it) as absent, so the repair
+/// finds this replica missing the row and writes the other replicas' newest
+/// version here, which replaces the damaged copy (`Store::apply`). Never
+/// hashed, listed or sent. Other errors end the scan, and the repair of the
+/// range fails.
+fn readable(
+    entry: ringstore_storage::Result<(Token, Vec<u8>, ringstore_storage::Cell)>,
+) -> Result<Option<(Token, Vec<u8>, ringstore_storage::Cell)>> {
+    match entry {
+        Ok(row) => Ok(Some(row)),
+        Err(error) if error.is_damaged_entry() => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Waits until the validation throttle lets `bytes` more be read. Not on a
@@ -143,7 +162,9 @@ fn scan_rows(
     let mut page = Vec::with_capacity(ROWS_PER_PAGE);
     for &range in ranges {
         for entry in store.scan(keyspace, range)? {
-            let (token, key, cell) = entry?;
+            let Some((token, key, cell)) = readable(entry)? else {
+                continue;
+            };
             page.push(row_version_to_pb(token, key, &cell));
             if page.len() == ROWS_PER_PAGE {
                 let rows = std::mem::replace(&mut page, Vec::with_capacity(ROWS_PER_PAGE));
@@ -172,7 +193,19 @@ pub async fn read_cells(
         let mut bytes = 0usize;
         let mut cells = Vec::with_capacity(keys.len());
         for key in keys {
-            let cell = store.read(keyspace, &key)?;
+            // A damaged cell is absent here too (see `readable`).
+            let cell = match store.read(keyspace, &key) {
+                Err(error) if error.is_damaged_entry() => {
+                    tracing::error!(
+                        %keyspace,
+                        key = %ringstore_storage::printable_key(&key),
+                        %error,
+                        "a repair met a stored cell that does not read back; it is repaired as missing"
+                    );
+                    None
+                }
+                read => read?,
+            };
             bytes += key.len()
                 + cell
                     .as_ref()

@@ -42,8 +42,10 @@ pub fn request_from_pb(r: &pb::ReadRangeRequest) -> Result<((ScanPoint, usize), 
 /// This replica's rows of `keyspace` strictly after `after` up to token
 /// `last`: at most `limit` rows (at least 1) and, past the first row, at most
 /// `max_bytes` of keys and values; `complete` when no row follows up to
-/// `last`. Tombstones and expired cells included. A corrupt stored entry
-/// fails the page.
+/// `last`. Tombstones and expired cells included. A stored entry that does
+/// not read back (counted and logged by the store) fails the page with
+/// `DATA_LOSS`: the coordinator reads the page from another replica, as
+/// from one that failed, and never gets a page with a hole in it.
 pub async fn read_range(
     context: &NodeContext,
     keyspace: KeyspaceId,

@@ -5,7 +5,9 @@
 //! Each read of a `ReadMany` is answered on its own, exactly as a `Read` of
 //! its own would be: a refusal (a dropped keyspace, a bad key, a storage
 //! error) fails that read only, with the status code the `Read` would have
-//! failed with.
+//! failed with. A copy that does not read back is refused with
+//! `DATA_LOSS` (`local_reads.rs`), which the coordinator tells from an
+//! unavailable replica.
 //!
 //! # Invariants
 //! - A response holds one result per read, in the request's order.
@@ -18,9 +20,6 @@
 //!   `max_value_bytes`, fits the internode message limit as it does in a
 //!   `Read`.
 
-use std::time::Instant;
-
-use ringstore_metrics::LocalOp;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::Digest;
 use tonic::Status;
@@ -28,6 +27,7 @@ use tonic::Status;
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::{NodeError, Result};
+use crate::local_reads::read_own_copy;
 use crate::services::client::check_key;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
@@ -42,12 +42,10 @@ pub(crate) fn read_one(
     context: &NodeContext,
     read: &pb::ReplicaRead,
 ) -> Result<(Option<pb::Cell>, u64)> {
-    let started = Instant::now();
     let id = context.live_keyspace(&read.keyspace_id)?;
     check_key(&read.key)?;
-    let cell = context.store.read(id, &read.key)?;
     let name = context.keyspace_name(id);
-    context.served_locally(id, &name, LocalOp::Read, &read.key, started.elapsed());
+    let cell = read_own_copy(context, id, &name, &read.key)?;
     Ok(if read.digest_only {
         (None, Digest::of(cell.as_ref()).0)
     } else {
@@ -205,6 +203,21 @@ mod tests {
 
         let invalid = result_of(Err(NodeError::InvalidArgument("key too long".into())));
         assert_eq!(invalid.refused_code, tonic::Code::InvalidArgument as i32);
+
+        // A damaged copy: DATA_LOSS, which the coordinator reads around.
+        let damaged = ringstore_storage::Cell::decode(&[2, 0, 0])
+            .unwrap_err()
+            .at_key(b"k");
+        let refused = result_of(Err(NodeError::Storage(damaged)));
+        assert_eq!(refused.refused_code, tonic::Code::DataLoss as i32);
+        assert!(refused.refused.contains("at key k"), "{}", refused.refused);
+        let seen = NodeError::peer("replica", "read")(tonic::Status::new(
+            tonic::Code::from_i32(refused.refused_code),
+            refused.refused,
+        ));
+        assert!(seen.is_damaged_replica());
+        let unavailable = NodeError::peer("replica", "read")(tonic::Status::unavailable("down"));
+        assert!(!unavailable.is_damaged_replica());
 
         let answered = result_of(Ok((None, 42)));
         assert_eq!((answered.digest, answered.refused.as_str()), (42, ""));

@@ -114,6 +114,11 @@ fn scan_chunks(
     let gone = |_| "the sender went away".to_string();
     let mut chunker = Chunker::new(CHUNK_BYTES);
     for entry in store.scan(keyspace, range).map_err(|e| e.to_string())? {
+        // A cell that does not read back (counted and logged by the store)
+        // fails the stream, naming its key, rather than leave a hole in
+        // what the receiver is told is the whole range: the receiver's
+        // fetch resumes after its last chunk from another replica once
+        // this one has failed a few times (`ringstore_streaming::fetch`).
         let (token, key, cell) = entry.map_err(|e| e.to_string())?;
         if let Some(chunk) = chunker.push(token, key, cell) {
             chunks.send(Scanned::Chunk(chunk)).map_err(gone)?;

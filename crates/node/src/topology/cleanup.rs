@@ -11,6 +11,12 @@
 //!
 //! The scan runs on the blocking pool (sled may block on I/O), handing
 //! batches of doomed keys to the async side, which purges them.
+//!
+//! A stored cell that does not read back (the store counted and logged it)
+//! is removed like any other when its key is outside the kept ranges: the
+//! purge removes keys without reading their cells. Inside them it is kept,
+//! for a write or a repair to replace; a damaged data key, whose token is
+//! unknown, is kept too.
 
 use std::sync::Arc;
 
@@ -168,8 +174,21 @@ fn scan_for_doomed(
         }
     };
     for entry in entries {
-        let (token, key, cell) = match entry {
-            Ok(entry) => entry,
+        let (token, key, bytes) = match entry {
+            Ok((token, key, cell)) => {
+                let bytes = entry_bytes(&key, &cell);
+                (token, key, bytes)
+            }
+            Err(ringstore_storage::StorageError::CorruptCell { key: Some(key), .. }) => {
+                match ringstore_placement::Murmur3Partitioner::token(&key) {
+                    Ok(token) => {
+                        let bytes = key.len() as u64;
+                        (token, key, bytes)
+                    }
+                    Err(_) => continue,
+                }
+            }
+            Err(error) if error.is_damaged_entry() => continue,
             Err(error) => {
                 let _ = batches.send(Err(error.into()));
                 return kept;
@@ -179,7 +198,7 @@ fn scan_for_doomed(
             kept += 1;
             continue;
         }
-        batch.bytes += entry_bytes(&key, &cell);
+        batch.bytes += bytes;
         batch.keys.push(key);
         let full = batch.keys.len() == BATCH_KEYS;
         if full && batches.send(Ok(std::mem::take(&mut batch))).is_err() {

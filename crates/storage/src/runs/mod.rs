@@ -69,7 +69,7 @@ use crate::live_size::KeyspaceCounts;
 pub(crate) use file::Run;
 pub(crate) use file::RunWriter;
 pub(crate) use overlay::ReadThrough;
-pub(crate) use set::{RunSet, newer};
+pub(crate) use set::RunSet;
 
 /// Unfolded runs at which the fold goes on even while runs are being
 /// written: a long bulk load (a repair of a big range, a join of a big

@@ -11,7 +11,7 @@ use crate::error::{Result, StorageError};
 use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
 use crate::live_size::{self, StoredCell};
-use crate::runs::{Run, RunStore, RunWriter, newer};
+use crate::runs::{Run, RunStore, RunWriter};
 
 /// Cells folded under one hold of the store's write lock: a close or a
 /// snapshot waits for at most this many.
@@ -198,7 +198,8 @@ impl Store {
             self.write(|| {
                 for entry in cells.by_ref().take(FOLD_BATCH) {
                     let (data_key, cell) = entry?;
-                    fold_cell(tree.as_ref(), &live_counts, &data_key, &cell)?;
+                    let damage = &self.inner.damage;
+                    fold_cell(tree.as_ref(), &live_counts, damage, ks, &data_key, &cell)?;
                 }
                 Ok(())
             })?;
@@ -284,19 +285,46 @@ impl Store {
 }
 
 /// Merges one run cell into the engine's tree by LWW, keeping the live
-/// counts (the run's own counts leave with the run).
+/// counts (the run's own counts leave with the run). A stored cell that does
+/// not read back is replaced, as a write's merge replaces it
+/// (`Store::merge`), and counted and logged.
 fn fold_cell(
     tree: &dyn crate::engine::Tree,
     live_counts: &live_size::LiveCounters,
+    damage: &crate::damage::DamageCount,
+    ks: KeyspaceId,
     data_key: &[u8],
     cell: &[u8],
 ) -> Result<()> {
     let mut change = (None, None);
+    let mut damaged = None;
     tree.update_expecting_absent(data_key, &mut |stored| {
-        let winner = newer(stored, Some(cell));
-        change = (stored.map(StoredCell::of), winner.map(StoredCell::of));
-        winner.map(<[u8]>::to_vec)
+        // Overwritten on every call: the engine may retry.
+        let (newest, error) = super::newest_readable(stored, Some(cell));
+        damaged = error;
+        // Nothing readable: the damaged bytes stay (a read of them fails,
+        // where an absent key would answer "no cell").
+        let winner = match newest {
+            Some((bytes, cell)) => Some(super::current_format(bytes, &cell)),
+            None => stored.map(<[u8]>::to_vec),
+        };
+        change = (
+            stored.map(StoredCell::of),
+            winner.as_deref().map(StoredCell::of),
+        );
+        winner
     })?;
     live_size::account(live_counts, data_key, change.0, change.1);
+    if let Some(error) = damaged {
+        let key = crate::key_encoding::decode_data_key(data_key)
+            .ok()
+            .map(|(_, key)| key);
+        damage.note_and_log(
+            ks,
+            key,
+            "the fold kept the newest cell that reads back",
+            &error,
+        );
+    }
     Ok(())
 }

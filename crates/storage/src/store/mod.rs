@@ -61,6 +61,7 @@ use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
 use crate::cell::Cell;
 use crate::commit_log::{self, CommitLog, CommitLogOptions, LogPosition};
+use crate::damage::DamageCount;
 use crate::durability::Durability;
 use crate::engine::{Engine, Tree};
 use crate::error::{Result, StorageError};
@@ -70,7 +71,7 @@ use crate::key_encoding::encode_data_key;
 use crate::keyspace::KeyspaceId;
 use crate::live_size::{self, KeyspaceCounts, LiveCounts, StoredCell};
 use crate::periodic_flush::PeriodicFlusher;
-use crate::runs::{ReadThrough, RunSet, RunStore, newer};
+use crate::runs::{ReadThrough, RunSet, RunStore};
 use crate::scan::Scan;
 
 mod ingest;
@@ -130,6 +131,8 @@ struct Inner {
     runs: OnceLock<Arc<RunStore>>,
     /// The thread folding runs into the engine.
     folder: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Damaged cells met since the store opened (see `damage`).
+    damage: Arc<DamageCount>,
 }
 
 /// Open data trees, the live bytes of every stored keyspace, and the ids
@@ -197,6 +200,7 @@ impl Store {
                 log_damage: OnceLock::new(),
                 runs: OnceLock::new(),
                 folder: Mutex::new(None),
+                damage: Arc::default(),
             }),
         })
     }
@@ -386,21 +390,46 @@ impl Store {
     }
 
     /// The stored cell of `key` in `ks` — tombstones and expired cells
-    /// included; use [`Cell::visible_value`] for what a client sees. A corrupt
-    /// stored cell is [`StorageError::CorruptCell`].
+    /// included; use [`Cell::visible_value`] for what a client sees. A
+    /// stored cell that does not read back is [`StorageError::CorruptCell`]
+    /// naming the key (or the engine's own corruption error), counted in
+    /// [`Store::corrupt_reads`] and not logged: the caller knows what the
+    /// read was for.
     pub fn read(&self, ks: KeyspaceId, key: &[u8]) -> Result<Option<Cell>> {
         let data_key = encode_data_key(token_of(key)?, key);
-        self.data_tree(ks)?
-            .get(&data_key)?
-            .map(|bytes| Cell::decode(&bytes))
-            .transpose()
+        let read = self
+            .data_tree(ks)?
+            .get(&data_key)
+            .and_then(|bytes| bytes.map(|bytes| Cell::decode(&bytes)).transpose());
+        read.map_err(|error| {
+            if error.is_corruption() {
+                self.inner.damage.note();
+            }
+            error.at_key(key)
+        })
+    }
+
+    /// How many times a stored cell did not read back since the store
+    /// opened, on any path: reads, the merge of a write (which then replaces
+    /// it), scans and the fold (see `damage`).
+    pub fn corrupt_reads(&self) -> u64 {
+        self.inner.damage.get()
     }
 
     /// The cells of `ks` whose tokens lie in `range`, in token order: two
     /// byte-range scans for a wrapping range, the whole ring when
-    /// `range.start == range.end`.
+    /// `range.start == range.end`. A damaged entry is an error item naming
+    /// its key when it can, counted and logged; the scan goes on after it.
     pub fn scan(&self, ks: KeyspaceId, range: TokenRange) -> Result<Scan> {
-        Ok(Scan::new(self.data_tree(ks)?, range))
+        Ok(Scan::new(self.data_tree(ks)?, range, self.scan_damage(ks)))
+    }
+
+    /// What a scan of `ks` counts and logs its damaged entries with.
+    fn scan_damage(&self, ks: KeyspaceId) -> crate::scan::ScanDamage {
+        crate::scan::ScanDamage {
+            ks,
+            count: Arc::clone(&self.inner.damage),
+        }
     }
 
     /// The cells of `ks` strictly after the row `(after, after_key)` (after
@@ -414,7 +443,13 @@ impl Store {
         after_key: Option<&[u8]>,
         last: ringstore_placement::Token,
     ) -> Result<Scan> {
-        Ok(Scan::after_row(self.data_tree(ks)?, after, after_key, last))
+        Ok(Scan::after_row(
+            self.data_tree(ks)?,
+            after,
+            after_key,
+            last,
+            self.scan_damage(ks),
+        ))
     }
 
     /// Removes the cells of `keys` from `ks` outright — no tombstone, so
@@ -760,7 +795,16 @@ impl Store {
     }
 
     /// Merges `cell` into the stored cell by LWW, atomically; the winner.
-    /// A corrupt stored cell is left as it is and reported.
+    ///
+    /// A stored cell (or a run's) that does not read back is treated as
+    /// absent: `cell` replaces it, and the damage is counted and logged.
+    /// That is safe: the damaged bytes can never be served again, the
+    /// replica holding them was as good as one that missed the write, and
+    /// whatever newer version they held is on the other replicas, from
+    /// which read repair and repair bring it back as they would to any
+    /// replica that missed a write. Refusing the merge instead (as this
+    /// store once did) kept the damage for good: read repair, repair, hint
+    /// replay and the commit log's replay all write through here.
     fn merge(&self, ks: KeyspaceId, key: &[u8], cell: Cell, presence: KeyPresence) -> Result<Cell> {
         let data_key = encode_data_key(token_of(key)?, key);
         let (tree, live_counts) = self.keyspace_tree(ks)?;
@@ -770,31 +814,30 @@ impl Store {
             Some(runs) => runs.get(&data_key)?,
             None => None,
         };
-        // `Ok(Some(stored))` when the stored cell wins, `Ok(None)` when
-        // `cell` does: it is moved out at the end, never cloned per try.
+        // `Some(stored)` when a stored cell wins, `None` when `cell` does:
+        // it is moved out at the end, never cloned per try.
         let mut outcome = None;
         let mut change = (None, None);
+        let mut damage = None;
         let mut keep_the_winner = |stored: Option<&[u8]>| {
-            // Overwrites `outcome` and `change` on every call: the engine may retry.
+            // Overwrites `outcome`, `change` and `damage` on every call: the
+            // engine may retry.
             let old = stored.map(StoredCell::of);
-            let effective = newer(stored, from_runs.as_deref());
-            match effective.map(Cell::decode).transpose() {
-                Ok(Some(kept)) if cell.compare(&kept) != Ordering::Greater => {
-                    // As `Cell::reconcile`: the newcomer wins only if greater.
-                    outcome = Some(Ok(Some(kept)));
-                    change = (old, effective.map(StoredCell::of));
-                    effective.map(<[u8]>::to_vec)
-                }
-                Ok(_) => {
-                    let bytes = cell.encode();
+            let (kept, damaged) = newest_readable(stored, from_runs.as_deref());
+            damage = damaged;
+            match kept {
+                // As `Cell::reconcile`: the newcomer wins only if greater.
+                Some((bytes, kept)) if cell.compare(&kept) != Ordering::Greater => {
+                    let bytes = current_format(bytes, &kept);
                     change = (old, Some(StoredCell::of(&bytes)));
-                    outcome = Some(Ok(None));
+                    outcome = Some(kept);
                     Some(bytes)
                 }
-                Err(corrupt) => {
-                    outcome = Some(Err(corrupt));
-                    change = (old, old);
-                    stored.map(<[u8]>::to_vec)
+                _ => {
+                    let bytes = cell.encode();
+                    change = (old, Some(StoredCell::of(&bytes)));
+                    outcome = None;
+                    Some(bytes)
                 }
             }
         };
@@ -805,8 +848,11 @@ impl Store {
             }
         };
         live_size::account(&live_counts, &data_key, change.0, change.1);
-        let kept = outcome.expect("Tree::update calls its closure at least once")?;
-        Ok(kept.unwrap_or(cell))
+        if let Some(error) = damage {
+            let doing = "a write replaced it";
+            self.inner.damage.note_and_log(ks, Some(key), doing, &error);
+        }
+        Ok(outcome.unwrap_or(cell))
     }
 
     /// The data tree of `ks` as readers see it (with its runs laid over
@@ -839,6 +885,44 @@ impl Store {
         let tree = self.inner.engine.open_tree(&ks.data_tree_name())?;
         keyspaces.open.insert(ks, Arc::clone(&tree));
         Ok((tree, live_counts))
+    }
+}
+
+/// The newest of a stored cell and a run's cell that reads back, with its
+/// bytes (the stored one on a tie, as `runs::newer`), and the damage of the
+/// first one that does not (`None` if both read back).
+pub(crate) fn newest_readable<'a>(
+    stored: Option<&'a [u8]>,
+    from_run: Option<&'a [u8]>,
+) -> (Option<(&'a [u8], Cell)>, Option<StorageError>) {
+    let mut damage = None;
+    let mut newest: Option<(&[u8], Cell)> = None;
+    for bytes in [stored, from_run].into_iter().flatten() {
+        match Cell::decode(bytes) {
+            Ok(cell) => {
+                if newest
+                    .as_ref()
+                    .is_none_or(|(_, kept)| cell.compare(kept) == Ordering::Greater)
+                {
+                    newest = Some((bytes, cell));
+                }
+            }
+            Err(error) => {
+                damage.get_or_insert(error);
+            }
+        }
+    }
+    (newest, damage)
+}
+
+/// `bytes`, the encoding of `cell`, in the current format: as they are, or
+/// encoded again if they are of the old one (migration by rewrite; see
+/// `cell`).
+pub(crate) fn current_format(bytes: &[u8], cell: &Cell) -> Vec<u8> {
+    if Cell::is_current_format(bytes) {
+        bytes.to_vec()
+    } else {
+        cell.encode()
     }
 }
 
