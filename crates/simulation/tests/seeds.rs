@@ -118,7 +118,7 @@ fn dump(outcome: &Outcome, window: &str) {
                 op.completed.as_secs_f64(),
                 op.client,
                 op.coordinator,
-                op.key,
+                op.keys().join(","),
                 op.kind
             );
         }
