@@ -57,11 +57,8 @@ impl KeyCheck<'_> {
                 None if floors.is_empty() && !self.bound_by_reads(op, &answers) => Answer::Unbound,
                 None => Answer::Hidden(self.hidden(read, &floors, &answers)),
             };
-            if self.stale(read, found, &floors) {
-                answers.push((read, answer));
-                continue;
-            }
-            if self.checks.monotonic_reads {
+            // A stale read is reported once, as stale.
+            if !self.stale(read, found, &floors) && self.checks.monotonic_reads {
                 self.monotonic(read, found, &answers);
             }
             answers.push((read, answer));

@@ -166,8 +166,9 @@ impl<C: Fn() -> Duration> Requester<'_, C> {
             timestamp_micros: None,
             ttl_seconds: ttl.map(ttl_seconds),
         };
+        let call = self.call(request);
         let invoked = (self.now)();
-        let answer = tokio::time::timeout(self.timeout, coordinator.put(self.call(request))).await;
+        let answer = tokio::time::timeout(self.timeout, coordinator.put(call)).await;
         let outcome = match answered(answer) {
             Ok(put) => WriteOutcome::Acked(Timestamp(put.timestamp_micros)),
             Err(failure) => WriteOutcome::Failed(failure),
@@ -192,8 +193,9 @@ impl<C: Fn() -> Duration> Requester<'_, C> {
             consistency: pb::ConsistencyLevel::Quorum as i32,
             timestamp_micros: None,
         };
+        let call = self.call(request);
         let invoked = (self.now)();
-        let call = coordinator.delete(self.call(request));
+        let call = coordinator.delete(call);
         let answer = tokio::time::timeout(self.timeout, call).await;
         let outcome = match answered(answer) {
             Ok(deleted) => WriteOutcome::Acked(Timestamp(deleted.timestamp_micros)),
@@ -237,8 +239,9 @@ impl<C: Fn() -> Duration> Requester<'_, C> {
             mutations,
             consistency: pb::ConsistencyLevel::Quorum as i32,
         };
+        let call = self.call(request);
         let invoked = (self.now)();
-        let call = coordinator.batch(self.call(request));
+        let call = coordinator.batch(call);
         let answer = answered(tokio::time::timeout(self.timeout, call).await);
         let results = answer.and_then(|batch| {
             if batch.results.len() == parts.len() {
@@ -287,7 +290,10 @@ impl<C: Fn() -> Duration> Requester<'_, C> {
     }
 
     /// A write's call: the timeout as its gRPC deadline, and the client's
-    /// wall clock as its send time, as the client library sends them.
+    /// wall clock as its send time, as the client library sends them. Made
+    /// before the operation's invoke time is taken, so that the deadline a
+    /// node enforces is no later than the invoke time plus the timeout (the
+    /// checker's stamp deadline counts from the invoke time).
     fn call<T>(&self, request: T) -> tonic::Request<T> {
         let mut call = tonic::Request::new(request);
         call.set_timeout(self.timeout);
