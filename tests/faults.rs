@@ -1,8 +1,9 @@
 //! The fault-injection suite: real `ringstore server` processes under
 //! faults on a seeded schedule — SIGKILL and restart, SIGSTOP (short, long,
 //! flapping), a partition, one-way drops, a full disk, a node joining and
-//! one decommissioning — while concurrent clients read and write at
-//! `QUORUM` (RF 3) through random coordinators. After the faults heal
+//! one decommissioning — while concurrent clients read, put (some values
+//! with a TTL of a few seconds), delete and batch at `QUORUM` (RF 3)
+//! through random coordinators. After the faults heal
 //! (hints delivered, then `ringstore repair`), the history checker
 //! (`crates/history`) judges what the clients saw and what every replica
 //! holds, and the failures are bounded: one faulty node of RF 3 leaves a
@@ -14,7 +15,8 @@
 //! interleaving is the machine's). `faults_soak` (ignored) runs many seeds
 //! for as long as asked: see the README.
 //!
-//! Address blocks 170 to 172 (see `tests/processes.rs`); 173 for the soak.
+//! Address blocks 170 to 172 and 176 (see `tests/processes.rs`); 173 for
+//! the soak; 174 and 175 for the disk-full tests at the end.
 
 mod common;
 
@@ -25,11 +27,11 @@ use common::nemesis::{FaultCluster, FaultKind, schedule, seed_or};
 use common::processes::text;
 use common::recorder::{Coordinators, Recorder, RecorderSettings};
 use ringstore_history::{
-    CheckReport, Checks, FailureKind, FaultWindow, FinalKey, NodeId, Op, check,
+    CheckReport, Checks, ClockBound, FailureKind, FaultWindow, FinalKey, NodeId, Op, check,
 };
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::admin_client::AdminClient;
-use ringstore_simulation::records::{failure_of, held, key_name, read_outcome};
+use ringstore_simulation::records::{MAX_TTL, failure_of, held, key_name, read_outcome};
 
 /// How long a client waits for an answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
@@ -46,8 +48,26 @@ const HEAL_GRACE: Duration = Duration::from_secs(3);
 /// probe period or two a step; the others announce to down members every
 /// 2 s). The simulation's verdict allows the same (`REJOIN` there).
 const REJOIN: Duration = Duration::from_secs(8);
-/// Keys the clients share.
+/// Keys the clients share: few, so that every key is written and read
+/// many times a second, racing.
 const KEYS: usize = 40;
+/// Keys the clients share in a run that collects garbage: many, so that
+/// most keys stay untouched for seconds at a time, long enough for their
+/// tombstones to be repaired and purged while the load goes on (a purge
+/// needs `gc_grace_seconds`, a repair begun after the propagation delay,
+/// and a background pass, with no write to the key meanwhile).
+const GC_KEYS: usize = 1000;
+/// How far apart the nodes' clocks may be, as measured against the
+/// clients' (see `ringstore_history::ClockBound`): every process reads this
+/// machine's clock, so only the gap between the monotonic clock the
+/// operations are timed on and the wall clock the nodes stamp and expire by
+/// counts (NTP slews both alike; a step of the clock would break the run).
+const CLOCK_BOUND: Duration = Duration::from_millis(250);
+/// The nodes' `max_clock_offset_ms` (the default): how long after its
+/// client's deadline a node may still stamp a write.
+const MAX_CLOCK_OFFSET: Duration = Duration::from_millis(500);
+/// The keyspace's `gc_grace_seconds` in a run that collects garbage.
+const GC_GRACE: Duration = Duration::from_secs(2);
 
 /// One run of the suite.
 struct Scenario {
@@ -60,6 +80,20 @@ struct Scenario {
     topology: bool,
     seed: u64,
     clients: usize,
+    /// Collect garbage: a keyspace with `gc_grace_seconds` of [`GC_GRACE`],
+    /// `tombstone_gc = repair` (the default) with a propagation delay of
+    /// 2 s, a background GC pass every 2 s, a repair after each fault (so
+    /// that tombstones and expired values become purgeable while the load
+    /// and the faults go on), and `garbagecollect` on every node before the
+    /// final reads.
+    gc: bool,
+}
+
+impl Scenario {
+    /// The keys its clients share.
+    fn keys(&self) -> usize {
+        if self.gc { GC_KEYS } else { KEYS }
+    }
 }
 
 /// What a run did, for the figures and the assertions.
@@ -68,6 +102,13 @@ struct Outcome {
     faults: Vec<FaultWindow>,
     kinds: Vec<Option<FaultKind>>,
     report: CheckReport,
+    /// Every key after healing.
+    finals: Vec<FinalKey>,
+    /// Cells the background passes purged during the run and its healing
+    /// (as counted by the nodes running at its end), and `garbagecollect`
+    /// before the final reads, over every node.
+    purged_before: u64,
+    purged: u64,
 }
 
 fn node_name(address: &str) -> usize {
@@ -89,13 +130,15 @@ async fn endpoints(admin: &mut AdminClient<tonic::transport::Channel>, key: &str
     response.endpoints.iter().map(|a| node_name(a)).collect()
 }
 
-/// Every key after healing: each replica's own cell, then a read at ALL.
-async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey> {
+/// Every key after healing: each replica's own cell (tombstones and
+/// expired values included), then a read at ALL, timed on the run's clock.
+async fn final_state(cluster: &FaultCluster, keyspace_id: &str, keys: usize) -> Vec<FinalKey> {
     let host = cluster.running[0];
     let mut admin = AdminClient::new(cluster.servers.channel(host, 7100));
     let mut client = cluster.servers.client(host);
     let mut finals = Vec::new();
-    for key in (0..KEYS).map(key_name) {
+    for key in (0..keys).map(key_name) {
+        let read_at = cluster.now();
         let mut replicas = Vec::new();
         for node in endpoints(&mut admin, &key).await {
             let cell = cluster
@@ -124,6 +167,7 @@ async fn final_state(cluster: &FaultCluster, keyspace_id: &str) -> Vec<FinalKey>
         let read_all = read_outcome(answer.map_err(|status| failure_of(&status)));
         finals.push(FinalKey {
             key,
+            read_at,
             read_all,
             replicas,
         });
@@ -147,6 +191,15 @@ fn run(scenario: &Scenario) -> Outcome {
     if cluster.disk.is_none() {
         faults.retain(|f| f.kind != FaultKind::DiskFull);
     }
+    if scenario.gc {
+        cluster.env.extend([
+            (
+                "RINGSTORE_REPAIR__PROPAGATION_DELAY_SECONDS".into(),
+                "2".into(),
+            ),
+            ("RINGSTORE_REPAIR__GC_INTERVAL_SECONDS".into(), "2".into()),
+        ]);
+    }
     eprintln!(
         "fault seed {seed} (RINGSTORE_FAULT_SEED={seed} reproduces the schedule): {faults:?}",
         seed = scenario.seed
@@ -155,7 +208,15 @@ fn run(scenario: &Scenario) -> Outcome {
         cluster.start_node(i);
     }
     cluster.servers.wait_until_all_un(0, scenario.nodes);
-    let keyspace_id = cluster.servers.create_keyspace("ks", "SimpleStrategy:3");
+    let grace = GC_GRACE.as_secs().to_string();
+    let options: &[&str] = if scenario.gc {
+        &["--gc-grace-seconds", &grace]
+    } else {
+        &[]
+    };
+    let keyspace_id = cluster
+        .servers
+        .create_keyspace_with("ks", "SimpleStrategy:3", options);
 
     let coordinators = Coordinators::default();
     for i in 0..scenario.nodes {
@@ -165,7 +226,7 @@ fn run(scenario: &Scenario) -> Outcome {
     let settings = RecorderSettings {
         keyspace: "ks".into(),
         clients: scenario.clients,
-        keys: KEYS,
+        keys: scenario.keys(),
         max_ops: 100_000,
         deadline: Instant::now() + Duration::from_secs(150),
         request_timeout: REQUEST_TIMEOUT,
@@ -188,6 +249,12 @@ fn run(scenario: &Scenario) -> Outcome {
         if scenario.topology && n == 1 {
             decommission(&mut cluster, &coordinators, 1);
         }
+        if scenario.gc {
+            // What was deleted or expired before the repair may now be
+            // purged by the background passes, under the next faults.
+            let repaired = cluster.repair(cluster.running[0], "ks");
+            eprintln!("repair after fault {n}: {}", repaired.trim());
+        }
     }
     // A last stretch of load on the healed cluster.
     std::thread::sleep(Duration::from_millis(500));
@@ -197,11 +264,31 @@ fn run(scenario: &Scenario) -> Outcome {
     cluster.wait_until_hints_delivered(Duration::from_secs(60));
     let repaired = cluster.repair(cluster.running[0], "ks");
     eprintln!("{}", repaired.trim());
-    let finals = runtime.block_on(final_state(&cluster, &keyspace_id));
+    let (purged_before, purged) = if scenario.gc {
+        collect_garbage(&cluster)
+    } else {
+        (0, 0)
+    };
+    let finals = runtime.block_on(final_state(&cluster, &keyspace_id, scenario.keys()));
+    let range_movements = cluster
+        .faults
+        .iter()
+        .zip(&cluster.kinds)
+        .filter(|(_, kind)| kind.is_none())
+        .map(|(window, _)| window.clone())
+        .collect();
     let checks = Checks {
         replication_factor: 3,
-        monotonic_reads: !scenario.topology,
-        clock_bound: None,
+        monotonic_reads: true,
+        range_movements,
+        clocks: ClockBound {
+            bound: CLOCK_BOUND,
+            exempt: Vec::new(),
+        },
+        stamp_deadline: Some(REQUEST_TIMEOUT + MAX_CLOCK_OFFSET + CLOCK_BOUND),
+        // Not judged here: every node reads one clock (the simulation
+        // judges write order under clock faults).
+        write_order: false,
     };
     let report = check(&history, &finals, &cluster.faults, &checks);
     eprintln!(
@@ -220,7 +307,61 @@ fn run(scenario: &Scenario) -> Outcome {
         faults: cluster.faults.clone(),
         kinds: cluster.kinds.clone(),
         report,
+        finals,
+        purged_before,
+        purged,
     }
+}
+
+/// Once the last TTLs have run out and `gc_grace_seconds` and the
+/// propagation delay have passed since, repairs (so that every tombstone
+/// and expired value may go: tombstone_gc = repair), runs `garbagecollect
+/// ks` on every running node, then repairs again (a node may have purged
+/// what another kept: the repair must not bring back anything deleted).
+/// The cells purged by the background passes during the run and its
+/// healing (as the nodes count them since they last started), and by
+/// `garbagecollect`, over every node.
+fn collect_garbage(cluster: &FaultCluster) -> (u64, u64) {
+    let counted = || -> u64 {
+        cluster
+            .running
+            .iter()
+            .map(|&node| {
+                let page = text(&cluster.servers.cli(node, &["metrics"]).stdout);
+                page.lines()
+                    .filter(|line| line.starts_with("ringstore_gc_purged_total"))
+                    .filter_map(|line| line.split_whitespace().last()?.parse::<f64>().ok())
+                    .sum::<f64>() as u64
+            })
+            .sum()
+    };
+    let background = counted();
+    // The last values' TTLs run out, then gc_grace and the propagation
+    // delay pass.
+    std::thread::sleep(MAX_TTL + GC_GRACE + Duration::from_millis(500));
+    let repaired = cluster.repair(cluster.running[0], "ks");
+    eprintln!("repair before garbage collection: {}", repaired.trim());
+    let mut purged = 0;
+    for &node in &cluster.running {
+        let collected = cluster.servers.cli(node, &["garbagecollect", "ks"]);
+        let output = text(&collected.stdout);
+        assert!(
+            collected.status.success(),
+            "garbagecollect on node{node}: {output}{}",
+            text(&collected.stderr)
+        );
+        eprintln!("node{node}: {}", output.trim());
+        // "ks: scanned N cells, purged M, kept K tombstones and expired cells"
+        purged += output
+            .split("purged ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("garbagecollect's report on node{node}: {output}"));
+    }
+    let repaired = cluster.repair(cluster.running[0], "ks");
+    eprintln!("repair after garbage collection: {}", repaired.trim());
+    (background, purged)
 }
 
 /// Starts node `new` (fresh: it bootstraps) and waits until it is UN.
@@ -258,18 +399,6 @@ fn excuse(op: &Op, faults: &[FaultWindow], kinds: &[Option<FaultKind>]) -> Optio
     let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
     for (fault, kind) in faults.iter().zip(kinds) {
         let until = fault.until.expect("every fault healed");
-        // A known bug, reported: a QUORUM read whose blocking read repair
-        // cannot write to one stale replica (its disk is full) fails, where
-        // Cassandra would write the winner to another replica instead.
-        if *kind == Some(FaultKind::DiskFull)
-            && failure.message.contains("read repair failed")
-            && during(fault.from, until)
-        {
-            return Some("KNOWN BUG: read repair onto the full disk failed the read");
-        }
-    }
-    for (fault, kind) in faults.iter().zip(kinds) {
-        let until = fault.until.expect("every fault healed");
         if op.coordinator == fault.node && during(fault.from, until + HEAL_GRACE) {
             return Some("through the faulty node");
         }
@@ -300,6 +429,7 @@ fn assert_sound(outcome: &Outcome) {
         faults,
         kinds,
         report,
+        ..
     } = outcome;
     assert!(
         report.is_ok(),
@@ -314,8 +444,8 @@ fn assert_sound(outcome: &Outcome) {
                 .filter(|op| {
                     fault.from <= op.completed
                         && op.completed <= until
-                        && (op.acked_version().is_some() == write)
-                        && op.failure().is_none()
+                        && op.is_write() == write
+                        && op.succeeded()
                 })
                 .count()
         };
@@ -325,10 +455,7 @@ fn assert_sound(outcome: &Outcome) {
             .iter()
             .filter(|op| fault.from <= op.invoked && op.completed <= until)
         {
-            let what = match op.kind {
-                ringstore_history::OpKind::Write { .. } => "write",
-                ringstore_history::OpKind::Read { .. } => "read",
-            };
+            let what = if op.is_write() { "write" } else { "read" };
             let entry = per_coordinator.entry((op.coordinator.0, what)).or_default();
             entry.0 += 1;
             entry.1 += op.completed - op.invoked;
@@ -389,6 +516,7 @@ fn kills_pauses_and_a_full_disk_lose_no_acknowledged_write() {
         topology: false,
         seed: seed_or(1701),
         clients: 6,
+        gc: false,
     });
     assert_sound(&outcome);
 }
@@ -406,6 +534,7 @@ fn partitions_and_one_way_drops_lose_no_acknowledged_write() {
         topology: false,
         seed: seed_or(1711),
         clients: 6,
+        gc: false,
     });
     assert_sound(&outcome);
 }
@@ -419,8 +548,55 @@ fn a_join_and_a_decommission_amid_faults_lose_no_acknowledged_write() {
         topology: true,
         seed: seed_or(1721),
         clients: 6,
+        gc: false,
     });
     assert_sound(&outcome);
+}
+
+/// Deletes and TTL writes (and batches of them) under `kill -9` and
+/// partitions, with a repair after each fault and a short `gc_grace` so
+/// that garbage collection purges tombstones and expired values while the
+/// load and the faults go on; after the healing, `garbagecollect` on every
+/// node and a repair: no read, and no final read at `ALL` or of any
+/// replica, shows a deleted or expired value (the checker's
+/// `Resurrected`, `Expired`, `Lost` and `Divergent` rules), and the
+/// garbage was collected.
+#[test]
+fn deletes_and_ttl_writes_never_come_back_through_kills_partitions_gc_and_repair() {
+    let outcome = run(&Scenario {
+        block: 176,
+        nodes: 4,
+        kinds: vec![FaultKind::Kill, FaultKind::Isolate, FaultKind::Kill],
+        topology: false,
+        seed: seed_or(1761),
+        clients: 6,
+        gc: true,
+    });
+    assert_sound(&outcome);
+    let report = &outcome.report;
+    let purged_everywhere = outcome
+        .finals
+        .iter()
+        .filter(|last| last.replicas.iter().all(|(_, cell)| cell.is_none()))
+        .count();
+    eprintln!(
+        "{} deletes and {} TTL writes acknowledged, {} reads found nothing; the background \
+         passes purged {} cells during the run and its healing, garbagecollect {} after; \
+         {purged_everywhere} of {GC_KEYS} keys held by no replica at the end",
+        report.deletes_acked,
+        report.ttl_writes_acked,
+        report.reads_not_found,
+        outcome.purged_before,
+        outcome.purged
+    );
+    assert!(
+        report.deletes_acked >= 50 && report.ttl_writes_acked >= 50 && report.reads_not_found >= 50,
+        "too few deletes, TTL writes or empty reads to judge: {report}"
+    );
+    assert!(
+        outcome.purged_before > 0 && outcome.purged > 0,
+        "garbage collection purged nothing during the run or after it: the test did not test it"
+    );
 }
 
 /// The soak: `RINGSTORE_SOAK_SECONDS` (default 600) of runs of every
@@ -453,6 +629,7 @@ fn faults_soak() {
             topology,
             seed,
             clients: 12,
+            gc: seed.is_multiple_of(2),
         });
         assert_sound(&outcome);
         seed += 1;

@@ -14,8 +14,8 @@
 //! 150 to 152 in `tests/client_auth.rs` (153 and 154 kept for client-auth
 //! tests), 160 to 164 in process for scans, export and import
 //! (`tests/scan.rs`, `tests/export_import.rs`; `benches/scan_rss.sh` uses
-//! 66), 170 to 174 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
-//! its proxies; 175 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
+//! 66), 170 to 176 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
+//! its proxies; 177 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
 //! and 181 there are in-process; 183 and 184 are kept for clock tests), 185
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and

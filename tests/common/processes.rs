@@ -150,10 +150,15 @@ impl Processes {
     /// Creates keyspace `name` with `replication` (as the CLI takes it)
     /// through node 0; its id, as `keyspace list` shows it.
     pub fn create_keyspace(&self, name: &str, replication: &str) -> String {
-        let create = self.cli(
-            0,
-            &["keyspace", "create", name, "--replication", replication],
-        );
+        self.create_keyspace_with(name, replication, &[])
+    }
+
+    /// [`Processes::create_keyspace`] with more options for `keyspace
+    /// create` (e.g. `--gc-grace-seconds 2`); its id.
+    pub fn create_keyspace_with(&self, name: &str, replication: &str, options: &[&str]) -> String {
+        let mut args = vec!["keyspace", "create", name, "--replication", replication];
+        args.extend_from_slice(options);
+        let create = self.cli(0, &args);
         assert!(create.status.success(), "{}", text(&create.stderr));
         let list = text(&self.cli(0, &["keyspace", "list"]).stdout);
         let line = list

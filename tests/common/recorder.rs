@@ -2,12 +2,15 @@
 //! `ringstore_history::check`.
 //!
 //! Each of several clients (tokio tasks, one gRPC client per node each)
-//! runs operations one after another: a put or a get, half and half, of a
-//! key drawn from one shared set (so writers race each other and readers),
-//! through a coordinator drawn from the current set, at `QUORUM`, with the
-//! server stamping the write. Every value is unique: `{key}=c{client}n{n}`.
-//! The draws come from a seeded RNG per client; what the servers answer,
-//! and so the interleaving, is not deterministic.
+//! runs operations one after another, as the simulation's workers do
+//! (`ringstore_simulation::records::Request::draw`): half gets, the rest
+//! puts, puts with a TTL of a few seconds (so that many expire during the
+//! run), deletes and batches, of keys drawn from one shared set (so writers
+//! race each other and readers), through a coordinator drawn from the
+//! current set, at `QUORUM`, with the server stamping the write. Every
+//! value is unique: `{key}=c{client}n{n}`. The draws come from a seeded RNG
+//! per client; what the servers answer, and so the interleaving, is not
+//! deterministic.
 //!
 //! Every operation is recorded with its invoke and complete times (offsets
 //! from the run's start, on the monotonic clock), its coordinator and its
@@ -23,7 +26,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_history::{ClientId, FailureKind, NodeId, Op};
 use ringstore_proto::v1::client_client::ClientClient;
-use ringstore_simulation::records::{Requester, key_name};
+use ringstore_simulation::records::{Request, Requester, key_name};
 use tonic::transport::Channel;
 
 /// What the load does.
@@ -173,12 +176,8 @@ impl Client {
                 now: &now,
                 wall: &wall_micros,
             };
-            let op = if rng.random_bool(0.5) {
-                let value = format!("{key}=c{}n{n}", self.id);
-                requester.put(client, key, value).await
-            } else {
-                requester.get(client, key).await
-            };
+            let request = Request::draw(&mut rng, self.settings.keys, key);
+            let op = requester.run(client, request, n).await;
             self.completed.fetch_add(1, Ordering::SeqCst);
             if op.failure().is_some_and(|f| {
                 matches!(

@@ -5,32 +5,53 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-use crate::history::{FaultWindow, FinalKey, Level, Op, OpKind, ReadOutcome, Version};
-use crate::violation::{Violation, ViolationKind, show};
+use crate::history::{FaultWindow, FinalKey, Op, OpKind};
+use crate::key::KeyCheck;
+use crate::violation::Violation;
 
-/// What to check.
+/// What to check, and what the run promises that the checks rely on.
 #[derive(Clone, Debug)]
 pub struct Checks {
     /// The keyspace's replication factor (what R + W > RF is judged by).
     pub replication_factor: u32,
-    /// Check that reads are monotonic across clients (see the essay: off
-    /// for runs in which ranges move).
+    /// Check that reads are monotonic (`NonMonotonic`): what a read
+    /// returned, a later read at an overlapping level returns too, or
+    /// something newer.
     pub monotonic_reads: bool,
-    /// Check that writes further apart than the clock bound are ordered
-    /// as they happened (see the essay); `None`: not checked.
-    pub clock_bound: Option<ClockBound>,
+    /// When ranges moved (joins, decommissions): a read that overlaps one
+    /// binds no later read (see the essay: read repair does not write to
+    /// pending replicas).
+    pub range_movements: Vec<FaultWindow>,
+    /// How far apart the nodes' clocks may be: what TTLs are judged by,
+    /// and the order of writes apart in real time.
+    pub clocks: ClockBound,
+    /// The longest after its client sent a write that a node may still
+    /// stamp it, on the clients' clock (the client's timeout, plus
+    /// `max_clock_offset` that nodes allow it, plus how far a node's clock
+    /// may be behind the clients'): a failed write the coordinator did not
+    /// answer is stamped, if at all, by then. `None`: nodes keep no such
+    /// deadline, and such a write may be stamped any time.
+    pub stamp_deadline: Option<Duration>,
+    /// Check that writes further apart than the clock bound are ordered as
+    /// they happened (`Reordered`), and that a write told failed never
+    /// overwrites its client's later acknowledged write (`LateWrite`).
+    pub write_order: bool,
 }
 
-/// The clock bound the nodes keep, and the writes it does not cover.
+/// How far apart the nodes' clocks may be, and when a node's was pushed
+/// further.
 #[derive(Clone, Debug)]
 pub struct ClockBound {
-    /// How far apart two coordinators' clocks may be: `max_clock_offset`
-    /// when one node's clock is off, twice it when two may be off in
-    /// opposite directions.
+    /// How far apart two nodes' clocks may be, each measured against the
+    /// clients' clock, at any two times of the run: `|(a(s) - s) - (b(t) -
+    /// t)|` for nodes `a`, `b` and times `s`, `t`. Twice
+    /// `max_clock_offset` when each node may be that far off in either
+    /// direction (the simulation); next to nothing when every node and
+    /// client read one machine's clock (the process suite).
     pub bound: Duration,
     /// Faults during which a node's clock was deliberately past the bound:
     /// the writes it coordinated meanwhile (before it noticed and refused)
-    /// are not judged.
+    /// are not judged by their time, nor the TTLs of reads it coordinated.
     pub exempt: Vec<FaultWindow>,
 }
 
@@ -39,9 +60,9 @@ pub struct ClockBound {
 pub struct CheckReport {
     /// Keys with at least one operation or a final state.
     pub keys: usize,
-    /// Writes acknowledged.
+    /// Writes acknowledged (each of a batch's parts counts as one).
     pub writes_acked: usize,
-    /// Writes that failed (indeterminate).
+    /// Writes that failed (indeterminate; batches' parts included).
     pub writes_failed: usize,
     /// Reads that answered.
     pub reads_ok: usize,
@@ -49,6 +70,14 @@ pub struct CheckReport {
     pub reads_failed: usize,
     /// Reads that returned an indeterminate write (one that failed).
     pub reads_of_failed_writes: usize,
+    /// Reads that found nothing.
+    pub reads_not_found: usize,
+    /// Deletes acknowledged (batches' parts included).
+    pub deletes_acked: usize,
+    /// Values with a TTL acknowledged (batches' parts included).
+    pub ttl_writes_acked: usize,
+    /// Batches (each part is also counted as a write).
+    pub batches: usize,
     /// Every violation, key by key.
     pub violations: Vec<Violation>,
 }
@@ -65,12 +94,17 @@ impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} keys, {} writes acknowledged, {} failed (indeterminate), {} reads answered \
-             ({} of them returned a failed write), {} failed; {} violations",
+            "{} keys, {} writes acknowledged ({} deletes, {} with a TTL; {} batches), {} failed \
+             (indeterminate), {} reads answered ({} found nothing, {} returned a failed write), \
+             {} failed; {} violations",
             self.keys,
             self.writes_acked,
+            self.deletes_acked,
+            self.ttl_writes_acked,
+            self.batches,
             self.writes_failed,
             self.reads_ok,
+            self.reads_not_found,
             self.reads_of_failed_writes,
             self.reads_failed,
             self.violations.len()
@@ -95,7 +129,17 @@ pub fn check(
 ) -> CheckReport {
     let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, op) in history.iter().enumerate() {
-        by_key.entry(op.key.as_str()).or_default().push(index);
+        let mut keys = op.keys();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            by_key.entry(key).or_default().push(index);
+        }
+    }
+    // Each key's operations in invoke order (what "first seen" and "an
+    // earlier read" mean), whatever the history's order.
+    for ops in by_key.values_mut() {
+        ops.sort_by_key(|&i| (history[i].invoked, i));
     }
     let finals: HashMap<&str, &FinalKey> = finals.iter().map(|f| (f.key.as_str(), f)).collect();
     let mut keys: Vec<&str> = by_key.keys().copied().collect();
@@ -106,329 +150,42 @@ pub fn check(
         keys: keys.len(),
         ..CheckReport::default()
     };
-    for op in history {
-        match &op.kind {
-            OpKind::Write { .. } if op.acked_version().is_some() => report.writes_acked += 1,
-            OpKind::Write { .. } => report.writes_failed += 1,
-            OpKind::Read { .. } if op.read_result().is_some() => report.reads_ok += 1,
-            OpKind::Read { .. } => report.reads_failed += 1,
-        }
-    }
+    count(history, &mut report);
     for key in keys {
         let ops = by_key.get(key).map_or(&[][..], Vec::as_slice);
-        let mut key_check = KeyCheck {
-            key,
-            history,
-            ops,
-            faults,
-            checks,
-            writes: ops
-                .iter()
-                .filter_map(|&i| match &history[i].kind {
-                    OpKind::Write { value, .. } => Some((value.as_slice(), i)),
-                    OpKind::Read { .. } => None,
-                })
-                .collect(),
-            report: &mut report,
-        };
+        let last = finals.get(key).copied();
+        let mut key_check = KeyCheck::new(key, history, ops, last, faults, checks, &mut report);
         key_check.reads();
         key_check.real_time_order();
-        key_check.late_writes(finals.get(key).copied());
-        key_check.final_state(finals.get(key).copied());
+        key_check.late_writes();
+        key_check.final_state(last);
     }
     report
 }
 
-/// The checks of one key.
-struct KeyCheck<'a> {
-    key: &'a str,
-    history: &'a [Op],
-    /// The key's operations, as indices into `history`.
-    ops: &'a [usize],
-    faults: &'a [FaultWindow],
-    checks: &'a Checks,
-    /// Each value written to the key, and its write.
-    writes: HashMap<&'a [u8], usize>,
-    report: &'a mut CheckReport,
-}
-
-impl<'a> KeyCheck<'a> {
-    fn violation(
-        &mut self,
-        kind: ViolationKind,
-        what: String,
-        ops: &[usize],
-        node: Option<crate::NodeId>,
-    ) {
-        let ops: Vec<(usize, &Op)> = ops.iter().map(|&i| (i, &self.history[i])).collect();
-        self.report.violations.push(Violation::new(
-            kind,
-            self.key,
-            what,
-            &ops,
-            node,
-            self.faults,
-        ));
-    }
-
-    fn overlap(&self, a: Level, b: Level) -> bool {
-        let rf = self.checks.replication_factor;
-        a.replicas(rf) + b.replicas(rf) > rf
-    }
-
-    /// The write `version` came from, or a phantom violation (about `seen`,
-    /// the read that returned it, if any) and `None`.
-    fn origin(&mut self, version: &Version, seen: Option<usize>, where_: &str) -> Option<usize> {
-        let reported: Vec<usize> = seen.into_iter().collect();
-        let Some(&write) = self.writes.get(version.value.as_slice()) else {
-            let what = format!("{where_} {version}, which no client wrote to this key");
-            self.violation(ViolationKind::Phantom, what, &reported, None);
-            return None;
-        };
-        let written = &self.history[write];
-        let mut involved = reported.clone();
-        involved.push(write);
-        if let Some(read) = seen.map(|r| &self.history[r])
-            && written.invoked > read.completed
-        {
-            let what = format!("{where_} {version} before its write was sent");
-            self.violation(ViolationKind::Phantom, what, &involved, None);
-            return None;
+/// The report's counts of operations.
+fn count(history: &[Op], report: &mut CheckReport) {
+    for op in history {
+        if let OpKind::Batch(_) = op.kind {
+            report.batches += 1;
         }
-        if let Some(acked) = written.acked_version()
-            && acked.timestamp != version.timestamp
-        {
-            let what = format!(
-                "{where_} {version}, but its write was acknowledged at timestamp {}",
-                acked.timestamp.0
-            );
-            self.violation(ViolationKind::Phantom, what, &involved, None);
-            return None;
-        }
-        Some(write)
-    }
-
-    /// Phantom, stale and non-monotonic reads.
-    fn reads(&mut self) {
-        let reads: Vec<(usize, Option<Version>)> = self
-            .ops
-            .iter()
-            .filter_map(|&i| Some((i, self.history[i].read_result()?.cloned())))
-            .collect();
-        for &(read, ref result) in &reads {
-            let op = &self.history[read];
-            if let Some(version) = result
-                && let Some(write) = self.origin(version, Some(read), "read returned")
-                && self.history[write].acked_version().is_none()
-            {
-                self.report.reads_of_failed_writes += 1;
-            }
-            // The newest write acknowledged before the read began.
-            let floor = self
-                .ops
-                .iter()
-                .filter(|&&w| {
-                    let write = &self.history[w];
-                    write.completed < op.invoked && self.overlap(write.level, op.level)
-                })
-                .filter_map(|&w| Some((self.history[w].acked_version()?, w)))
-                .max();
-            if let Some((floor, write)) = floor
-                && result.as_ref() < Some(&floor)
-            {
-                let what = format!(
-                    "a read returned {} after {floor} was acknowledged",
-                    show(result.as_ref())
-                );
-                self.violation(ViolationKind::Stale, what, &[read, write], None);
+        for write in op.writes() {
+            if write.acked().is_none() {
+                report.writes_failed += 1;
                 continue;
             }
-            if !self.checks.monotonic_reads {
-                continue;
+            report.writes_acked += 1;
+            if write.is_delete() {
+                report.deletes_acked += 1;
             }
-            // The newest value a read answered before this one began.
-            let earlier = reads
-                .iter()
-                .filter(|(r, _)| {
-                    let other = &self.history[*r];
-                    other.completed < op.invoked && self.overlap(other.level, op.level)
-                })
-                .filter_map(|(r, v)| Some((v.as_ref()?, *r)))
-                .max();
-            if let Some((earlier, other)) = earlier
-                && result.as_ref() < Some(earlier)
-            {
-                let what = format!(
-                    "a read returned {} after another read had returned {earlier}",
-                    show(result.as_ref())
-                );
-                self.violation(ViolationKind::NonMonotonic, what, &[read, other], None);
+            if write.ttl().is_some() {
+                report.ttl_writes_acked += 1;
             }
         }
-    }
-
-    /// Writes further apart than the clock bound that last-write-wins put
-    /// in the wrong order: the later one has the lower timestamp.
-    fn real_time_order(&mut self) {
-        let Some(clock) = self.checks.clock_bound.clone() else {
-            return;
-        };
-        let judged: Vec<(usize, Version)> = self
-            .ops
-            .iter()
-            .filter_map(|&w| Some((w, self.history[w].acked_version()?)))
-            .filter(|(w, _)| {
-                let op = &self.history[*w];
-                !clock.exempt.iter().any(|fault| {
-                    fault.node == op.coordinator && fault.overlaps(op.invoked, op.completed)
-                })
-            })
-            .collect();
-        for (earlier, first) in &judged {
-            let done = self.history[*earlier].completed;
-            let overtaken = judged.iter().find(|(later, second)| {
-                self.history[*later].invoked > done + clock.bound
-                    && second.timestamp <= first.timestamp
-            });
-            if let Some((later, second)) = overtaken {
-                let what = format!(
-                    "{second} was written more than the clock bound ({:?}) after {first} was \
-                     acknowledged, yet has the lower timestamp: last-write-wins put it behind",
-                    clock.bound
-                );
-                self.violation(ViolationKind::Reordered, what, &[*earlier, *later], None);
-            }
-        }
-    }
-
-    /// Writes a client was told failed that came back above a write the
-    /// same client made more than the clock bound after the failure and saw
-    /// acknowledged: the late write overwrote the acknowledged one.
-    fn late_writes(&mut self, last: Option<&FinalKey>) {
-        let Some(clock) = self.checks.clock_bound.clone() else {
-            return;
-        };
-        // Every version seen of a failed write: read, or held at the end.
-        let mut seen: Vec<(Version, usize)> = Vec::new();
-        let reads = self
-            .ops
-            .iter()
-            .filter_map(|&r| self.history[r].read_result());
-        let finals = last.into_iter().flat_map(|last| {
-            let all = match &last.read_all {
-                ReadOutcome::Found(version) => Some(version),
-                _ => None,
-            };
-            all.into_iter()
-                .chain(last.replicas.iter().filter_map(|(_, held)| held.as_ref()))
-        });
-        for version in reads.flatten().chain(finals) {
-            if let Some(&write) = self.writes.get(version.value.as_slice())
-                && self.history[write].acked_version().is_none()
-                && !seen.iter().any(|(_, w)| *w == write)
-            {
-                seen.push((version.clone(), write));
-            }
-        }
-        for (late, failed) in seen {
-            let op = &self.history[failed];
-            let exempt = clock.exempt.iter().any(|fault| {
-                fault.node == op.coordinator && fault.overlaps(op.invoked, op.completed)
-            });
-            if exempt {
-                continue;
-            }
-            let overwritten = self.ops.iter().find_map(|&w| {
-                let later = &self.history[w];
-                let acked = later.acked_version()?;
-                (later.client == op.client
-                    && later.invoked > op.completed + clock.bound
-                    && acked < late)
-                    .then_some((w, acked))
-            });
-            if let Some((later, acked)) = overwritten {
-                let what = format!(
-                    "{late}, written by a request its client was told failed, overwrote {acked}, \
-                     which the same client wrote more than the clock bound ({:?}) after the \
-                     failure and saw acknowledged",
-                    clock.bound
-                );
-                self.violation(ViolationKind::LateWrite, what, &[failed, later], None);
-            }
-        }
-    }
-
-    /// Lost writes, phantoms in the final state, divergent replicas.
-    fn final_state(&mut self, last: Option<&FinalKey>) {
-        let rf = self.checks.replication_factor;
-        let quorum = Level::Quorum.replicas(rf);
-        let durable: Vec<(Version, usize)> = self
-            .ops
-            .iter()
-            .filter(|&&w| self.history[w].level.replicas(rf) >= quorum)
-            .filter_map(|&w| Some((self.history[w].acked_version()?, w)))
-            .collect();
-        let Some(last) = last else {
-            if !durable.is_empty() {
-                let what = "no final state was recorded for a key with acknowledged writes";
-                self.violation(ViolationKind::Unreadable, what.to_string(), &[], None);
-            }
-            return;
-        };
-        let final_version = match &last.read_all {
-            ReadOutcome::Found(version) => Some(version.clone()),
-            ReadOutcome::NotFound => None,
-            ReadOutcome::Failed(failure) => {
-                let what = format!("the final read at ALL failed: {failure}");
-                self.violation(ViolationKind::Unreadable, what, &[], None);
-                return;
-            }
-        };
-        if let Some(version) = &final_version {
-            self.origin(version, None, "the final read at ALL returned");
-        }
-        for (version, write) in &durable {
-            if final_version.as_ref() < Some(version) {
-                let what = format!(
-                    "the final read at ALL returned {}, older than the acknowledged {version}",
-                    show(final_version.as_ref())
-                );
-                let behind = last
-                    .replicas
-                    .iter()
-                    .find(|(_, held)| held.as_ref() < Some(version))
-                    .map(|(node, _)| *node);
-                self.violation(ViolationKind::Lost, what, &[*write], behind);
-            }
-        }
-        for (node, held) in &last.replicas {
-            if let Some(version) = held {
-                let what = format!("{node} holds");
-                self.origin(version, None, &what);
-            }
-        }
-        let newest = last.replicas.iter().map(|(_, held)| held.as_ref()).max();
-        if let Some(newest) = newest
-            && let Some((behind, _)) = last
-                .replicas
-                .iter()
-                .find(|(_, held)| held.as_ref() != newest)
-        {
-            let cells: Vec<String> = last
-                .replicas
-                .iter()
-                .map(|(node, held)| format!("{node}: {}", show(held.as_ref())))
-                .collect();
-            let what = format!("replicas differ after repair: {}", cells.join(", "));
-            let mut writes: Vec<usize> = last
-                .replicas
-                .iter()
-                .filter_map(|(_, held)| self.writes.get(held.as_ref()?.value.as_slice()))
-                .copied()
-                .collect();
-            writes.sort_unstable();
-            writes.dedup();
-            self.violation(ViolationKind::Divergent, what, &writes, Some(*behind));
+        match op.read_result() {
+            Some(_) => report.reads_ok += 1,
+            None if !op.is_write() => report.reads_failed += 1,
+            None => {}
         }
     }
 }

@@ -6,11 +6,28 @@ use std::time::Duration;
 use crate::history::*;
 use crate::{CheckReport, Checks, ClockBound, ViolationKind, check};
 
+mod batches;
+mod deletes;
+mod indeterminate;
+mod lww;
+mod ttl;
+
+/// RF 3, every check but write order, clocks in step (bound zero), no
+/// stamp deadline.
 const RF3: Checks = Checks {
     replication_factor: 3,
     monotonic_reads: true,
-    clock_bound: None,
+    range_movements: Vec::new(),
+    clocks: ClockBound {
+        bound: Duration::ZERO,
+        exempt: Vec::new(),
+    },
+    stamp_deadline: None,
+    write_order: false,
 };
+
+/// When the final reads happen in these tests: after every operation.
+const FINAL_READ_MS: u64 = 100_000;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -30,23 +47,48 @@ fn timeout() -> Failure {
     }
 }
 
-/// A QUORUM write of `value` to `key` over `[from, to]` ms by client 0 via
-/// node 0: acknowledged at `ts`, or failed (`None`).
-fn write(key: &str, value: &str, from: u64, to: u64, ts: Option<i64>) -> Op {
+/// The client gave up: its coordinator never answered.
+fn gave_up() -> Failure {
+    Failure {
+        kind: FailureKind::ClientTimeout,
+        message: "no answer within the client's timeout".into(),
+    }
+}
+
+fn outcome(ts: Option<i64>) -> WriteOutcome {
+    match ts {
+        Some(ts) => WriteOutcome::Acked(Timestamp(ts)),
+        None => WriteOutcome::Failed(timeout()),
+    }
+}
+
+/// A QUORUM write op of `write` over `[from, to]` ms by client 0 via node 0.
+fn write_op(write: Write, from: u64, to: u64) -> Op {
     Op {
         client: ClientId(0),
         coordinator: NodeId(0),
-        key: key.into(),
         level: Level::Quorum,
         invoked: ms(from),
         completed: ms(to),
-        kind: OpKind::Write {
+        kind: OpKind::Write(write),
+    }
+}
+
+/// A QUORUM write of `value` to `key` over `[from, to]` ms by client 0 via
+/// node 0: acknowledged at `ts`, or failed (`None`).
+fn write(key: &str, value: &str, from: u64, to: u64, ts: Option<i64>) -> Op {
+    write_op(put_part(key, value, None, ts), from, to)
+}
+
+/// `key`'s put of `value` (with `ttl`), acknowledged at `ts` or failed.
+fn put_part(key: &str, value: &str, ttl: Option<Duration>, ts: Option<i64>) -> Write {
+    Write {
+        key: key.into(),
+        mutation: Mutation::Put {
             value: value.as_bytes().to_vec(),
-            outcome: match ts {
-                Some(ts) => WriteOutcome::Acked(Timestamp(ts)),
-                None => WriteOutcome::Failed(timeout()),
-            },
+            ttl,
         },
+        outcome: outcome(ts),
     }
 }
 
@@ -56,11 +98,11 @@ fn read(key: &str, from: u64, to: u64, found: Option<(&str, i64)>) -> Op {
     Op {
         client: ClientId(1),
         coordinator: NodeId(1),
-        key: key.into(),
         level: Level::Quorum,
         invoked: ms(from),
         completed: ms(to),
         kind: OpKind::Read {
+            key: key.into(),
             outcome: match found {
                 Some((value, ts)) => ReadOutcome::Found(version(value, ts)),
                 None => ReadOutcome::NotFound,
@@ -74,17 +116,41 @@ fn at(level: Level, mut op: Op) -> Op {
     op
 }
 
-/// `key` after healing: every one of three replicas and the ALL read hold
-/// `cell`.
-fn converged(key: &str, cell: Option<(&str, i64)>) -> FinalKey {
-    let held = cell.map(|(v, ts)| version(v, ts));
+/// A live cell of `value` at `ts`, as a replica holds it.
+fn live(value: &str, ts: i64) -> HeldCell {
+    HeldCell {
+        timestamp: Timestamp(ts),
+        value: Some(value.as_bytes().to_vec()),
+        expires_at: None,
+    }
+}
+
+/// `key` after healing: every one of three replicas holds `cell`, and the
+/// ALL read answers what it shows.
+fn settled(key: &str, cell: Option<HeldCell>) -> FinalKey {
+    let read_all = match &cell {
+        Some(HeldCell {
+            timestamp,
+            value: Some(value),
+            ..
+        }) => ReadOutcome::Found(Version {
+            timestamp: *timestamp,
+            value: value.clone(),
+        }),
+        _ => ReadOutcome::NotFound,
+    };
     FinalKey {
         key: key.into(),
-        read_all: held
-            .clone()
-            .map_or(ReadOutcome::NotFound, ReadOutcome::Found),
-        replicas: (0..3).map(|n| (NodeId(n), held.clone())).collect(),
+        read_at: ms(FINAL_READ_MS),
+        read_all,
+        replicas: (0..3).map(|n| (NodeId(n), cell.clone())).collect(),
     }
+}
+
+/// `key` after healing: every one of three replicas and the ALL read hold
+/// `cell`, a value that never expires.
+fn converged(key: &str, cell: Option<(&str, i64)>) -> FinalKey {
+    settled(key, cell.map(|(v, ts)| live(v, ts)))
 }
 
 fn kinds(report: &CheckReport) -> Vec<ViolationKind> {
@@ -281,7 +347,7 @@ fn replicas_that_differ_after_repair_are_divergent_and_named() {
         write("k", "b", 20, 30, Some(200)),
     ];
     let mut last = converged("k", Some(("b", 200)));
-    last.replicas[2].1 = Some(version("a", 100));
+    last.replicas[2].1 = Some(live("a", 100));
     let report = check(&history, &[last], &[], &RF3);
     assert_eq!(kinds(&report), [ViolationKind::Divergent], "{report}");
     let violation = &report.violations[0];
@@ -368,10 +434,11 @@ fn a_violation_names_the_faults_active_during_its_operations() {
 #[test]
 fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
     let bound = Checks {
-        clock_bound: Some(ClockBound {
+        clocks: ClockBound {
             bound: ms(500),
             exempt: Vec::new(),
-        }),
+        },
+        write_order: true,
         ..RF3
     };
     // "b" was sent 600 ms after "a" was acknowledged, yet stamped lower: a
@@ -395,7 +462,7 @@ fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
     // A write its coordinator stamped while its clock was pushed past the
     // bound is not judged.
     let exempt = Checks {
-        clock_bound: Some(ClockBound {
+        clocks: ClockBound {
             bound: ms(500),
             exempt: vec![FaultWindow {
                 label: "clock jump".into(),
@@ -403,7 +470,8 @@ fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
                 from: ms(0),
                 until: Some(ms(100)),
             }],
-        }),
+        },
+        write_order: true,
         ..RF3
     };
     assert!(check(&reordered, &finals, &[], &exempt).is_ok());
@@ -412,10 +480,11 @@ fn writes_further_apart_than_the_clock_bound_must_keep_their_order() {
 #[test]
 fn a_write_told_failed_must_not_overwrite_a_later_acknowledged_write_of_its_client() {
     let bound = Checks {
-        clock_bound: Some(ClockBound {
+        clocks: ClockBound {
             bound: ms(500),
             exempt: Vec::new(),
-        }),
+        },
+        write_order: true,
         ..RF3
     };
     // Client 0's write of "old" timed out at 1,000 ms; at 2,000 ms it wrote

@@ -29,10 +29,12 @@ impl fmt::Display for ClientId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub i64);
 
-/// A cell as last-write-wins orders it: the later timestamp wins, then the
-/// greater value (ringstore's tie-break between two values at one
-/// timestamp). The derived order is exactly that (fields in that order).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What a read found: a value and its write's timestamp. Values are unique
+/// per key, so the value names the write; where the version stands in
+/// last-write-wins order depends on that write too (a TTL write wins over
+/// a plain one at one timestamp), so versions are ordered by the checker,
+/// which knows the writes, not by themselves.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Version {
     /// When the write was stamped.
     pub timestamp: Timestamp,
@@ -108,7 +110,7 @@ impl fmt::Display for Failure {
     }
 }
 
-/// What became of a write.
+/// What became of a write (of one key: a batch's parts each have their own).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// Acknowledged at its level, stamped `timestamp`.
@@ -122,39 +124,98 @@ pub enum WriteOutcome {
 pub enum ReadOutcome {
     /// A value.
     Found(Version),
-    /// No value.
+    /// No value: nothing was ever written, or the winning write is a
+    /// delete or a value whose TTL had run out.
     NotFound,
     /// An error: the read tells nothing.
     Failed(Failure),
 }
 
+/// What a write asks of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// A value (unique per key in the run), kept forever or, with a TTL,
+    /// until the TTL has run from when its coordinator accepted it (whole
+    /// seconds, as the store takes them).
+    Put {
+        /// The value.
+        value: Vec<u8>,
+        /// How long it lives; `None`: forever.
+        ttl: Option<Duration>,
+    },
+    /// A delete: a tombstone, which wins over a value at its timestamp.
+    Delete,
+}
+
+/// One key's write: a put or delete on its own, or a batch's part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// The key (text, for readable reports).
+    pub key: String,
+    /// What it writes.
+    pub mutation: Mutation,
+    /// How it ended.
+    pub outcome: WriteOutcome,
+}
+
+impl Write {
+    /// The timestamp it was acknowledged with, if it was.
+    pub fn acked(&self) -> Option<Timestamp> {
+        match self.outcome {
+            WriteOutcome::Acked(timestamp) => Some(timestamp),
+            WriteOutcome::Failed(_) => None,
+        }
+    }
+
+    /// The value it puts (`None`: a delete).
+    pub fn value(&self) -> Option<&[u8]> {
+        match &self.mutation {
+            Mutation::Put { value, .. } => Some(value),
+            Mutation::Delete => None,
+        }
+    }
+
+    /// Its TTL, if it puts a value with one.
+    pub fn ttl(&self) -> Option<Duration> {
+        match &self.mutation {
+            Mutation::Put { ttl, .. } => *ttl,
+            Mutation::Delete => None,
+        }
+    }
+
+    /// Whether it is a delete.
+    pub fn is_delete(&self) -> bool {
+        self.mutation == Mutation::Delete
+    }
+}
+
 /// What an operation was and how it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpKind {
-    /// A put of `value`.
-    Write {
-        /// The value (unique per key in the run).
-        value: Vec<u8>,
-        /// How it ended.
-        outcome: WriteOutcome,
-    },
+    /// A put (with or without a TTL) or a delete of one key.
+    Write(Write),
+    /// A batch: several writes in one request, each applied on its own and
+    /// answered with its own outcome (ringstore's batches are unlogged, not
+    /// atomic); a batch that failed as a whole has every part failed. Each
+    /// part is judged as a write of its own at the batch's level and times.
+    Batch(Vec<Write>),
     /// A get.
     Read {
+        /// The key.
+        key: String,
         /// How it ended.
         outcome: ReadOutcome,
     },
 }
 
-/// One client operation on one key.
+/// One client operation: a read or a write of one key, or a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Op {
     /// Who made it.
     pub client: ClientId,
     /// The node it was sent to.
     pub coordinator: NodeId,
-    /// The key (text, for readable reports).
-    pub key: String,
-    /// Its consistency level.
+    /// Its consistency level (a batch's parts all have it).
     pub level: Level,
     /// When the client sent it (since the start of the run, monotonic).
     pub invoked: Duration,
@@ -165,46 +226,63 @@ pub struct Op {
 }
 
 impl Op {
-    /// The version this write was acknowledged with, if it is an
-    /// acknowledged write.
-    pub fn acked_version(&self) -> Option<Version> {
+    /// Its writes: one, a batch's parts, or none (a read).
+    pub fn writes(&self) -> &[Write] {
         match &self.kind {
-            OpKind::Write {
-                value,
-                outcome: WriteOutcome::Acked(timestamp),
-            } => Some(Version {
-                timestamp: *timestamp,
-                value: value.clone(),
-            }),
-            _ => None,
+            OpKind::Write(write) => std::slice::from_ref(write),
+            OpKind::Batch(parts) => parts,
+            OpKind::Read { .. } => &[],
         }
     }
 
-    /// What this read answered (`Some(None)`: not found), if it succeeded.
+    /// Whether it writes (a put, a delete or a batch).
+    pub fn is_write(&self) -> bool {
+        !matches!(self.kind, OpKind::Read { .. })
+    }
+
+    /// The keys it touches, in request order.
+    pub fn keys(&self) -> Vec<&str> {
+        match &self.kind {
+            OpKind::Read { key, .. } => vec![key.as_str()],
+            _ => self.writes().iter().map(|w| w.key.as_str()).collect(),
+        }
+    }
+
+    /// What this read answered (`Some(None)`: not found), if it is a read
+    /// that succeeded.
     pub fn read_result(&self) -> Option<Option<&Version>> {
         match &self.kind {
             OpKind::Read {
                 outcome: ReadOutcome::Found(version),
+                ..
             } => Some(Some(version)),
             OpKind::Read {
                 outcome: ReadOutcome::NotFound,
+                ..
             } => Some(None),
             _ => None,
         }
     }
 
-    /// Whether it failed.
+    /// Why it failed: a failed read, or the first failed part of a write.
     pub fn failure(&self) -> Option<&Failure> {
         match &self.kind {
-            OpKind::Write {
-                outcome: WriteOutcome::Failed(failure),
-                ..
-            }
-            | OpKind::Read {
+            OpKind::Read {
                 outcome: ReadOutcome::Failed(failure),
+                ..
             } => Some(failure),
-            _ => None,
+            OpKind::Read { .. } => None,
+            _ => self.writes().iter().find_map(|w| match &w.outcome {
+                WriteOutcome::Failed(failure) => Some(failure),
+                WriteOutcome::Acked(_) => None,
+            }),
         }
+    }
+
+    /// Whether it succeeded whole: a read that answered, a write whose
+    /// every part was acknowledged.
+    pub fn succeeded(&self) -> bool {
+        self.failure().is_none()
     }
 }
 
@@ -243,14 +321,65 @@ impl fmt::Display for FaultWindow {
     }
 }
 
+/// A replica's own cell, read from the replica (no coordination): a value
+/// or a tombstone, with its expiry, exactly as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HeldCell {
+    /// The write's timestamp.
+    pub timestamp: Timestamp,
+    /// The value; `None`: a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// A value's expiry, or a tombstone's deletion time, in µs since the
+    /// epoch by its coordinator's clock; `None`: a value that never expires
+    /// (or a tombstone without a deletion time).
+    pub expires_at: Option<Timestamp>,
+}
+
+impl HeldCell {
+    /// Last-write-wins between two cells, exactly as the store decides it
+    /// (`Cell::compare` in `ringstore-storage`): the later timestamp, then
+    /// a tombstone over a value, then an expiring value over one that never
+    /// expires, then the later expiry (deletion time), then the greater
+    /// value. A total order; `Equal` only for equal cells.
+    pub fn compare(&self, other: &HeldCell) -> std::cmp::Ordering {
+        self.timestamp
+            .cmp(&other.timestamp)
+            .then_with(|| self.value.is_none().cmp(&other.value.is_none()))
+            .then_with(|| self.expires_at.cmp(&other.expires_at))
+            .then_with(|| self.value.cmp(&other.value))
+    }
+}
+
+impl fmt::Display for HeldCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => write!(
+                f,
+                "{:?}@{}",
+                String::from_utf8_lossy(value),
+                self.timestamp.0
+            )?,
+            None => write!(f, "tombstone@{}", self.timestamp.0)?,
+        }
+        match self.expires_at {
+            Some(at) if self.value.is_some() => write!(f, " (expires at {})", at.0),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One key after healing: what a read at `ALL` answered, and what each
 /// replica holds (read from the replica itself, no coordination).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinalKey {
     /// The key.
     pub key: String,
+    /// When the final reads of the key began (since the start of the run,
+    /// on the operations' clock): what the TTLs are judged at.
+    pub read_at: Duration,
     /// The final read at `ALL`.
     pub read_all: ReadOutcome,
-    /// Every replica's own cell (`None`: it has none).
-    pub replicas: Vec<(NodeId, Option<Version>)>,
+    /// Every replica's own cell (`None`: it has none, e.g. after garbage
+    /// collection purged a tombstone or an expired value).
+    pub replicas: Vec<(NodeId, Option<HeldCell>)>,
 }

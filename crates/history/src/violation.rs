@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::history::{FaultWindow, NodeId, Op, Version};
+use crate::history::{FaultWindow, Mutation, NodeId, Op, Version, Write, WriteOutcome};
 
 /// Which promise was broken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,6 +27,10 @@ pub enum ViolationKind {
     /// A write its client was told failed overwrote a later write of the
     /// same client that was acknowledged.
     LateWrite,
+    /// A value came back after a delete of its key was acknowledged.
+    Resurrected,
+    /// A value was read after its TTL had run out (clock bound allowed).
+    Expired,
 }
 
 /// One violation.
@@ -77,18 +81,19 @@ impl Violation {
     }
 }
 
-/// `write "v" [1.200s–1.250s] by client2 via node1 at QUORUM: acked "v"@17`.
+/// `[1.200s–1.250s] client2 via node1 at Quorum: put "v": acked @17`.
 pub(crate) fn describe(op: &Op) -> String {
-    use crate::history::{OpKind, ReadOutcome, WriteOutcome};
+    use crate::history::{OpKind, ReadOutcome};
     let what = match &op.kind {
-        OpKind::Write { value, outcome } => {
-            let outcome = match outcome {
-                WriteOutcome::Acked(ts) => format!("acked @{}", ts.0),
-                WriteOutcome::Failed(failure) => format!("failed ({failure})"),
-            };
-            format!("write {:?}: {outcome}", String::from_utf8_lossy(value))
+        OpKind::Write(write) => describe_write(write),
+        OpKind::Batch(parts) => {
+            let parts: Vec<String> = parts
+                .iter()
+                .map(|w| format!("{} {}", w.key, describe_write(w)))
+                .collect();
+            format!("batch [{}]", parts.join("; "))
         }
-        OpKind::Read { outcome } => match outcome {
+        OpKind::Read { outcome, .. } => match outcome {
             ReadOutcome::Found(version) => format!("read: {version}"),
             ReadOutcome::NotFound => "read: not found".to_string(),
             ReadOutcome::Failed(failure) => format!("read: failed ({failure})"),
@@ -102,6 +107,27 @@ pub(crate) fn describe(op: &Op) -> String {
         op.coordinator,
         op.level
     )
+}
+
+/// `put "v" (TTL 3s): acked @17`, `delete: failed (Timeout: …)`.
+fn describe_write(write: &Write) -> String {
+    let outcome = match &write.outcome {
+        WriteOutcome::Acked(ts) => format!("acked @{}", ts.0),
+        WriteOutcome::Failed(failure) => format!("failed ({failure})"),
+    };
+    match &write.mutation {
+        Mutation::Put { value, ttl: None } => {
+            format!("put {:?}: {outcome}", String::from_utf8_lossy(value))
+        }
+        Mutation::Put {
+            value,
+            ttl: Some(ttl),
+        } => format!(
+            "put {:?} (TTL {ttl:?}): {outcome}",
+            String::from_utf8_lossy(value)
+        ),
+        Mutation::Delete => format!("delete: {outcome}"),
+    }
 }
 
 /// `"v"@17`, or `nothing`.

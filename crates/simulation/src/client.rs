@@ -127,7 +127,7 @@ pub async fn run(
     wait_until_hints_delivered(&addresses, &members).await?;
     let repair = repair(addresses.client[members[0]]).await?;
     progress.borrow_mut().repair = Some(repair);
-    let finals = final_state(&addresses, &keyspace_id, settings_keys).await?;
+    let finals = final_state(&addresses, &keyspace_id, settings_keys, &time).await?;
     progress.borrow_mut().finals = Some(finals);
     Ok(())
 }
@@ -314,16 +314,19 @@ async fn repair(address: SocketAddr) -> Result<String, Box<dyn std::error::Error
     ))
 }
 
-/// Every key after healing: each replica's own cell, then a read at `ALL`.
+/// Every key after healing: each replica's own cell (a tombstone or an
+/// expired value included), then a read at `ALL`, timed on the run's clock.
 async fn final_state(
     addresses: &Addresses,
     keyspace_id: &str,
     keys: usize,
+    time: &SimTime,
 ) -> Result<Vec<FinalKey>, Box<dyn std::error::Error>> {
     let mut admin = AdminClient::new(channel(addresses.client[0]));
     let mut client = ClientClient::new(channel(addresses.client[0]));
     let mut finals = Vec::new();
     for key in (0..keys).map(key_name) {
+        let read_at = time.elapsed();
         let endpoints = admin
             .get_endpoints(pb::GetEndpointsRequest {
                 keyspace: KEYSPACE.into(),
@@ -358,6 +361,7 @@ async fn final_state(
         let read_all = read_outcome(answer.map_err(|status| failure_of(&status)));
         finals.push(FinalKey {
             key,
+            read_at,
             read_all,
             replicas,
         });

@@ -229,7 +229,7 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
     let history = history.ops();
     let mut named = windows.clone();
     named.extend(topology.iter().cloned());
-    let checks = checks(&faults, &windows, plan.is_none());
+    let checks = checks(&scenario, &faults, &windows, &topology);
     let report = check(&history, &finals, &named, &checks);
     let digest = digest(&history, &finals);
     Ok(Outcome {
@@ -290,10 +290,17 @@ fn topology_plan(scenario: &Scenario) -> Option<TopologyPlan> {
     })
 }
 
-/// What the checker checks: RF 3, monotonic reads (not while ranges move:
-/// see the checker's essay), and the clock bound, which the clock jumps
-/// are exempt from.
-fn checks(faults: &[Fault], windows: &[FaultWindow], monotonic_reads: bool) -> Checks {
+/// What the checker checks: RF 3, monotonic reads (but for reads made
+/// while ranges moved: see the checker's essay), and the clock bound, which
+/// the clock jumps are exempt from; nodes stamp no write after its
+/// client's deadline plus `max_clock_offset`, by a clock up to the bound
+/// behind.
+fn checks(
+    scenario: &Scenario,
+    faults: &[Fault],
+    windows: &[FaultWindow],
+    topology: &[FaultWindow],
+) -> Checks {
     let exempt = faults
         .iter()
         .zip(windows)
@@ -302,14 +309,17 @@ fn checks(faults: &[Fault], windows: &[FaultWindow], monotonic_reads: bool) -> C
         .collect();
     Checks {
         replication_factor: 3,
-        monotonic_reads,
+        monotonic_reads: true,
+        range_movements: topology.to_vec(),
         // Two nodes may be off in opposite directions, each within the
         // bound: a drifting clock, and a healed jump's timestamps (up to the
         // bound ahead of the majority before the node coordinates again).
-        clock_bound: Some(ClockBound {
+        clocks: ClockBound {
             bound: CLOCK_BOUND * 2,
             exempt,
-        }),
+        },
+        stamp_deadline: Some(scenario.request_timeout + CLOCK_BOUND * 2),
+        write_order: true,
     }
 }
 

@@ -1,6 +1,8 @@
 //! Whether a run kept ringstore's promises: the history checker found
-//! nothing, the load overlapped every fault, every failed operation is
-//! excused by a fault, and a node whose clock jumped refused writes.
+//! nothing, the load overlapped every fault (at least
+//! [`MIN_LOAD_PER_FAULT`] writes acknowledged and reads answered while it
+//! was active), every failed operation is excused by a fault, and a node
+//! whose clock jumped refused writes.
 //!
 //! # Which failures a fault excuses
 //! One faulty node of RF 3 leaves a quorum of every key, so an operation
@@ -29,7 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ringstore_history::{FailureKind, Op};
+use ringstore_history::{FailureKind, FaultWindow, Op};
 
 use crate::faults::{Fault, FaultKind};
 use crate::net::TurmoilTransport;
@@ -50,6 +52,9 @@ pub const REJOIN: Duration = Duration::from_secs(8);
 pub const CLOCK_DETECTION: Duration = Duration::from_secs(3);
 /// Fewer acknowledged writes than this: the run tried too little.
 const MIN_ACKED_WRITES: usize = 100;
+/// Writes acknowledged and reads answered, each, that must overlap every
+/// fault (as the process suite asks): a fault no load saw tested nothing.
+pub const MIN_LOAD_PER_FAULT: usize = 3;
 
 /// What was judged, for the report of a passing run.
 #[derive(Debug, Default)]
@@ -71,26 +76,16 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
         ));
     }
     for (fault, window) in outcome.faults.iter().zip(&outcome.windows) {
-        let until = window.until.unwrap_or(window.from);
-        let ok_within = |write: bool| {
-            outcome
-                .history
-                .iter()
-                .filter(|op| window.overlaps(op.invoked, op.completed))
-                .filter(|op| op.failure().is_none() && op.acked_version().is_some() == write)
-                .count()
-        };
-        if ok_within(true) == 0 || ok_within(false) == 0 {
-            problems.push(format!("the load did not overlap {fault}"));
-        }
+        problems.extend(too_little_load(&outcome.history, fault, window));
         if fault.kind == FaultKind::ClockJump {
-            check_refusals(outcome, fault, window.from, until, &mut problems);
+            let until = window.until.unwrap_or(window.from);
+            check_refusals(&outcome.history, fault, window.from, until, &mut problems);
         }
     }
     let mut verdict = Verdict::default();
     let mut unexcused = Vec::new();
     for op in outcome.history.iter().filter(|op| op.failure().is_some()) {
-        match excuse(op, outcome) {
+        match excuse(op, &outcome.faults, &outcome.windows, &outcome.topology) {
             Some(why) => *verdict.excused.entry(why).or_default() += 1,
             None => unexcused.push(op),
         }
@@ -112,11 +107,46 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
     }
 }
 
-/// Why the faults excuse the failed `op`, if they do.
-fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
+/// Why the load did not test `fault` (active over `window`), if it did
+/// not: fewer than [`MIN_LOAD_PER_FAULT`] writes acknowledged or reads
+/// answered meanwhile.
+fn too_little_load(history: &[Op], fault: &Fault, window: &FaultWindow) -> Option<String> {
+    let (writes, reads) = load_within(history, window);
+    (writes < MIN_LOAD_PER_FAULT || reads < MIN_LOAD_PER_FAULT).then(|| {
+        format!(
+            "the load did not overlap {fault}: {writes} writes acknowledged, {reads} reads \
+             answered (at least {MIN_LOAD_PER_FAULT} of each)"
+        )
+    })
+}
+
+/// The operations that succeeded while `window` was active (at any time
+/// of their life): writes acknowledged (every part of a batch), and reads
+/// answered.
+fn load_within(history: &[Op], window: &FaultWindow) -> (usize, usize) {
+    let succeeded = history
+        .iter()
+        .filter(|op| window.overlaps(op.invoked, op.completed) && op.succeeded());
+    succeeded.fold((0, 0), |(writes, reads), op| {
+        if op.is_write() {
+            (writes + 1, reads)
+        } else {
+            (writes, reads + 1)
+        }
+    })
+}
+
+/// Why the faults (each with its window in the run's times) or the changes
+/// of topology excuse the failed `op`, if they do.
+fn excuse(
+    op: &Op,
+    faults: &[Fault],
+    windows: &[FaultWindow],
+    topology: &[FaultWindow],
+) -> Option<&'static str> {
     let failure = op.failure()?;
     let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
-    for change in &outcome.topology {
+    for change in topology {
         let until = change.until.unwrap_or(change.from);
         if op.coordinator == change.node && during(change.from, until + HEAL_GRACE) {
             return Some("through the node being decommissioned");
@@ -126,7 +156,7 @@ fn excuse(op: &Op, outcome: &Outcome) -> Option<&'static str> {
         failure.kind,
         FailureKind::Timeout | FailureKind::ClientTimeout
     );
-    for (fault, window) in outcome.faults.iter().zip(&outcome.windows) {
+    for (fault, window) in faults.iter().zip(windows) {
         let until = window.until.unwrap_or(window.from);
         let recovered = until + recovery(fault);
         if op.coordinator.0 == fault.node && during(window.from, recovered) {
@@ -172,23 +202,22 @@ fn recovery(fault: &Fault) -> Duration {
 /// A node whose clock jumped past the bound must refuse to coordinate
 /// writes once it noticed, naming its clock.
 fn check_refusals(
-    outcome: &Outcome,
+    history: &[Op],
     fault: &Fault,
     from: Duration,
     until: Duration,
     problems: &mut Vec<String>,
 ) {
     let noticed = from + CLOCK_DETECTION;
-    let writes: Vec<&Op> = outcome
-        .history
+    let writes: Vec<&Op> = history
         .iter()
         .filter(|op| op.coordinator.0 == fault.node && op.invoked >= noticed)
         .filter(|op| op.completed <= until)
-        .filter(|op| matches!(op.kind, ringstore_history::OpKind::Write { .. }))
+        .filter(|op| op.is_write())
         .collect();
     let acked: Vec<&&Op> = writes
         .iter()
-        .filter(|op| op.acked_version().is_some())
+        .filter(|op| op.writes().iter().any(|w| w.acked().is_some()))
         .collect();
     if let Some(op) = acked.first() {
         problems.push(format!(
@@ -258,3 +287,7 @@ pub fn timeline(outcome: &Outcome) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[path = "verdict_tests.rs"]
+mod tests;

@@ -1,31 +1,34 @@
 //! The clients of a simulated run: concurrent workers reading and writing
 //! a small set of keys through random coordinators, each operation recorded
-//! for the history checker.
+//! for the history checker. Half the operations are gets; the writes mix
+//! plain puts, puts with a short TTL, deletes and batches of a few keys
+//! mixing the three ([`Request::draw`]).
 //!
-//! Every draw (operation, key, coordinator) comes from the worker's own
-//! generator, seeded from the run's seed, and every value is unique per key
-//! and version (`{key}=c{client}n{n}`), so a value read names the write it
-//! came from. Times are the simulation's ([`SimTime`]), as offsets from
-//! the start of the run.
+//! Every draw (operation, keys, TTL, coordinator) comes from the worker's
+//! own generator, seeded from the run's seed, and every value is unique per
+//! key and version (`{key}=c{client}n{n}`; a batch writes each key once),
+//! so a value read names the write it came from. Times are the
+//! simulation's ([`SimTime`]), as offsets from the start of the run.
 //!
 //! Like a driver's host backoff, a worker avoids for [`SHUN`] a coordinator
 //! that failed it (while others remain), so one faulty node slows the load
-//! without stalling it. A worker whose write failed writes the same key
-//! again next, with a new value (through another coordinator, the failed
-//! one being shunned), as an application that retries does: the history
-//! checker then sees whether the failed write, applied late, overwrote the
-//! acknowledged one (`LateWrite`).
+//! without stalling it. A worker whose write failed (a put, a delete, or a
+//! batch's part) puts the same key again next, with a new value (through
+//! another coordinator, the failed one being shunned), as an application
+//! that retries does: the history checker then sees whether the failed
+//! write, applied late, overwrote the acknowledged one (`LateWrite`, or a
+//! stale read for a delete).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use ringstore_history::{ClientId, NodeId, Op, OpKind};
+use ringstore_history::{ClientId, NodeId, Op};
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
 
-use crate::records::{Requester, key_name};
+use crate::records::{Request, Requester, key_name};
 use crate::time::{EPOCH_MICROS, SimTime};
 
 /// The keyspace the workload uses.
@@ -165,16 +168,17 @@ impl Worker {
                 now: &now,
                 wall: &wall,
             };
-            let write = rng.random_bool(0.5);
-            let op = if write || rewriting {
-                let value = format!("{key}=c{}n{n}", self.id);
-                requester.put(coordinator, key.clone(), value).await
+            let request = if rewriting {
+                Request::Put(key, None)
             } else {
-                requester.get(coordinator, key.clone()).await
+                Request::draw(&mut rng, self.settings.keys, key)
             };
-            if matches!(op.kind, OpKind::Write { .. }) && op.failure().is_some() {
-                rewrite = Some(key);
-            }
+            let op = requester.run(coordinator, request, n).await;
+            rewrite = op
+                .writes()
+                .iter()
+                .find(|w| w.acked().is_none())
+                .map(|w| w.key.clone());
             let mut pause = rng.random_range(Duration::ZERO..=self.settings.think);
             if op.failure().is_some() {
                 shunned[node] = self.time.elapsed() + SHUN;

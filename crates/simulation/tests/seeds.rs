@@ -48,12 +48,16 @@ fn result_line(outcome: &Outcome, passed: bool) -> String {
     }
     let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}:{n}")).collect();
     format!(
-        "{RESULT_PREFIX} seed={} passed={passed} ops={} acked={} reads={} failed={} \
-         simulated_ms={} digest={:016x} faults={}",
+        "{RESULT_PREFIX} seed={} passed={passed} ops={} acked={} deletes={} ttl={} batches={} \
+         reads={} not_found={} failed={} simulated_ms={} digest={:016x} faults={}",
         outcome.scenario.seed,
         outcome.history.len(),
         outcome.report.writes_acked,
+        outcome.report.deletes_acked,
+        outcome.report.ttl_writes_acked,
+        outcome.report.batches,
         outcome.report.reads_ok,
+        outcome.report.reads_not_found,
         outcome.report.writes_failed + outcome.report.reads_failed,
         outcome.simulated.as_millis(),
         outcome.digest,
@@ -118,7 +122,7 @@ fn dump(outcome: &Outcome, window: &str) {
                 op.completed.as_secs_f64(),
                 op.client,
                 op.coordinator,
-                op.key,
+                op.keys().join(","),
                 op.kind
             );
         }
@@ -331,14 +335,19 @@ fn soak() {
     }
     eprintln!(
         "soak: seeds {from}..{to} in {:.0} s: {} passed, {} failed; {} operations checked \
-         ({} writes acknowledged, {} reads answered, {} failed), {:.0} simulated minutes; \
-         faults injected: {kinds:?}",
+         ({} writes acknowledged: {} deletes, {} with a TTL; {} batches; {} reads \
+         answered, {} of them not found; {} failed), {:.0} simulated minutes; faults \
+         injected: {kinds:?}",
         started.elapsed().as_secs_f64(),
         runs.iter().filter(|r| r.passed).count(),
         runs.iter().filter(|r| !r.passed).count(),
         total("ops"),
         total("acked"),
+        total("deletes"),
+        total("ttl"),
+        total("batches"),
         total("reads"),
+        total("not_found"),
         total("failed"),
         total("simulated_ms") as f64 / 60_000.0,
     );
