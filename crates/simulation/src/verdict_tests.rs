@@ -26,6 +26,7 @@ fn fault(kind: FaultKind, node: usize, at: f64, length: f64) -> (Fault, FaultWin
         length: secs(length),
         amount: Duration::from_secs(3),
         ahead: true,
+        seed: 0,
     };
     let window = window(&fault, Duration::ZERO);
     (fault, window)
