@@ -20,7 +20,11 @@
 //!   refused by design when damaged). sled's own CRCs catch them when it
 //!   opens: a node that has been restarted before has a sled snapshot, the
 //!   log before it does not check, and sled refuses to open; the node exits
-//!   saying so and never serves. The two others serve every key.
+//!   saying so and never serves. The two others serve every key. (A node
+//!   never restarted has no snapshot: sled then takes the first damaged
+//!   message for a torn write and discards its log from there, silently,
+//!   and the node starts again as a new one, without its tokens. Not
+//!   asserted here: it is a bug to fix, see the storage crate's caveats.)
 //!
 //! The seeds are printed; `RINGSTORE_DAMAGE_SEED=N` damages the same cells
 //! and bits again.
@@ -307,12 +311,38 @@ async fn a_replica_whose_cells_do_not_read_back_is_read_around_counted_and_repai
         "{counted_alone} counted"
     );
 
-    // With the others up, every key reads right through it at every level.
-    // Each key is read first at a level of its own, so that every level
-    // meets damaged cells before read repair rewrites them.
+    // With the others up, a scan through it reads the pages its damaged
+    // cells fail from another replica: every row, right.
     servers.start(0, &[]);
     servers.start(1, &[]);
     servers.wait_until_all_un(DAMAGED, 3);
+    let expected: BTreeSet<String> = (0..KEYS)
+        .map(|n| format!("{} {}", text(&key(n)), text(&value(n))))
+        .collect();
+    for level in ["ONE", "QUORUM"] {
+        let scan = servers.cli(DAMAGED, &["scan", "ks", "--consistency", level]);
+        assert!(
+            scan.status.success(),
+            "scan at {level}: {}",
+            text(&scan.stderr)
+        );
+        let stdout = text(&scan.stdout);
+        let rows: BTreeSet<String> = stdout
+            .lines()
+            .filter(|l| l.starts_with("key"))
+            .map(String::from)
+            .collect();
+        assert_eq!(rows, expected, "scan at {level}");
+    }
+    let counted_by_scans = corrupt_reads(&servers, DAMAGED);
+    assert!(
+        counted_by_scans > counted_alone,
+        "the scans met no damaged cell"
+    );
+
+    // Every key reads right through it at every level. Each key is read
+    // first at a level of its own, so that every level meets damaged cells
+    // before read repair rewrites them.
     let reads: Vec<_> = (0..KEYS)
         .flat_map(|n| (0..LEVELS.len()).map(move |l| (n, LEVELS[(n + l) % LEVELS.len()])))
         .collect();
@@ -323,12 +353,10 @@ async fn a_replica_whose_cells_do_not_read_back_is_read_around_counted_and_repai
     );
     let counted = corrupt_reads(&servers, DAMAGED);
     eprintln!(
-        "corrupt reads counted: {counted_alone} alone, {counted} after reading with the others up"
+        "corrupt reads counted: {counted_alone} alone, {counted_by_scans} after the scans, \
+         {counted} after reading every key at every level"
     );
-    assert!(
-        counted > counted_alone,
-        "reads with the others up met no damaged cell"
-    );
+    assert!(counted > counted_by_scans, "the reads met no damaged cell");
     let log = without_colours(&servers.log(DAMAGED));
     let damaged_key = text(&key(*read_around.first().unwrap()));
     assert!(
