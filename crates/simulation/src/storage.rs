@@ -263,9 +263,9 @@ async fn client_loop(store: Store, shared: Shared, client: u64, seed: u64) {
             let key = key_name(rng.random_range(0..KEYS));
             let clock = lock(&shared).1;
             let cell = new_cell(&mut rng, client, n, clock);
-            let step = note_written(&shared, &key, &cell);
+            note_written(&shared, &key, &cell);
             match store.apply(ks, &key, cell.clone()).await {
-                Ok(_) => note_acked(&shared, &key, &cell, step),
+                Ok(_) => note_acked(&shared, &key, &cell),
                 Err(error) => excuse(&shared, "write", &key, &error),
             }
         } else if choice < 9 {
@@ -310,10 +310,9 @@ fn new_cell(rng: &mut StdRng, client: u64, n: u64, clock: u64) -> Cell {
 
 /// Writes `cells` as one run and seals it; acknowledged once sealed.
 async fn bulk_load(store: &Store, shared: &Shared, ks: KeyspaceId, cells: Vec<(Vec<u8>, Cell)>) {
-    let steps: Vec<u64> = cells
-        .iter()
-        .map(|(key, cell)| note_written(shared, key, cell))
-        .collect();
+    for (key, cell) in &cells {
+        note_written(shared, key, cell);
+    }
     let sealed = async {
         let Some(run) = store.start_run(ks)? else {
             return Ok(false);
@@ -325,8 +324,8 @@ async fn bulk_load(store: &Store, shared: &Shared, ks: KeyspaceId, cells: Vec<(V
     match sealed.await {
         Ok(true) => {
             lock(shared).0.outcome.runs += 1;
-            for ((key, cell), step) in cells.iter().zip(steps) {
-                note_acked(shared, key, cell, step);
+            for (key, cell) in &cells {
+                note_acked(shared, key, cell);
             }
         }
         Ok(false) => {}
@@ -334,20 +333,18 @@ async fn bulk_load(store: &Store, shared: &Shared, ks: KeyspaceId, cells: Vec<(V
     }
 }
 
-/// Records a write about to be made; the step it began at.
-fn note_written(shared: &Shared, key: &[u8], cell: &Cell) -> u64 {
+/// Records a write about to be made.
+fn note_written(shared: &Shared, key: &[u8], cell: &Cell) {
     let mut guard = lock(shared);
     guard.1 += 1;
-    let step = guard.1;
     guard.0.keys.entry(key.to_vec()).or_default().push(Written {
         cell: cell.clone(),
         acked_at: None,
     });
-    step
 }
 
 /// Records a write acknowledged.
-fn note_acked(shared: &Shared, key: &[u8], cell: &Cell, _began: u64) {
+fn note_acked(shared: &Shared, key: &[u8], cell: &Cell) {
     let mut guard = lock(shared);
     guard.1 += 1;
     let step = guard.1;
