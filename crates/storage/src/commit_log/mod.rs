@@ -32,6 +32,14 @@
 //!   only then starts appending, into slots whose old records no longer
 //!   count. Replay is idempotent and its order does not matter.
 //!
+//! # Files, and simulations
+//! Segments are read, written and synced through the store's
+//! [`FileSystem`](crate::FileSystem), so a simulation can crash, tear and
+//! damage them. On a simulation's thread ([`crate::offload`]) there is no
+//! writer thread: a waiter writes the batch itself and syncs it
+//! [`INLINE_SYNC_TIME`] of simulated time later, so a crash can fall
+//! between the write and the sync, as it can on a real disk.
+//!
 //! # Invariants
 //! - A position returned by [`CommitLog::wait`] as durable is on disk: its
 //!   bytes were written and `fdatasync`ed, behind a header synced before it.
