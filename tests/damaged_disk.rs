@@ -42,7 +42,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ringstore_placement::Murmur3Partitioner;
 use ringstore_proto::v1 as pb;
-use ringstore_storage::{Engine, KeyspaceId, SledEngine, SledOptions};
+use ringstore_storage::{DataTree, Engine, KeyspaceId, SledEngine, SledOptions};
 
 /// Keys written, each with a value of its own.
 const KEYS: usize = 600;

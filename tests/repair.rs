@@ -27,7 +27,7 @@ use ringstore_placement::{HostId, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::repair_client::RepairClient;
 use ringstore_repair::row_hash;
-use ringstore_storage::{Cell, Engine, SledEngine, SledOptions, Timestamp};
+use ringstore_storage::{Cell, DataTree, Engine, SledEngine, SledOptions, Timestamp};
 use tonic::transport::Channel;
 
 use pb::ConsistencyLevel::{All, One, Quorum};

@@ -22,9 +22,9 @@ pub enum HintsError {
     /// The hint's embedded cell does not decode. Nothing was changed.
     #[error("corrupt cell in hint: {source}")]
     CorruptCell {
-        /// The storage crate's decoding error.
+        /// What is wrong with it.
         #[source]
-        source: StorageError,
+        source: ringstore_cell::CellDamage,
     },
 
     /// A key in the hints tree is not `target (16) ++ created_at (8) ++

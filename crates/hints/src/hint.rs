@@ -21,7 +21,7 @@
 //! it to the current [`Hint`].
 
 use ringstore_placement::HostId;
-use ringstore_storage::{Cell, KeyspaceId, Timestamp};
+use ringstore_cell::{Cell, KeyspaceId, Timestamp};
 use uuid::Uuid;
 
 use crate::error::{HintsError, Result};

@@ -18,7 +18,7 @@
 //! values, which do carry a version, hold everything needed to rebuild keys).
 
 use ringstore_placement::HostId;
-use ringstore_storage::Timestamp;
+use ringstore_cell::Timestamp;
 use uuid::Uuid;
 
 use crate::error::{HintsError, Result};

@@ -370,7 +370,7 @@ fn each_keyspace_has_its_own_gc_grace() {
     let store = HintStore::open(memory_tree(), UNLIMITED).unwrap();
     let now = ts(10 * DAY);
     let two_hours_ago = Timestamp(now.0 - 7_200_000_000);
-    let short_lived = ringstore_storage::KeyspaceId::random();
+    let short_lived = ringstore_cell::KeyspaceId::random();
     let mut expired = hint(host(1), two_hours_ago, 0, 10);
     expired.keyspace = short_lived;
     store.store(&expired).unwrap();

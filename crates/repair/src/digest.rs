@@ -5,7 +5,7 @@
 
 use std::cmp::Ordering;
 
-use ringstore_storage::{Cell, Timestamp};
+use ringstore_cell::{Cell, Timestamp};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The hash of one row (key and cell) that the Merkle tree folds into its

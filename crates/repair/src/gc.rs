@@ -3,7 +3,7 @@
 //! A deleted key must stay deleted: a tombstone may go only once no replica
 //! can still hold a value it shadows, or that value would come back (a
 //! "zombie"). The rule, per cell, with `deleted` its
-//! [`deletion_time`](ringstore_storage::Cell::deletion_time) (the delete's
+//! [`deletion_time`](ringstore_cell::Cell::deletion_time) (the delete's
 //! acceptance time on its coordinator, or a TTL cell's expiry):
 //!
 //! - [`TombstoneGc::Repair`] (the default, ScyllaDB's `tombstone_gc =
@@ -30,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use ringstore_storage::{Cell, Timestamp};
+use ringstore_cell::{Cell, Timestamp};
 
 use crate::error::RepairError;
 

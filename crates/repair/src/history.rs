@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use ringstore_placement::{Token, TokenRange};
-use ringstore_storage::{KeyspaceId, Timestamp};
+use ringstore_cell::{KeyspaceId, Timestamp};
 use uuid::Uuid;
 
 /// The encoding's format version.

@@ -8,7 +8,7 @@
 //! repair only ever writes winning cells).
 
 use ringstore_placement::{Token, TokenRange};
-use ringstore_storage::{KeyspaceId, Timestamp};
+use ringstore_cell::{KeyspaceId, Timestamp};
 use uuid::Uuid;
 
 /// The encoding's format version.

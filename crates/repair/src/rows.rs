@@ -177,7 +177,7 @@ fn best_versions(versions: &[Option<RowVersion>]) -> Vec<RowVersion> {
 mod tests {
     use super::*;
     use ringstore_placement::Murmur3Partitioner;
-    use ringstore_storage::{Cell, Timestamp};
+    use ringstore_cell::{Cell, Timestamp};
 
     fn version(ts: i64, value: &[u8]) -> RowVersion {
         RowVersion::of(&Cell::live(Timestamp(ts), value.to_vec()))

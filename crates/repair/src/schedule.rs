@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use ringstore_placement::TokenRange;
-use ringstore_storage::{KeyspaceId, Timestamp};
+use ringstore_cell::{KeyspaceId, Timestamp};
 
 /// One range the scheduler looks after.
 #[derive(Clone, Debug, PartialEq, Eq)]

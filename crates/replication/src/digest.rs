@@ -15,7 +15,7 @@
 use std::fmt;
 
 use ringstore_placement::cassandra_murmur3_x64_128;
-use ringstore_storage::Cell;
+use ringstore_cell::Cell;
 
 /// The fingerprint of a replica's cell for a key (or of its absence).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,7 +47,7 @@ impl fmt::Display for Digest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_storage::Timestamp;
+    use ringstore_cell::Timestamp;
 
     #[test]
     fn equal_cells_have_equal_digests_and_different_ones_differ() {

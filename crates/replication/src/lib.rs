@@ -25,7 +25,7 @@
 //!   closest live replica, [`Digest`]s from just enough others, spares in
 //!   reserve. Matching digests finish the read; a mismatch triggers a data
 //!   round whose answers are reconciled by last-write-wins
-//!   ([`Cell::reconcile`](ringstore_storage::Cell::reconcile), a function of
+//!   ([`Cell::reconcile`](ringstore_cell::Cell::reconcile), a function of
 //!   the cells alone, not of the coordinator's clock), with the winner to be
 //!   written back to replicas that differ ([`ReadOutcome`]).
 //! - **Range scans** ([`plan_read`] per piece → [`RangeReadTracker`] →

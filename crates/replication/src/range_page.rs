@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ringstore_placement::{HostId, Token};
-use ringstore_storage::{Cell, Timestamp};
+use ringstore_cell::{Cell, Timestamp};
 
 /// A row's place in a scan: `(token, key)` order, as storage keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

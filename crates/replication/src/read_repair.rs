@@ -37,7 +37,7 @@
 use std::collections::VecDeque;
 
 use ringstore_placement::{Datacenter, HostId};
-use ringstore_storage::Cell;
+use ringstore_cell::Cell;
 
 use crate::consistency::ConsistencyLevel;
 use crate::requirement::Requirement;

@@ -1,7 +1,7 @@
 //! Tests of [`ReadRepair`]: built from finished reads, then fed acks,
 //! failures and timeouts.
 
-use ringstore_storage::Timestamp;
+use ringstore_cell::Timestamp;
 
 use super::*;
 use crate::digest::Digest;

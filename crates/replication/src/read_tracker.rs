@@ -84,7 +84,7 @@ use std::fmt;
 use std::time::Instant;
 
 use ringstore_placement::{Datacenter, HostId};
-use ringstore_storage::{Cell, Timestamp};
+use ringstore_cell::{Cell, Timestamp};
 
 use crate::consistency::ConsistencyLevel;
 use crate::digest::Digest;

@@ -112,8 +112,9 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, (Model, u64)> {
 
 /// The keyspace every write goes to.
 fn keyspace() -> KeyspaceId {
-    KeyspaceId::from_data_tree_name("data/00000000-0000-4000-8000-000000000001")
-        .expect("a valid data tree name")
+    "00000000-0000-4000-8000-000000000001"
+        .parse()
+        .expect("a valid keyspace id")
 }
 
 fn options() -> CommitLogOptions {

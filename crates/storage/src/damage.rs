@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{StorageError, printable_key};
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 /// How many times the store met a damaged cell since it opened.
 #[derive(Debug, Default)]

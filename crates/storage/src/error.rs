@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +19,7 @@ pub enum StorageError {
     #[error("corrupt cell{}: {reason}", key.as_deref().map(|k| format!(" at key {}", printable_key(k))).unwrap_or_default())]
     CorruptCell {
         /// What is wrong.
-        reason: crate::cell::CellDamage,
+        reason: ringstore_cell::CellDamage,
         /// The key it is stored at, when the path that found it knows it
         /// (a store read or scan does; [`Cell::decode`](crate::Cell::decode)
         /// alone does not).
@@ -44,14 +44,8 @@ pub enum StorageError {
     },
 
     /// Text that should name a keyspace is not a UUID.
-    #[error("invalid keyspace id {text:?}: {source}")]
-    InvalidKeyspaceId {
-        /// The text that failed to parse.
-        text: String,
-        /// Why it failed.
-        #[source]
-        source: uuid::Error,
-    },
+    #[error(transparent)]
+    InvalidKeyspaceId(#[from] ringstore_cell::InvalidKeyspaceId),
 
     /// The keyspace was dropped through this store; its id is dead and is
     /// never used again. Nothing was changed.
@@ -118,6 +112,14 @@ pub enum StorageError {
     /// The sled engine failed.
     #[error("sled: {0}")]
     Sled(#[from] sled::Error),
+}
+
+impl From<ringstore_cell::CellDamage> for StorageError {
+    /// A cell that does not decode, at a key the caller adds with
+    /// [`StorageError::at_key`] when it knows it.
+    fn from(reason: ringstore_cell::CellDamage) -> StorageError {
+        StorageError::CorruptCell { reason, key: None }
+    }
 }
 
 impl StorageError {

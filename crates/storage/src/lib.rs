@@ -1,7 +1,9 @@
 //! Storage: each node's durable cells, in token order.
 //!
 //! # What it does
-//! A node stores, per keyspace and key, one [`Cell`]: a value or a tombstone
+//! The data model — [`Cell`], [`Timestamp`], [`KeyspaceId`], last write
+//! wins — is the `ringstore-cell` crate's (re-exported here); this crate is
+//! the engine stack that keeps it. A node stores, per keyspace and key, one [`Cell`]: a value or a tombstone
 //! with its write [`Timestamp`] and optional expiry. Every write is merged with
 //! the stored cell by last-write-wins ([`Cell::reconcile`]), so replicas that
 //! receive the same writes in any order, any number of times, converge. The
@@ -29,9 +31,9 @@
 //!   by the key, so a data tree is sorted by token and a token range — the
 //!   unit of replication, repair and streaming — is one range scan (two when
 //!   it wraps past `Token::MAX`).
-//! - [`KeyspaceId`]: a keyspace's data lives in the tree `data/<uuid>`. A
-//!   re-created keyspace has a new id and so a new, empty tree: old data is
-//!   never resurrected.
+//! - [`DataTree`]: a keyspace's data lives in the tree `data/<uuid>`,
+//!   named by its [`KeyspaceId`]. A re-created keyspace has a new id and so
+//!   a new, empty tree: old data is never resurrected.
 //! - [`Store`]: LWW merges through atomic [`Tree::update`], the [`Durability`]
 //!   policy, and group commit.
 //! - `runs`: bulk loads (streamed ranges) written as sorted files beside the
@@ -144,17 +146,16 @@
 
 #![deny(missing_docs)]
 
-mod cell;
 mod checkpoint;
 mod commit_log;
 mod damage;
+mod data_tree;
 mod durability;
 mod engine;
 mod error;
 pub mod file_system;
 mod group_commit;
 mod key_encoding;
-mod keyspace;
 mod live_size;
 mod memory_engine;
 pub mod offload;
@@ -166,16 +167,19 @@ mod sled_engine;
 mod sled_files;
 mod store;
 
-pub use cell::{Cell, CellDamage, Timestamp};
+pub use data_tree::DataTree;
 pub use commit_log::CommitLogOptions;
 pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError, printable_key};
 pub use file_system::{FileSystem, OsFileSystem, SimulatedFileSystem};
-pub use keyspace::KeyspaceId;
 pub use live_size::KeyspaceCounts;
 pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
 pub use simulated_disk::SimulatedDisk;
 pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
 pub use store::{FoldHold, HINTS_TREE, RunIngest, SYSTEM_TREE, Store};
+
+/// The data model the store keeps (from `ringstore-cell`), re-exported for
+/// the crates that use both.
+pub use ringstore_cell::{Cell, CellDamage, InvalidKeyspaceId, KeyspaceId, Timestamp};

@@ -44,11 +44,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use uuid::Uuid;
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
+use crate::data_tree::DataTree;
 use crate::engine::{Engine, Tree};
 use crate::error::Result;
 use crate::key_encoding::TOKEN_LEN;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 /// The `system` tree's record of the counts saved by a clean close.
 const RECORD: &[u8] = b"live-sizes";
@@ -234,7 +235,7 @@ fn decode(bytes: &[u8]) -> Option<HashMap<KeyspaceId, KeyspaceCounts>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cell::Timestamp;
+    use ringstore_cell::Timestamp;
     use crate::memory_engine::MemoryEngine;
 
     fn counts(bytes: u64, keys: u64, tombstones: u64) -> KeyspaceCounts {

@@ -22,12 +22,12 @@ use std::sync::Arc;
 
 use ringstore_placement::{Token, TokenRange};
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::damage::DamageCount;
 use crate::engine::{KvIter, Tree};
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::key_encoding::{OwnedBounds, after_row_bounds, decode_data_key, token_range_scans};
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 /// An iterator over `(token, key, cell)` for the keys of one keyspace whose
 /// tokens lie in a token range, in `(token, key)` order.
@@ -88,7 +88,7 @@ impl Scan {
 
 fn decode_entry(data_key: &[u8], value: &[u8]) -> Result<(Token, Vec<u8>, Cell)> {
     let (token, key) = decode_data_key(data_key)?;
-    let cell = Cell::decode(value).map_err(|error| error.at_key(key))?;
+    let cell = Cell::decode(value).map_err(|reason| StorageError::from(reason).at_key(key))?;
     Ok((token, key.to_vec(), cell))
 }
 

@@ -2,7 +2,7 @@
 //! their checksums. Pure.
 
 use ringstore_placement::Token;
-use ringstore_storage::Cell;
+use ringstore_cell::Cell;
 
 /// The size of a cell on the wire for streaming purposes: its key and its
 /// cell's canonical bytes. `plan` estimates and `netstats` counts in this unit.
@@ -135,7 +135,7 @@ impl Chunker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_storage::Timestamp;
+    use ringstore_cell::Timestamp;
 
     fn cell(n: usize) -> Cell {
         Cell::live(Timestamp(1), vec![7; n])

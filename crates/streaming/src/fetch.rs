@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use ringstore_placement::{HostId, Token, TokenRange};
-use ringstore_storage::Cell;
+use ringstore_cell::Cell;
 
 use crate::checkpoint::Position;
 use crate::chunk::EntryChecksum;

@@ -1,7 +1,7 @@
 //! The fetch policy on a simulated clock: no sockets, no sleeps.
 
 use super::*;
-use ringstore_storage::Timestamp;
+use ringstore_cell::Timestamp;
 
 const MS: Duration = Duration::from_millis(1);
 

@@ -67,7 +67,7 @@
 //! - The estimator samples the first keys of a range: skewed data (many
 //!   tombstones in one spot) makes it less accurate.
 //! - This crate knows nothing of gRPC: the node converts wire messages to
-//!   [`Cell`](ringstore_storage::Cell)s and back at its edge.
+//!   [`Cell`](ringstore_cell::Cell)s and back at its edge.
 
 #![deny(missing_docs)]
 

@@ -13,7 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use ringstore_placement::HostId;
-use ringstore_storage::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 /// A topology operation that streams ranges to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

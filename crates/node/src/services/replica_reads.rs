@@ -205,9 +205,10 @@ mod tests {
         assert_eq!(invalid.refused_code, tonic::Code::InvalidArgument as i32);
 
         // A damaged copy: DATA_LOSS, which the coordinator reads around.
-        let damaged = ringstore_storage::Cell::decode(&[2, 0, 0])
-            .unwrap_err()
-            .at_key(b"k");
+        let damaged = ringstore_storage::StorageError::from(
+            ringstore_storage::Cell::decode(&[2, 0, 0]).unwrap_err(),
+        )
+        .at_key(b"k");
         let refused = result_of(Err(NodeError::Storage(damaged)));
         assert_eq!(refused.refused_code, tonic::Code::DataLoss as i32);
         assert!(refused.refused.contains("at key k"), "{}", refused.refused);

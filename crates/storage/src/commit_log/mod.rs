@@ -90,11 +90,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::file_system::FileSystem;
 use crate::group_commit::SyncObserver;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 
 pub(crate) use record::LogRecord;
 use record::{SegmentHeader, decode_records, encode_record};

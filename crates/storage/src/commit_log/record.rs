@@ -40,8 +40,8 @@
 //! section is a torn tail, as before. (Cassandra's commit log has sync
 //! markers for the same reason.)
 
-use crate::cell::Cell;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::Cell;
+use ringstore_cell::KeyspaceId;
 
 /// The bytes of a segment header.
 pub(crate) const HEADER_LEN: usize = 32;
@@ -299,7 +299,7 @@ fn decode_payload(payload: &[u8]) -> Option<LogRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cell::Timestamp;
+    use ringstore_cell::Timestamp;
 
     fn cell(version: i64) -> Cell {
         Cell::live(Timestamp(version), format!("value {version}").into_bytes())

@@ -30,7 +30,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::file_system::{FileHandle, FileSystem, OpenMode, parent_of, read_exact_at};
 use crate::key_encoding::TOKEN_LEN;

@@ -64,7 +64,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::error::{Result, StorageError};
 use crate::file_system::FileSystem;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 use crate::live_size::KeyspaceCounts;
 pub(crate) use file::Run;
 pub(crate) use file::RunWriter;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::engine::KvIter;
 use crate::error::Result;
 use crate::live_size::KeyspaceCounts;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Store, lock, token_of};
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::key_encoding::encode_data_key;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 use crate::live_size::{self, StoredCell};
 use crate::runs::{Run, RunStore, RunWriter};
 

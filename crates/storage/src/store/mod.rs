@@ -59,16 +59,17 @@ use std::time::Duration;
 
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
-use crate::cell::Cell;
+use ringstore_cell::Cell;
 use crate::commit_log::{self, CommitLog, CommitLogOptions, LogPosition};
 use crate::damage::DamageCount;
+use crate::data_tree::DataTree;
 use crate::durability::Durability;
 use crate::engine::{Engine, Tree};
 use crate::error::{Result, StorageError};
 use crate::file_system::{FileSystem, OsFileSystem};
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::key_encoding::encode_data_key;
-use crate::keyspace::KeyspaceId;
+use ringstore_cell::KeyspaceId;
 use crate::live_size::{self, KeyspaceCounts, LiveCounts, StoredCell};
 use crate::periodic_flush::PeriodicFlusher;
 use crate::runs::{ReadThrough, RunSet, RunStore};
@@ -400,7 +401,11 @@ impl Store {
         let read = self
             .data_tree(ks)?
             .get(&data_key)
-            .and_then(|bytes| bytes.map(|bytes| Cell::decode(&bytes)).transpose());
+            .and_then(|bytes| {
+                bytes
+                    .map(|bytes| Cell::decode(&bytes).map_err(StorageError::from))
+                    .transpose()
+            });
         read.map_err(|error| {
             if error.is_corruption() {
                 self.inner.damage.note();
@@ -907,8 +912,8 @@ pub(crate) fn newest_readable<'a>(
                     newest = Some((bytes, cell));
                 }
             }
-            Err(error) => {
-                damage.get_or_insert(error);
+            Err(reason) => {
+                damage.get_or_insert(StorageError::from(reason));
             }
         }
     }

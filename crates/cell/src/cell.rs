@@ -42,7 +42,6 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use crate::error::{Result, StorageError};
 
 /// Microseconds since the Unix epoch: the time a write claims, and the unit
 /// of expiry times. Coordinators issue them strictly increasing.
@@ -191,14 +190,14 @@ impl Cell {
 
     /// Whether `bytes` are of the format [`Cell::encode`] writes (not
     /// whether they decode).
-    pub(crate) fn is_current_format(bytes: &[u8]) -> bool {
+    pub fn is_current_format(bytes: &[u8]) -> bool {
         bytes.first() == Some(&CELL_FORMAT)
     }
 
     /// Whether the encoded cell `bytes` (either format) is a tombstone,
     /// read from its flags without decoding or checking it (`false` for
     /// bytes too short to hold them or of an unknown format).
-    pub(crate) fn encoded_is_tombstone(bytes: &[u8]) -> bool {
+    pub fn encoded_is_tombstone(bytes: &[u8]) -> bool {
         match bytes {
             [CELL_FORMAT | CELL_FORMAT_UNCHECKED, flags, ..] => flags & FLAG_TOMBSTONE != 0,
             _ => false,
@@ -261,7 +260,7 @@ impl Cell {
     }
 
     /// [`Cell::encode`], appended to `bytes`.
-    pub(crate) fn encode_into(&self, bytes: &mut Vec<u8>) {
+    pub fn encode_into(&self, bytes: &mut Vec<u8>) {
         let start = bytes.len();
         self.body_into(CELL_FORMAT, bytes);
         let crc = crc32fast::hash(&bytes[start..]);
@@ -307,14 +306,10 @@ impl Cell {
 
     /// Decodes either format (see the module docs). Bytes that do not read
     /// back (an unknown format, a layout that does not hold, a format-2 cell
-    /// whose CRC does not match) are [`StorageError::CorruptCell`], never a
-    /// panic.
-    pub fn decode(bytes: &[u8]) -> Result<Cell> {
-        Cell::decode_checked(bytes)
-            .map_err(|reason| StorageError::CorruptCell { reason, key: None })
-    }
-
-    fn decode_checked(bytes: &[u8]) -> Result<Cell, CellDamage> {
+    /// whose CRC does not match) are a [`CellDamage`] naming what is wrong,
+    /// never a panic. The storage crate turns it into its `CorruptCell`
+    /// error, with the key when it knows it.
+    pub fn decode(bytes: &[u8]) -> Result<Cell, CellDamage> {
         let body = match bytes.first() {
             None => return Err(CellDamage::Truncated("header")),
             Some(&CELL_FORMAT_UNCHECKED) => bytes,
@@ -458,7 +453,7 @@ mod tests {
     #[test]
     fn corrupt_encodings_are_errors() {
         let damage = |bytes: &[u8]| match Cell::decode(bytes) {
-            Err(StorageError::CorruptCell { reason, key: None }) => reason,
+            Err(reason) => reason,
             other => panic!("{bytes:?} decoded as {other:?}"),
         };
         assert_eq!(damage(&[]), CellDamage::Truncated("header"));
@@ -509,7 +504,7 @@ mod tests {
                 let mut flipped = good.clone();
                 flipped[bit / 8] ^= 1 << (bit % 8);
                 assert!(
-                    Cell::decode(&flipped).is_err_and(|e| e.is_corruption()),
+                    Cell::decode(&flipped).is_err(),
                     "bit {bit} of {cell:?} flipped decoded"
                 );
             }
