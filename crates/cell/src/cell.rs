@@ -42,7 +42,6 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-
 /// Microseconds since the Unix epoch: the time a write claims, and the unit
 /// of expiry times. Coordinators issue them strictly increasing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -20,8 +20,8 @@
 //! panic. A new format gets a new version byte and a decoder arm that migrates
 //! it to the current [`Hint`].
 
-use ringstore_placement::HostId;
 use ringstore_cell::{Cell, KeyspaceId, Timestamp};
+use ringstore_placement::HostId;
 use uuid::Uuid;
 
 use crate::error::{HintsError, Result};

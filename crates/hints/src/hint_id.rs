@@ -17,8 +17,8 @@
 //! and a new layout would be migrated by rewriting every entry on open (the
 //! values, which do carry a version, hold everything needed to rebuild keys).
 
-use ringstore_placement::HostId;
 use ringstore_cell::Timestamp;
+use ringstore_placement::HostId;
 use uuid::Uuid;
 
 use crate::error::{HintsError, Result};

@@ -123,6 +123,140 @@ fn no_two_modules_of_the_node_import_each_other() {
     );
 }
 
+/// The strongly connected components of `graph` with more than one member:
+/// each is a set of modules that reach each other through imports (a
+/// circle of any length), by Tarjan's algorithm.
+fn circles<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>> {
+    struct Walk<'a, 'g> {
+        graph: &'g BTreeMap<&'a str, BTreeSet<&'a str>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<Vec<&'a str>>,
+    }
+    impl<'a> Walk<'a, '_> {
+        fn visit(&mut self, node: &'a str) {
+            let at = self.index.len();
+            self.index.insert(node, at);
+            self.low.insert(node, at);
+            self.stack.push(node);
+            self.on_stack.insert(node);
+            for &next in self.graph.get(node).into_iter().flatten() {
+                if !self.index.contains_key(next) {
+                    self.visit(next);
+                    let low = self.low[node].min(self.low[next]);
+                    self.low.insert(node, low);
+                } else if self.on_stack.contains(next) {
+                    let low = self.low[node].min(self.index[next]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let mut component = Vec::new();
+                while let Some(member) = self.stack.pop() {
+                    self.on_stack.remove(member);
+                    component.push(member);
+                    if member == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for &node in graph.keys() {
+        if !walk.index.contains_key(node) {
+            walk.visit(node);
+        }
+    }
+    walk.found.sort();
+    walk.found
+}
+
+/// The node's import graph: by module (file), and by top-level module
+/// (`topology::join` counts as `topology`; an import within one top-level
+/// module is not an edge).
+fn import_graphs() -> (
+    BTreeMap<String, BTreeSet<String>>,
+    BTreeMap<String, BTreeSet<String>>,
+) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = modules(&src);
+    assert!(
+        modules.len() > 50,
+        "found only {} modules in {}",
+        modules.len(),
+        src.display()
+    );
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let by_file: BTreeMap<String, BTreeSet<String>> = modules
+        .iter()
+        .map(|(module, code)| (module.clone(), imports(module, code, &known)))
+        .collect();
+    let top = |module: &str| module.split("::").next().unwrap_or("").to_string();
+    let mut by_top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, named) in &by_file {
+        let from = top(module);
+        let edges = by_top.entry(from.clone()).or_default();
+        edges.extend(named.iter().map(|n| top(n)).filter(|to| *to != from));
+    }
+    (by_file, by_top)
+}
+
+fn borrowed(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, BTreeSet<&str>> {
+    graph
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.iter().map(String::as_str).collect()))
+        .collect()
+}
+
+#[test]
+fn the_node_modules_form_no_circle_of_any_length() {
+    let (by_file, _) = import_graphs();
+    let found = circles(&borrowed(&by_file));
+    assert!(
+        found.is_empty(),
+        "modules that reach each other through imports: {found:?}"
+    );
+}
+
+#[test]
+fn the_node_top_level_modules_form_no_circle_of_any_length() {
+    let (_, by_top) = import_graphs();
+    let found = circles(&borrowed(&by_top));
+    assert!(
+        found.is_empty(),
+        "top-level modules that reach each other through imports: {found:?}"
+    );
+}
+
+#[test]
+fn the_circle_finder_sees_circles_of_any_length() {
+    let graph: BTreeMap<&str, BTreeSet<&str>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a", "d"]),
+        ("d", vec![]),
+        ("e", vec!["e"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.into_iter().collect()))
+    .collect();
+    assert_eq!(circles(&graph), vec![vec!["a", "b", "c"]]);
+}
+
 #[test]
 fn the_resolver_sees_a_circle() {
     let known: BTreeSet<String> = ["a", "b", "b::c"].iter().map(|s| s.to_string()).collect();

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use ringstore_placement::{Token, TokenRange};
 use ringstore_cell::{KeyspaceId, Timestamp};
+use ringstore_placement::{Token, TokenRange};
 use uuid::Uuid;
 
 /// The encoding's format version.

@@ -7,8 +7,8 @@
 //! done, so at most the unit in flight is repaired twice (harmless: a
 //! repair only ever writes winning cells).
 
-use ringstore_placement::{Token, TokenRange};
 use ringstore_cell::{KeyspaceId, Timestamp};
+use ringstore_placement::{Token, TokenRange};
 use uuid::Uuid;
 
 /// The encoding's format version.

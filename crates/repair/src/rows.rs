@@ -176,8 +176,8 @@ fn best_versions(versions: &[Option<RowVersion>]) -> Vec<RowVersion> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_placement::Murmur3Partitioner;
     use ringstore_cell::{Cell, Timestamp};
+    use ringstore_placement::Murmur3Partitioner;
 
     fn version(ts: i64, value: &[u8]) -> RowVersion {
         RowVersion::of(&Cell::live(Timestamp(ts), value.to_vec()))

@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use ringstore_placement::TokenRange;
 use ringstore_cell::{KeyspaceId, Timestamp};
+use ringstore_placement::TokenRange;
 
 /// One range the scheduler looks after.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@
 
 use std::fmt;
 
-use ringstore_placement::cassandra_murmur3_x64_128;
 use ringstore_cell::Cell;
+use ringstore_placement::cassandra_murmur3_x64_128;
 
 /// The fingerprint of a replica's cell for a key (or of its absence).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -41,8 +41,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use ringstore_placement::{HostId, Token};
 use ringstore_cell::{Cell, Timestamp};
+use ringstore_placement::{HostId, Token};
 
 /// A row's place in a scan: `(token, key)` order, as storage keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -36,8 +36,8 @@
 
 use std::collections::VecDeque;
 
-use ringstore_placement::{Datacenter, HostId};
 use ringstore_cell::Cell;
+use ringstore_placement::{Datacenter, HostId};
 
 use crate::consistency::ConsistencyLevel;
 use crate::requirement::Requirement;

@@ -83,8 +83,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Instant;
 
-use ringstore_placement::{Datacenter, HostId};
 use ringstore_cell::{Cell, Timestamp};
+use ringstore_placement::{Datacenter, HostId};
 
 use crate::consistency::ConsistencyLevel;
 use crate::digest::Digest;

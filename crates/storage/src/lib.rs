@@ -167,8 +167,8 @@ mod sled_engine;
 mod sled_files;
 mod store;
 
-pub use data_tree::DataTree;
 pub use commit_log::CommitLogOptions;
+pub use data_tree::DataTree;
 pub use durability::Durability;
 pub use engine::{Engine, KvIter, Tree, Updater};
 pub use error::{Result, StorageError, printable_key};

@@ -44,11 +44,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use uuid::Uuid;
 
-use ringstore_cell::Cell;
 use crate::data_tree::DataTree;
 use crate::engine::{Engine, Tree};
 use crate::error::Result;
 use crate::key_encoding::TOKEN_LEN;
+use ringstore_cell::Cell;
 use ringstore_cell::KeyspaceId;
 
 /// The `system` tree's record of the counts saved by a clean close.
@@ -235,8 +235,8 @@ fn decode(bytes: &[u8]) -> Option<HashMap<KeyspaceId, KeyspaceCounts>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringstore_cell::Timestamp;
     use crate::memory_engine::MemoryEngine;
+    use ringstore_cell::Timestamp;
 
     fn counts(bytes: u64, keys: u64, tombstones: u64) -> KeyspaceCounts {
         KeyspaceCounts {

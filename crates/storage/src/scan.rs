@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 use ringstore_placement::{Token, TokenRange};
 
-use ringstore_cell::Cell;
 use crate::damage::DamageCount;
 use crate::engine::{KvIter, Tree};
 use crate::error::{Result, StorageError};
 use crate::key_encoding::{OwnedBounds, after_row_bounds, decode_data_key, token_range_scans};
+use ringstore_cell::Cell;
 use ringstore_cell::KeyspaceId;
 
 /// An iterator over `(token, key, cell)` for the keys of one keyspace whose

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ringstore_storage::{
-    Cell, CommitLogOptions, Durability, KeyspaceId, SimulatedDisk, Store, Timestamp,
+    Cell, CommitLogOptions, Durability, KeyspaceId, SimulatedDisk, SimulatedFileSystem, Store,
+    Timestamp,
 };
 
 const WRITERS: usize = 8;
@@ -504,4 +505,80 @@ async fn a_sync_window_spaces_the_log_syncs_and_loses_nothing() {
             "writer {writer}'s last acknowledged version"
         );
     }
+}
+
+/// On a simulation's thread the log has no writer thread: the waiter that
+/// takes the appended records writes them, then syncs them a moment later
+/// (`INLINE_SYNC_TIME`, 2 ms). A waiter dropped in that moment (its request
+/// timed out) must leave the sync to the next one: here `dropped` takes
+/// both its record and `waiting`'s, is dropped before its sync, and
+/// `waiting` must still become durable. It spun forever once (found by
+/// seed 1288 of the simulation soak), so the runtime runs on a thread of
+/// its own and the test gives up on it after a deadline.
+#[test]
+fn a_waiter_dropped_between_its_write_and_its_sync_leaves_the_sync_to_the_next() {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        ringstore_storage::offload::run_inline_on_this_thread();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let result = runtime.block_on(async {
+            let dir = Path::new("/sim");
+            let store = Arc::new(
+                Store::open_on_files(
+                    Arc::new(SimulatedDisk::new()),
+                    Durability::Batch,
+                    options(dir),
+                    None,
+                    Arc::new(SimulatedFileSystem::new()),
+                )
+                .unwrap(),
+            );
+            let ks = KeyspaceId::random();
+            let write = |name: &'static str| {
+                let store = Arc::clone(&store);
+                async move {
+                    let cell = Cell::live(Timestamp(1), name.as_bytes().to_vec());
+                    store.apply(ks, name.as_bytes(), cell).await
+                }
+            };
+            // `first` takes the log's writing turn and syncs at 2 ms;
+            // meanwhile `dropped` and `waiting` append. One of them takes
+            // both records at 2 ms (which one depends on the order they
+            // are woken in, so both orders are tried): when it is
+            // `dropped`, its timeout drops it at 3 ms, before its sync at
+            // 4 ms.
+            for dropped_first in [true, false] {
+                let first = tokio::spawn(write("first"));
+                tokio::task::yield_now().await;
+                let spawn_dropped = || {
+                    tokio::spawn(tokio::time::timeout(
+                        Duration::from_millis(3),
+                        write("dropped"),
+                    ))
+                };
+                let (dropped, waiting) = if dropped_first {
+                    let dropped = spawn_dropped();
+                    tokio::task::yield_now().await;
+                    (dropped, tokio::spawn(write("waiting")))
+                } else {
+                    let waiting = tokio::spawn(write("waiting"));
+                    tokio::task::yield_now().await;
+                    (spawn_dropped(), waiting)
+                };
+                first.await.unwrap()?;
+                let _ = dropped.await.unwrap();
+                waiting.await.unwrap()?;
+            }
+            Ok::<(), ringstore_storage::StorageError>(())
+        });
+        let _ = done.send(result);
+    });
+    let result = outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the waiter left behind finishes (it spins when the dropped waiter's batch is never synced)");
+    result.unwrap();
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use ringstore_placement::{Murmur3Partitioner, Token, TokenRange};
 use ringstore_storage::{
-    DataTree,
-    Cell, CellDamage, Durability, Engine, KeyspaceId, MemoryEngine, SledEngine, SledOptions,
-    StorageError, Store, Timestamp,
+    Cell, CellDamage, DataTree, Durability, Engine, KeyspaceId, MemoryEngine, SledEngine,
+    SledOptions, StorageError, Store, Timestamp,
 };
 
 fn memory_store() -> Store {

@@ -1,8 +1,8 @@
 //! Stream chunks: bounded groups of cells, cut only between tokens, with
 //! their checksums. Pure.
 
-use ringstore_placement::Token;
 use ringstore_cell::Cell;
+use ringstore_placement::Token;
 
 /// The size of a cell on the wire for streaming purposes: its key and its
 /// cell's canonical bytes. `plan` estimates and `netstats` counts in this unit.

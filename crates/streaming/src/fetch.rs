@@ -42,8 +42,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use ringstore_placement::{HostId, Token, TokenRange};
 use ringstore_cell::Cell;
+use ringstore_placement::{HostId, Token, TokenRange};
 
 use crate::checkpoint::Position;
 use crate::chunk::EntryChecksum;

@@ -12,8 +12,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ringstore_placement::HostId;
 use ringstore_cell::KeyspaceId;
+use ringstore_placement::HostId;
 
 /// A topology operation that streams ranges to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

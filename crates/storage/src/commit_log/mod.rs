@@ -90,10 +90,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::file_system::FileSystem;
 use crate::group_commit::SyncObserver;
+use ringstore_cell::Cell;
 use ringstore_cell::KeyspaceId;
 
 pub(crate) use record::LogRecord;

@@ -55,6 +55,9 @@ pub(super) struct Active {
     offset: u64,
     /// Whether a spare was asked for since this segment began.
     spare_asked: bool,
+    /// Kept inline only: the log position up to which records are written,
+    /// synced or not (see [`write_appended`]).
+    written: u64,
 }
 
 impl Active {
@@ -71,6 +74,7 @@ impl Active {
             header,
             offset: HEADER_LEN as u64,
             spare_asked: false,
+            written: 0,
         })
     }
 }
@@ -133,17 +137,30 @@ pub(super) fn run(shared: Arc<Shared>, mut active: Active) {
 /// The last section's sync comes [`INLINE_SYNC_TIME`] after its write, in
 /// the simulation's time, so a crash may find it written and not synced.
 ///
+///
+/// Cancel-safe: the waiter running it may be dropped at the sleep (its
+/// request timed out). The batch it wrote is then written and not synced,
+/// and no longer in the buffer; `active.written` remembers it, so the next
+/// waiter syncs it instead of finding nothing to write and waiting forever.
+///
 /// [`INLINE_SYNC_TIME`]: super::INLINE_SYNC_TIME
 pub(super) async fn write_appended(shared: &Arc<Shared>, active: &mut Active) {
-    let (mut batch, upto) = {
+    let batch = {
         let mut state = shared.lock();
-        if state.buffer.is_empty() || state.failure.is_some() {
+        if state.failure.is_some() {
             return;
         }
-        (std::mem::take(&mut state.buffer), state.appended)
+        (!state.buffer.is_empty()).then(|| (std::mem::take(&mut state.buffer), state.appended))
     };
-    if let Err(error) = write_batch(shared, active, &mut batch, LastSync::Deferred) {
-        shared.fail(error);
+    if let Some((mut batch, upto)) = batch {
+        if let Err(error) = write_batch(shared, active, &mut batch, LastSync::Deferred) {
+            shared.fail(error);
+            return;
+        }
+        active.written = upto;
+    }
+    let upto = active.written;
+    if upto <= shared.progress.borrow().durable {
         return;
     }
     tokio::time::sleep(super::INLINE_SYNC_TIME).await;
@@ -153,7 +170,7 @@ pub(super) async fn write_appended(shared: &Arc<Shared>, active: &mut Active) {
     }
     shared
         .progress
-        .send_modify(|progress| progress.durable = upto);
+        .send_modify(|progress| progress.durable = progress.durable.max(upto));
 }
 
 /// Whether [`write_batch`] syncs the batch's last section itself.

@@ -30,11 +30,11 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::file_system::{FileHandle, FileSystem, OpenMode, parent_of, read_exact_at};
 use crate::key_encoding::TOKEN_LEN;
 use crate::live_size::KeyspaceCounts;
+use ringstore_cell::Cell;
 
 /// The first bytes of every run file.
 const MAGIC: &[u8; 8] = b"RSRUN\x01\0\0";

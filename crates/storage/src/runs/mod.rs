@@ -64,11 +64,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::error::{Result, StorageError};
 use crate::file_system::FileSystem;
-use ringstore_cell::KeyspaceId;
 use crate::live_size::KeyspaceCounts;
 pub(crate) use file::Run;
 pub(crate) use file::RunWriter;
 pub(crate) use overlay::ReadThrough;
+use ringstore_cell::KeyspaceId;
 pub(crate) use set::RunSet;
 
 /// Unfolded runs at which the fold goes on even while runs are being

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ringstore_cell::Cell;
 use crate::engine::KvIter;
 use crate::error::Result;
 use crate::live_size::KeyspaceCounts;
 use crate::runs::file::{Run, RunRange};
+use ringstore_cell::Cell;
 
 /// The runs of one keyspace, shared by its readers, its writers and the
 /// folder. Readers take a [`Runs`] snapshot: a run removed after that

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Store, lock, token_of};
-use ringstore_cell::Cell;
 use crate::error::{Result, StorageError};
 use crate::key_encoding::encode_data_key;
-use ringstore_cell::KeyspaceId;
 use crate::live_size::{self, StoredCell};
 use crate::runs::{Run, RunStore, RunWriter};
+use ringstore_cell::Cell;
+use ringstore_cell::KeyspaceId;
 
 /// Cells folded under one hold of the store's write lock: a close or a
 /// snapshot waits for at most this many.

@@ -59,7 +59,6 @@ use std::time::Duration;
 
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 
-use ringstore_cell::Cell;
 use crate::commit_log::{self, CommitLog, CommitLogOptions, LogPosition};
 use crate::damage::DamageCount;
 use crate::data_tree::DataTree;
@@ -69,11 +68,12 @@ use crate::error::{Result, StorageError};
 use crate::file_system::{FileSystem, OsFileSystem};
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::key_encoding::encode_data_key;
-use ringstore_cell::KeyspaceId;
 use crate::live_size::{self, KeyspaceCounts, LiveCounts, StoredCell};
 use crate::periodic_flush::PeriodicFlusher;
 use crate::runs::{ReadThrough, RunSet, RunStore};
 use crate::scan::Scan;
+use ringstore_cell::Cell;
+use ringstore_cell::KeyspaceId;
 
 mod ingest;
 pub use ingest::{FoldHold, RunIngest};
@@ -398,14 +398,11 @@ impl Store {
     /// read was for.
     pub fn read(&self, ks: KeyspaceId, key: &[u8]) -> Result<Option<Cell>> {
         let data_key = encode_data_key(token_of(key)?, key);
-        let read = self
-            .data_tree(ks)?
-            .get(&data_key)
-            .and_then(|bytes| {
-                bytes
-                    .map(|bytes| Cell::decode(&bytes).map_err(StorageError::from))
-                    .transpose()
-            });
+        let read = self.data_tree(ks)?.get(&data_key).and_then(|bytes| {
+            bytes
+                .map(|bytes| Cell::decode(&bytes).map_err(StorageError::from))
+                .transpose()
+        });
         read.map_err(|error| {
             if error.is_corruption() {
                 self.inner.damage.note();
