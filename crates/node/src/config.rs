@@ -54,7 +54,7 @@ pub struct NodeConfig {
     /// on port 7200/TCP.
     pub metrics_address: Option<SocketAddr>,
     /// Who may read `GET /metrics`, and over what (`[metrics_security]`).
-    pub metrics_security: crate::metrics_http::MetricsSecurity,
+    pub metrics_security: crate::metrics_http::security::MetricsSecurity,
     /// The client address others should use, if not the bind address (behind NAT, in docker).
     pub broadcast_client_address: Option<SocketAddr>,
     /// The internode address others should use, if not the bind address.
@@ -159,7 +159,7 @@ pub struct NodeConfig {
     /// Anti-entropy repair and tombstone garbage collection.
     pub repair: RepairConfig,
     /// Client authentication and authorization (`[auth]`).
-    pub auth: crate::client_auth::AuthConfig,
+    pub auth: crate::client_auth::config::AuthConfig,
     /// At a fresh node's first start: the dead node it replaces (its host id,
     /// or an IP address it used), whose tokens it takes over and whose data it
     /// streams from the surviving replicas.
@@ -399,7 +399,7 @@ impl Default for NodeConfig {
             hints: HintsConfig::default(),
             stream_throughput_mib_per_sec: 24,
             repair: RepairConfig::default(),
-            auth: crate::client_auth::AuthConfig::default(),
+            auth: crate::client_auth::config::AuthConfig::default(),
             replace_address: None,
         }
     }
@@ -586,7 +586,7 @@ impl NodeConfig {
     /// must not be open to a network either).
     pub fn client_port_secured(&self) -> bool {
         self.client_encryption.enabled
-            || self.auth.authenticator == crate::client_auth::Authenticator::Password
+            || self.auth.authenticator == crate::client_auth::config::Authenticator::Password
     }
 
     /// The client address other nodes and clients use.

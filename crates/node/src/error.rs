@@ -10,6 +10,19 @@ pub enum NodeError {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// The empty key, which has no token.
+    #[error("key must not be empty")]
+    EmptyKey,
+
+    /// A key longer than the limit ([`crate::limits::MAX_KEY_BYTES`]).
+    #[error("key is {len} bytes; the limit is {max} bytes")]
+    KeyTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+
     /// No keyspace of that name.
     #[error("keyspace {0:?} does not exist")]
     KeyspaceNotFound(String),
@@ -145,7 +158,7 @@ pub enum NodeError {
 
     /// The metrics port could not be set up (its token or TLS files).
     #[error("metrics port: {0}")]
-    MetricsHttp(#[from] crate::metrics_http::MetricsHttpError),
+    MetricsHttp(#[from] crate::metrics_http::security::MetricsHttpError),
 
     /// The metrics page could not be made.
     #[error("metrics: {0}")]
@@ -316,6 +329,8 @@ impl NodeError {
             // coordinator tells from UNAVAILABLE (`is_damaged_replica`).
             NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
             NodeError::InvalidArgument(_)
+            | NodeError::EmptyKey
+            | NodeError::KeyTooLong { .. }
             | NodeError::Repair(ringstore_repair::RepairError::UnknownGcMode(_)) => {
                 Code::InvalidArgument
             }

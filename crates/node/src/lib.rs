@@ -99,6 +99,7 @@ pub mod file_modes;
 pub mod handoff;
 pub mod internode_auth;
 pub mod known_members;
+pub mod limits;
 mod local_reads;
 pub mod log_levels;
 pub mod metrics;

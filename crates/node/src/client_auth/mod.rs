@@ -18,7 +18,7 @@
 
 mod body;
 mod bootstrap;
-mod config;
+pub(crate) mod config;
 mod flights;
 mod gate;
 mod layer;

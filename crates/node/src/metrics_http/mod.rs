@@ -4,7 +4,7 @@
 //! without the token, or with another, is 401; a page that cannot be made
 //! is 500 with the reason.
 
-mod security;
+pub(crate) mod security;
 mod tls;
 
 use std::net::SocketAddr;

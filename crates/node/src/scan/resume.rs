@@ -13,7 +13,7 @@ use ringstore_placement::Token;
 use ringstore_replication::{RowPosition, ScanPoint};
 
 use crate::error::{NodeError, Result};
-use crate::services::client::check_key;
+use crate::limits::check_key;
 
 const VERSION: u8 = 1;
 const AFTER_TOKEN: u8 = 0;

@@ -34,13 +34,10 @@ use crate::convert::level_from_pb;
 use crate::coordinator;
 use crate::deadline::ClientDeadline;
 use crate::error::{NodeError, Result};
+use crate::limits::{MAX_TTL_SECONDS, check_key};
 use crate::schema::KeyspaceDef;
 use crate::schema::sync::keyspace_catching_up;
 
-/// The largest key accepted, in bytes (Cassandra's partition key limit).
-pub const MAX_KEY_BYTES: usize = 64 * 1024;
-/// The longest TTL accepted: 20 years, as Cassandra.
-pub const MAX_TTL_SECONDS: u32 = 20 * 365 * 24 * 3600;
 
 /// Serves `Client` from a node's context.
 #[derive(Clone)]
@@ -216,20 +213,6 @@ fn check_batch_size(config: &NodeConfig, mutations: &[pb::Mutation]) -> Result<(
             "the batch holds {bytes} bytes of keys and values; the limit is {} bytes \
              (max_batch_bytes)",
             config.max_batch_bytes
-        )));
-    }
-    Ok(())
-}
-
-/// Checks a key: 1 byte to 64 KiB.
-pub fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() {
-        return Err(NodeError::InvalidArgument("key must not be empty".into()));
-    }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(NodeError::InvalidArgument(format!(
-            "key is {} bytes; the limit is {MAX_KEY_BYTES} bytes",
-            key.len()
         )));
     }
     Ok(())

@@ -25,7 +25,7 @@ use crate::ring_lag;
 use crate::schema::store::snapshot_of;
 use crate::schema::sync::merge_and_publish;
 use crate::services::apply_stream;
-use crate::services::client::check_key;
+use crate::limits::check_key;
 use crate::services::replica_reads;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};
 use crate::streaming::source::send_range;

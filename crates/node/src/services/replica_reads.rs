@@ -28,7 +28,7 @@ use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::{NodeError, Result};
 use crate::local_reads::read_own_copy;
-use crate::services::client::check_key;
+use crate::limits::check_key;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
 pub(crate) const RESPONSE_BUDGET_BYTES: usize = 4 * 1024 * 1024;
