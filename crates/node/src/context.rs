@@ -251,3 +251,55 @@ impl HandoffHost for NodeContext {
         &self.metrics
     }
 }
+
+impl crate::streaming::StreamHost for NodeContext {
+    fn host_id(&self) -> HostId {
+        self.host_id
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn view(&self) -> Arc<ClusterView> {
+        NodeContext::view(self)
+    }
+
+    fn keyspace_name(&self, id: KeyspaceId) -> String {
+        NodeContext::keyspace_name(self, id)
+    }
+
+    fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    fn metrics(&self) -> &NodeMetrics {
+        &self.metrics
+    }
+
+    fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
+    fn stream_throttle(&self) -> &StreamThrottle {
+        &self.stream_throttle
+    }
+}
+
+impl crate::removal::RemovalHost for NodeContext {
+    fn host_id(&self) -> HostId {
+        self.host_id
+    }
+
+    fn membership(&self) -> &MembershipHandle {
+        &self.membership
+    }
+
+    fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    fn request_stop(&self) {
+        self.stop_requested.send_replace(true);
+    }
+}

@@ -255,7 +255,6 @@ const STILL_IN_A_CIRCLE_BY_FILE: &[&str] = &[
     "schema::store",
     "security",
     "shared_error",
-    "topology",
 ];
 
 /// The same for top-level modules (folders count as one).
