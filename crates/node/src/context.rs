@@ -1,4 +1,10 @@
 //! What every service of a running node shares.
+//!
+//! Subsystems should not take it whole: each asks for a narrow host trait
+//! of what it uses. Those that only hand out its fields are implemented at
+//! the end of this file (`HandoffHost`, `StreamHost`, `RemovalHost`);
+//! `TopologyHost` and `SnapshotHost` are implemented in `node/hosts.rs`,
+//! as their impls call modules that import this one.
 
 use std::sync::Arc;
 use std::time::Instant;
