@@ -1,10 +1,11 @@
 //! What every service of a running node shares.
 //!
 //! Subsystems should not take it whole: each asks for a narrow host trait
-//! of what it uses. Those that only hand out its fields are implemented at
-//! the end of this file (`HandoffHost`, `StreamHost`, `RemovalHost`);
-//! `TopologyHost` and `SnapshotHost` are implemented in `node/hosts.rs`,
-//! as their impls call modules that import this one.
+//! of what it uses. `HandoffHost` and `RemovalHost` are implemented at the
+//! end of this file; `StreamHost`, `TopologyHost` and `SnapshotHost` in
+//! `node/hosts.rs`, as naming those modules here would draw them into a
+//! circle with this one (their impls call modules that import this one,
+//! or they use the node's error type, which does).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -255,40 +256,6 @@ impl HandoffHost for NodeContext {
 
     fn metrics(&self) -> &NodeMetrics {
         &self.metrics
-    }
-}
-
-impl crate::streaming::StreamHost for NodeContext {
-    fn host_id(&self) -> HostId {
-        self.host_id
-    }
-
-    fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn view(&self) -> Arc<ClusterView> {
-        NodeContext::view(self)
-    }
-
-    fn keyspace_name(&self, id: KeyspaceId) -> String {
-        NodeContext::keyspace_name(self, id)
-    }
-
-    fn peers(&self) -> &Peers {
-        &self.peers
-    }
-
-    fn metrics(&self) -> &NodeMetrics {
-        &self.metrics
-    }
-
-    fn streams(&self) -> &Streams {
-        &self.streams
-    }
-
-    fn stream_throttle(&self) -> &StreamThrottle {
-        &self.stream_throttle
     }
 }
 

@@ -1,17 +1,18 @@
 //! The node's context as the hosts of the subsystems that must not name
-//! it, where `context.rs` cannot hold the impl: topology's
-//! ([`TopologyHost`]) and snapshots' ([`SnapshotHost`]).
+//! it, where `context.rs` cannot hold the impl: streaming's
+//! ([`StreamHost`]), topology's ([`TopologyHost`]) and snapshots'
+//! ([`SnapshotHost`]).
 //!
-//! The hosts that only hand out the context's fields are implemented at the
-//! end of `context.rs` ([`HandoffHost`](crate::handoff::HandoffHost),
-//! [`StreamHost`](crate::streaming::StreamHost),
-//! [`RemovalHost`](crate::removal::RemovalHost)). These two are not:
-//! topology's host calls into the schema's gossip (`schema::sync`) and
-//! repair (`repair::node_ops`), which both take the context, so the context
-//! importing them would make each pair import each other; and `snapshots`
-//! uses the node's error type, which reaches the context, so the context
-//! importing it would draw it into that circle. The node module sits above
-//! all of them, and nothing imports it.
+//! [`HandoffHost`](crate::handoff::HandoffHost) and
+//! [`RemovalHost`](crate::removal::RemovalHost) are implemented at the end
+//! of `context.rs`. These three are not: topology's host calls into the
+//! schema's gossip (`schema::sync`) and repair (`repair::node_ops`), which
+//! both take the context, so the context importing them would make each
+//! pair import each other; and `streaming` and `snapshots` use the node's
+//! error type, which reaches the context, so the context naming them would
+//! draw them into that circle (for `streaming`, among the top-level
+//! modules). The node module sits above all of them, and nothing imports
+//! it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,17 +20,55 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use ringstore_membership::MembershipHandle;
+use ringstore_membership::{ClusterView, MembershipHandle};
+use ringstore_metrics::NodeMetrics;
 use ringstore_placement::{HostId, Location, Ring};
-use ringstore_storage::Store;
+use ringstore_storage::{KeyspaceId, Store};
+use ringstore_streaming::{StreamThrottle, Streams};
 
 use crate::context::NodeContext;
 use crate::error::Result;
+use crate::peers::Peers;
 use crate::repair::node_ops::sync_gained_ranges;
 use crate::schema::sync::{merge_and_publish, pull_from_live_peers, push_with_retries};
 use crate::schema::{KeyspaceDef, SchemaEntry};
 use crate::snapshots::SnapshotHost;
+use crate::streaming::StreamHost;
 use crate::topology::host::{TokenAllocation, TopologyHost};
+
+impl StreamHost for NodeContext {
+    fn host_id(&self) -> HostId {
+        self.host_id
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn view(&self) -> Arc<ClusterView> {
+        NodeContext::view(self)
+    }
+
+    fn keyspace_name(&self, id: KeyspaceId) -> String {
+        NodeContext::keyspace_name(self, id)
+    }
+
+    fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    fn metrics(&self) -> &NodeMetrics {
+        &self.metrics
+    }
+
+    fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
+    fn stream_throttle(&self) -> &StreamThrottle {
+        &self.stream_throttle
+    }
+}
 
 impl TopologyHost for NodeContext {
     fn ring_delay(&self) -> Duration {
