@@ -1,4 +1,11 @@
 //! What every service of a running node shares.
+//!
+//! Subsystems should not take it whole: each asks for a narrow host trait
+//! of what it uses. `HandoffHost` and `RemovalHost` are implemented at the
+//! end of this file; `StreamHost`, `TopologyHost` and `SnapshotHost` in
+//! `node/hosts.rs`, as naming those modules here would draw them into a
+//! circle with this one (their impls call modules that import this one,
+//! or they use the node's error type, which does).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -249,5 +256,23 @@ impl HandoffHost for NodeContext {
 
     fn metrics(&self) -> &NodeMetrics {
         &self.metrics
+    }
+}
+
+impl crate::removal::RemovalHost for NodeContext {
+    fn host_id(&self) -> HostId {
+        self.host_id
+    }
+
+    fn membership(&self) -> &MembershipHandle {
+        &self.membership
+    }
+
+    fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    fn request_stop(&self) {
+        self.stop_requested.send_replace(true);
     }
 }

@@ -13,17 +13,34 @@
 //! majority of them says so ([`corroborated`]). A member that refuses its
 //! call as "not a member" counts as saying so; one that does not answer
 //! counts as not.
+//!
+//! It asks for no more of the node than [`RemovalHost`] (its id, gossip,
+//! internode clients, and stopping), which the node's context implements
+//! (in `context.rs`), so this module does not name the context.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::{ClusterView, NodeState};
+use ringstore_membership::{ClusterView, MembershipHandle, NodeState};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
 use crate::internode_auth::is_not_member;
+use crate::peers::Peers;
+
+/// What the removal check needs from the running node, and nothing more.
+pub trait RemovalHost: Send + Sync {
+    /// This node's host id: whose removal the other members are asked about.
+    fn host_id(&self) -> HostId;
+    /// Its membership task: the view, with the removal claims against this
+    /// node, watched for changes.
+    fn membership(&self) -> &MembershipHandle;
+    /// Internode clients: the `MetadataSeen` calls that ask the members.
+    fn peers(&self) -> &Peers;
+    /// Asks the node to stop (the cluster agrees it was removed).
+    fn request_stop(&self);
+}
 
 /// How long a member has to answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -60,11 +77,11 @@ fn members_to_ask(view: &ClusterView) -> Vec<SocketAddr> {
 }
 
 /// Asks the member at `address` whether it counts `host` as removed.
-async fn ask(context: &NodeContext, address: SocketAddr, host: HostId) -> Answer {
+async fn ask(context: &impl RemovalHost, address: SocketAddr, host: HostId) -> Answer {
     let request = pb::MetadataSeenRequest {
         host_id: host.to_string(),
     };
-    let mut client = context.peers.client(address);
+    let mut client = context.peers().client(address);
     match tokio::time::timeout(ASK_TIMEOUT, client.metadata_seen(request)).await {
         Ok(Ok(response)) if response.get_ref().removed => Answer::Removed,
         Ok(Ok(_)) => Answer::Member,
@@ -75,8 +92,8 @@ async fn ask(context: &NodeContext, address: SocketAddr, host: HostId) -> Answer
 
 /// Asks the node to stop once the other members agree that another node
 /// removed or replaced it; runs until the node stops.
-pub async fn stop_if_removed(context: Arc<NodeContext>) {
-    let mut views = context.membership.watch_view();
+pub async fn stop_if_removed<H: RemovalHost>(context: Arc<H>) {
+    let mut views = context.membership().watch_view();
     loop {
         let view = views.borrow_and_update().clone();
         if view.removal_claims.is_empty() {
@@ -89,7 +106,7 @@ pub async fn stop_if_removed(context: Arc<NodeContext>) {
         let answers = futures::future::join_all(
             members
                 .iter()
-                .map(|&address| ask(&context, address, context.host_id)),
+                .map(|&address| ask(&*context, address, context.host_id())),
         )
         .await;
         if corroborated(&answers, members.len()) {
@@ -99,7 +116,7 @@ pub async fn stop_if_removed(context: Arc<NodeContext>) {
                  other members agree; stopping. To join again, start it with an empty data \
                  directory"
             );
-            context.stop_requested.send_replace(true);
+            context.request_stop();
             return;
         }
         tracing::warn!(

@@ -19,16 +19,33 @@
 //! - A stored cell that does not read back fails the snapshot
 //!   (`DATA_LOSS`, naming its key; the store counts and logs it): a snapshot
 //!   holds all of this node's cells or none. Repair the node, then take it.
+//!
+//! It asks for no more of the node than [`SnapshotHost`] (its data
+//! directory, its store, the schema's keyspaces), which the node's context
+//! implements (in `node/hosts.rs`), so this module does not name the context.
 
 use std::path::{Path, PathBuf};
 
 use ringstore_placement::{Token, TokenRange};
-use ringstore_storage::{Cell, KeyspaceId};
+use ringstore_storage::{Cell, KeyspaceId, Store};
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
 use crate::snapshot_file::{self, TRAILER_BYTES};
+
+/// What snapshots need from the running node, and nothing more.
+pub trait SnapshotHost: Send + Sync {
+    /// The node's data directory: snapshots live under its `snapshots/`.
+    fn data_dir(&self) -> &Path;
+    /// Its storage: what a snapshot reads, and a restore writes to.
+    fn store(&self) -> &Store;
+    /// The keyspaces that hold data (not dropped): what an unnamed
+    /// snapshot covers.
+    fn keyspaces(&self) -> Vec<KeyspaceDef>;
+    /// The keyspace named `name`, or `NOT_FOUND`: a snapshot's file is
+    /// restored to the keyspace of its name.
+    fn keyspace(&self, name: &str) -> Result<KeyspaceDef>;
+}
 
 /// The file name suffix of a keyspace's snapshot file.
 const SUFFIX: &str = ".cells";
@@ -62,8 +79,8 @@ pub fn check_tag(tag: &str) -> Result<()> {
     Ok(())
 }
 
-fn snapshots_dir(context: &NodeContext) -> PathBuf {
-    context.config.data_dir.join("snapshots")
+fn snapshots_dir(context: &impl SnapshotHost) -> PathBuf {
+    context.data_dir().join("snapshots")
 }
 
 fn io(path: &Path, error: std::io::Error) -> NodeError {
@@ -74,7 +91,7 @@ fn io(path: &Path, error: std::io::Error) -> NodeError {
 }
 
 /// The keyspaces named, or all of them.
-fn keyspaces(context: &NodeContext, keyspace: &str) -> Result<Vec<KeyspaceDef>> {
+fn keyspaces(context: &impl SnapshotHost, keyspace: &str) -> Result<Vec<KeyspaceDef>> {
     if keyspace.is_empty() {
         let mut all = context.keyspaces();
         all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -87,7 +104,7 @@ fn keyspaces(context: &NodeContext, keyspace: &str) -> Result<Vec<KeyspaceDef>> 
 /// Takes snapshot `tag` (a new tag: the current time in milliseconds if
 /// empty) of `keyspace` (every keyspace if empty); what it holds.
 pub async fn take(
-    context: &NodeContext,
+    context: &impl SnapshotHost,
     tag: &str,
     keyspace: &str,
 ) -> Result<(String, Vec<SnapshotEntry>)> {
@@ -115,7 +132,7 @@ pub async fn take(
         }
         Err(e) => return Err(io(&dir, e)),
     }
-    let store = context.store.clone();
+    let store = context.store().clone();
     let written =
         ringstore_storage::offload::spawn_blocking(move || -> Result<Vec<SnapshotEntry>> {
             // One point in time: every keyspace's cells read with writes held off.
@@ -179,7 +196,7 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Every snapshot file on this node, by tag then keyspace.
-pub fn list(context: &NodeContext) -> Result<Vec<SnapshotEntry>> {
+pub fn list(context: &impl SnapshotHost) -> Result<Vec<SnapshotEntry>> {
     let root = snapshots_dir(context);
     let mut entries = Vec::new();
     let tags = match std::fs::read_dir(&root) {
@@ -226,7 +243,7 @@ fn file_counts(path: &Path) -> Result<(u64, u64)> {
 }
 
 /// Removes snapshot `tag`, or every snapshot when `all`; the tags removed.
-pub fn clear(context: &NodeContext, tag: &str, all: bool) -> Result<Vec<String>> {
+pub fn clear(context: &impl SnapshotHost, tag: &str, all: bool) -> Result<Vec<String>> {
     let tags: Vec<String> = match (tag.is_empty(), all) {
         (false, false) => {
             check_tag(tag)?;
@@ -258,7 +275,7 @@ pub fn clear(context: &NodeContext, tag: &str, all: bool) -> Result<Vec<String>>
 /// Applies snapshot `tag`'s files (only `keyspace`'s if given) to the
 /// keyspaces of the same names; what was applied.
 pub async fn restore(
-    context: &NodeContext,
+    context: &impl SnapshotHost,
     tag: &str,
     keyspace: &str,
 ) -> Result<Vec<SnapshotEntry>> {
@@ -293,9 +310,9 @@ pub async fn restore(
                 .iter()
                 .map(|(key, cell)| (target.id, key.clone(), cell.clone()))
                 .collect();
-            context.store.apply_many(&writes).await?;
+            context.store().apply_many(&writes).await?;
         }
-        context.store.sync().await?;
+        context.store().sync().await?;
         tracing::info!(%tag, keyspace = %entry.keyspace, keys = contents.cells.len(), "snapshot restored");
         restored.push(SnapshotEntry {
             keys: contents.cells.len() as u64,

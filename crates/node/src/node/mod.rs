@@ -5,6 +5,7 @@
 //! for a node not yet in the ring, its join ([`tasks`]). Stopping runs it
 //! backwards: servers and tasks end, gossip says goodbye, storage flushes.
 
+mod hosts;
 mod local_state;
 mod servers;
 mod tasks;

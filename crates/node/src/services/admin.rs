@@ -455,7 +455,7 @@ impl Admin for AdminService {
         request: Request<pb::SnapshotRequest>,
     ) -> Result<Response<pb::SnapshotFiles>, Status> {
         let r = request.into_inner();
-        let (tag, entries) = snapshots::take(&self.context, &r.tag, &r.keyspace).await?;
+        let (tag, entries) = snapshots::take(&*self.context, &r.tag, &r.keyspace).await?;
         Ok(Response::new(snapshot_files(tag, entries)))
     }
 
@@ -463,7 +463,7 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::ListSnapshotsRequest>,
     ) -> Result<Response<pb::SnapshotFiles>, Status> {
-        let entries = snapshots::list(&self.context)?;
+        let entries = snapshots::list(&*self.context)?;
         Ok(Response::new(snapshot_files(String::new(), entries)))
     }
 
@@ -472,7 +472,7 @@ impl Admin for AdminService {
         request: Request<pb::ClearSnapshotRequest>,
     ) -> Result<Response<pb::ClearSnapshotResponse>, Status> {
         let r = request.into_inner();
-        let removed = snapshots::clear(&self.context, &r.tag, r.all)?;
+        let removed = snapshots::clear(&*self.context, &r.tag, r.all)?;
         Ok(Response::new(pb::ClearSnapshotResponse { removed }))
     }
 
@@ -481,7 +481,7 @@ impl Admin for AdminService {
         request: Request<pb::RestoreSnapshotRequest>,
     ) -> Result<Response<pb::SnapshotFiles>, Status> {
         let r = request.into_inner();
-        let entries = snapshots::restore(&self.context, &r.tag, &r.keyspace).await?;
+        let entries = snapshots::restore(&*self.context, &r.tag, &r.keyspace).await?;
         Ok(Response::new(snapshot_files(r.tag, entries)))
     }
 

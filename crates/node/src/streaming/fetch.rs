@@ -21,9 +21,9 @@ use ringstore_streaming::{
 use tokio::time::Instant;
 use tonic::Streaming;
 
-use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, range_to_pb};
 use crate::error::{NodeError, Result};
+use crate::streaming::host::StreamHost;
 
 /// How long a stream may go without a message before it counts as failed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -50,14 +50,14 @@ pub struct RangeFetch {
 /// throttle paces them). Once every
 /// range is done the operation's checkpoints are cleared; on an error they
 /// are kept for the next attempt.
-pub async fn fetch_ranges(
-    context: &Arc<NodeContext>,
+pub async fn fetch_ranges<H: StreamHost>(
+    context: &Arc<H>,
     operation: StreamOperation,
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
-    let checkpoints = Arc::new(Checkpoints::load(&context.store, operation)?);
+    let checkpoints = Arc::new(Checkpoints::load(context.store(), operation)?);
     // No fold while the ranges stream: it would take their CPU between runs.
-    let _no_fold = context.store.hold_fold();
+    let _no_fold = context.store().hold_fold();
     let mut groups: BTreeMap<(KeyspaceId, HostId), Vec<RangeFetch>> = BTreeMap::new();
     for fetch in fetches {
         let preferred = *fetch.sources.first().ok_or_else(|| {
@@ -72,7 +72,7 @@ pub async fn fetch_ranges(
         groups.into_iter().map(|((keyspace, source), ranges)| {
             let (context, checkpoints) = (context.clone(), checkpoints.clone());
             async move {
-                fetch_session(&context, &checkpoints, operation, keyspace, source, ranges).await
+                fetch_session(&*context, &checkpoints, operation, keyspace, source, ranges).await
             }
         });
     let mut totals = FetchTotals::default();
@@ -84,7 +84,7 @@ pub async fn fetch_ranges(
 }
 
 async fn fetch_session(
-    context: &Arc<NodeContext>,
+    context: &impl StreamHost,
     checkpoints: &Checkpoints,
     operation: StreamOperation,
     keyspace: KeyspaceId,
@@ -92,7 +92,7 @@ async fn fetch_session(
     ranges: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
     let estimate = estimate_remote(context, source, keyspace, &ranges).await;
-    let session = context.streams.open(SessionInfo {
+    let session = context.streams().open(SessionInfo {
         operation: operation.kind().to_string(),
         direction: Direction::Receiving,
         peer: source,
@@ -143,13 +143,13 @@ async fn fetch_session(
 /// are merged into sled, whose bulk writes are CPU-bound already and write
 /// more when two ranges interleave (measured: 5.1 against 4.0 bytes written
 /// per byte applied).
-fn ranges_at_once(context: &NodeContext) -> usize {
-    if context.store.keeps_runs() { 2 } else { 1 }
+fn ranges_at_once(context: &impl StreamHost) -> usize {
+    if context.store().keeps_runs() { 2 } else { 1 }
 }
 
 /// The source's estimate of the session's bytes (0 when it cannot tell).
 async fn estimate_remote(
-    context: &NodeContext,
+    context: &impl StreamHost,
     source: HostId,
     keyspace: KeyspaceId,
     ranges: &[RangeFetch],
@@ -167,7 +167,7 @@ async fn estimate_remote(
     };
     let answer = tokio::time::timeout(
         Duration::from_secs(10),
-        context.peers.client(address).range_stats(request),
+        context.peers().client(address).range_stats(request),
     )
     .await;
     match answer {
@@ -184,7 +184,7 @@ async fn estimate_remote(
 /// Fetches one range, from its checkpoint on: feeds a [`RangeFetcher`] and
 /// does what it asks until it is done or gives up.
 async fn fetch_range(
-    context: &Arc<NodeContext>,
+    context: &impl StreamHost,
     checkpoints: &Checkpoints,
     session: &Session,
     operation: StreamOperation,
@@ -254,7 +254,7 @@ async fn fetch_range(
                     // The unsealed part of the run is lost with it, but the
                     // fetcher counts those chunks as applied: only a fetch
                     // from the last sealed checkpoint is safe.
-                    Err(error) if context.store.keeps_runs() => return Err(error),
+                    Err(error) if context.store().keeps_runs() => return Err(error),
                     Err(error) => FetchEvent::ApplyFailed(Box::new(error)),
                 }
             }
@@ -296,7 +296,7 @@ async fn fetch_range(
 /// Tells the fetcher which sources are up now, then lets it begin the next
 /// attempt if one is due.
 fn next_attempt(
-    context: &NodeContext,
+    context: &impl StreamHost,
     fetcher: &mut RangeFetcher,
     sources: &[HostId],
     now: Duration,
@@ -322,7 +322,7 @@ fn warn_failed(fetcher: &RangeFetcher, range: TokenRange) {
 
 /// Opens a stream of `remaining` of `keyspace` from `source`.
 async fn open_stream(
-    context: &NodeContext,
+    context: &impl StreamHost,
     operation: StreamOperation,
     keyspace: KeyspaceId,
     source: HostId,
@@ -335,13 +335,13 @@ async fn open_stream(
     let request = pb::StreamRangeRequest {
         keyspace_id: keyspace.to_string(),
         range: Some(range_to_pb(remaining)),
-        requester_host_id: context.host_id.to_string(),
+        requester_host_id: context.host_id().to_string(),
         operation: operation.to_string(),
     };
     let started = Instant::now();
-    let opened = context.peers.client(address).stream_range(request).await;
+    let opened = context.peers().client(address).stream_range(request).await;
     context
-        .metrics
+        .metrics()
         .internode(address, InternodeRpc::StreamRange, started.elapsed());
     match opened {
         Ok(response) => Ok(response.into_inner()),
@@ -396,7 +396,7 @@ async fn receive(stream: &mut Streaming<pb::StreamChunk>) -> FetchEvent {
 /// again, and the range's `Done` record, durable too, makes every cell of
 /// the range durable before the operation goes on.
 async fn apply(
-    context: &NodeContext,
+    context: &impl StreamHost,
     checkpoints: &Checkpoints,
     fetch: &RangeFetch,
     run: &mut Option<RunIngest>,
@@ -407,12 +407,12 @@ async fn apply(
     let (keyspace, range) = (fetch.keyspace, fetch.range);
     let started = match run.take() {
         Some(started) => Some(started),
-        None => context.store.start_run(keyspace)?,
+        None => context.store().start_run(keyspace)?,
     };
     if let Some(started) = started {
-        let appended = context.store.append_run(started, entries).await?;
+        let appended = context.store().append_run(started, entries).await?;
         if flush {
-            context.store.seal_run(appended).await?;
+            context.store().seal_run(appended).await?;
             checkpoints
                 .record(keyspace, range, Some(checkpoint))
                 .await?;
@@ -425,7 +425,7 @@ async fn apply(
         .into_iter()
         .map(|(key, cell)| (keyspace, key, cell))
         .collect();
-    context.store.apply_many_unflushed(writes).await?;
+    context.store().apply_many_unflushed(writes).await?;
     if flush {
         checkpoints
             .record(keyspace, range, Some(checkpoint))
@@ -443,7 +443,7 @@ async fn apply(
 /// the store's next flush, was lost to a SIGKILL once nothing else flushed
 /// during a join: the restarted joiner fetched every range again.)
 async fn record_done(
-    context: &NodeContext,
+    context: &impl StreamHost,
     checkpoints: &Checkpoints,
     fetch: &RangeFetch,
     run: &mut Option<RunIngest>,
@@ -456,9 +456,9 @@ async fn record_done(
 }
 
 /// Seals the range's run, if one is being written.
-async fn seal(context: &NodeContext, run: &mut Option<RunIngest>) -> Result<()> {
+async fn seal(context: &impl StreamHost, run: &mut Option<RunIngest>) -> Result<()> {
     if let Some(run) = run.take() {
-        context.store.seal_run(run).await?;
+        context.store().seal_run(run).await?;
     }
     Ok(())
 }

@@ -9,6 +9,13 @@
 //!   checkpoints them, sleeps the backoffs.
 //! - [`source`]: the sending side. Scans a range on the blocking pool,
 //!   chunks it, and sends the chunks through the node's stream throttle.
+//! - [`host`]: [`StreamHost`], what both sides need from the running node
+//!   (its store, the view, internode clients, the stream registry and
+//!   throttle); the node's context implements it, so neither side names
+//!   the context.
 
 pub mod fetch;
+pub mod host;
 pub mod source;
+
+pub use host::StreamHost;

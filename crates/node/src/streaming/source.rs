@@ -9,9 +9,9 @@ use ringstore_storage::offload::{self, Feed};
 use tokio::sync::mpsc;
 use tonic::Status;
 
-use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::NodeError;
+use crate::streaming::host::StreamHost;
 use ringstore_streaming::{
     Chunk, Chunker, Direction, EntryChecksum, Session, SessionInfo, StreamOperation,
 };
@@ -22,8 +22,8 @@ pub const CHUNK_BYTES: u64 = 256 * 1024;
 /// Starts sending `range` of `keyspace` to `peer` (who asked for it):
 /// returns the receiving end of the chunks, which a task fills, throttled.
 /// The task stops when the receiver goes away.
-pub fn send_range(
-    context: Arc<NodeContext>,
+pub fn send_range<H: StreamHost + 'static>(
+    context: Arc<H>,
     keyspace: KeyspaceId,
     range: TokenRange,
     peer: Option<HostId>,
@@ -31,7 +31,7 @@ pub fn send_range(
 ) -> mpsc::Receiver<Result<pb::StreamChunk, Status>> {
     let (sender, receiver) = mpsc::channel(2);
     tokio::spawn(async move {
-        let session = context.streams.open(SessionInfo {
+        let session = context.streams().open(SessionInfo {
             operation: operation.kind().to_string(),
             direction: Direction::Sending,
             peer: peer.unwrap_or(HostId::from_u128(0)),
@@ -41,7 +41,7 @@ pub fn send_range(
             ranges_total: 1,
             bytes_total: 0,
         });
-        let outcome = stream(&context, keyspace, range, &sender, &session).await;
+        let outcome = stream(&*context, keyspace, range, &sender, &session).await;
         if let Err(error) = &outcome {
             tracing::debug!(%range, %error, "stopped sending a range");
             let _ = sender
@@ -64,7 +64,7 @@ enum Scanned {
 }
 
 async fn stream(
-    context: &NodeContext,
+    context: &impl StreamHost,
     keyspace: KeyspaceId,
     range: TokenRange,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
@@ -73,7 +73,7 @@ async fn stream(
     // The scan and the chunking run on the blocking pool (sled may block on
     // I/O), at most two chunks ahead of the throttled sender.
     let (chunks, mut scanned) = offload::channel(2);
-    let store = context.store.clone();
+    let store = context.store().clone();
     let scan = offload::spawn_blocking(move || scan_chunks(&store, keyspace, range, &chunks));
     let total = loop {
         match scanned.recv().await {
@@ -134,13 +134,13 @@ fn scan_chunks(
 
 /// Sends one chunk through the node's stream throttle.
 async fn send_chunk(
-    context: &NodeContext,
+    context: &impl StreamHost,
     chunk: Chunk,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
     session: &Session,
 ) -> Result<(), String> {
     let bytes = chunk.bytes;
-    context.stream_throttle.acquire(bytes).await;
+    context.stream_throttle().acquire(bytes).await;
     let message = pb::StreamChunk {
         checksum: chunk.checksum,
         last_token: chunk.last_token.0,

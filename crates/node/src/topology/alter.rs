@@ -51,13 +51,15 @@ use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 use tokio::sync::oneshot;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::schema::sync::{merge_and_publish, push_with_retries};
-use crate::schema::{KeyspaceDef, SchemaEntry};
+use crate::schema::KeyspaceDef;
 use crate::streaming::fetch::RangeFetch;
 use crate::topology::cleanup::clean_keyspace;
-use crate::topology::{ensure_no_movement, fetch_everywhere, strategy_fits, wait_ring_delay};
+use crate::topology::host::TopologyHost;
+use crate::topology::movement::ensure_no_movement;
+use crate::topology::strategy_fits;
+use crate::topology::transfers::fetch_everywhere;
+use crate::topology::waits::wait_ring_delay;
 
 /// Attempts at pushing an alter's schema change to every node.
 const PUSH_ATTEMPTS: u32 = 5;
@@ -77,17 +79,19 @@ pub struct Altered {
 /// docs). `announced`, if given, receives the keyspace as announced, or the
 /// error that stopped the alter before, for a caller that returns at once
 /// (the alter then returns only a short error of its own).
-pub async fn alter(
-    context: &Arc<NodeContext>,
+pub async fn alter<H: TopologyHost>(
+    context: &Arc<H>,
     name: &str,
     target: ReplicationStrategy,
     announced: Option<oneshot::Sender<Result<KeyspaceDef>>>,
 ) -> Result<Altered> {
-    let operation = context.operation.try_lock().map_err(|_| {
+    let operation = context.operation().try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
     });
     let pending = match operation {
-        Ok(guard) => announce(context, name, &target).await.map(|k| (guard, k)),
+        Ok(guard) => announce(&**context, name, &target)
+            .await
+            .map(|k| (guard, k)),
         Err(error) => Err(error),
     };
     let (_operation, pending) = match (pending, announced) {
@@ -119,7 +123,7 @@ pub async fn alter(
 /// Checks that the alter can run and announces the new placement to every
 /// node; the keyspace as announced (unchanged if already at `target`).
 async fn announce(
-    context: &Arc<NodeContext>,
+    context: &impl TopologyHost,
     name: &str,
     target: &ReplicationStrategy,
 ) -> Result<KeyspaceDef> {
@@ -158,12 +162,12 @@ async fn announce(
 }
 
 /// Streams, commits and cleans up an alter of `pending` to `target`.
-async fn move_data(
-    context: &Arc<NodeContext>,
+async fn move_data<H: TopologyHost>(
+    context: &Arc<H>,
     pending: KeyspaceDef,
     target: ReplicationStrategy,
 ) -> Result<Altered> {
-    wait_ring_delay(context).await;
+    wait_ring_delay(&**context).await;
     let ring = context.view().ring.clone();
     let plan = movement(&pending, &ring, &target);
     let rounds = rounds_of(pending.id, &plan);
@@ -180,8 +184,8 @@ async fn move_data(
         pending_strategy: None,
         ..pending.clone()
     };
-    publish(context, &committed).await?;
-    push_committed(context).await?;
+    publish(&**context, &committed).await?;
+    push_committed(&**context).await?;
     let keys_removed = clean_up_everywhere(context, &pending, &plan).await?;
     tracing::info!(
         keyspace = %committed.name,
@@ -199,7 +203,7 @@ async fn move_data(
 
 /// Refuses an alter unless every node of the ring is up: each may gain or
 /// lose ranges, and each coordinator must learn the pending placement.
-fn ensure_every_node_up(context: &NodeContext) -> Result<()> {
+fn ensure_every_node_up(context: &impl TopologyHost) -> Result<()> {
     let view = context.view();
     let down: Vec<String> = view
         .ring
@@ -218,26 +222,19 @@ fn ensure_every_node_up(context: &NodeContext) -> Result<()> {
 }
 
 /// Merges `keyspace` as this node's newest schema entry for it.
-async fn publish(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<()> {
-    context.check_clock()?;
-    let entry = SchemaEntry {
-        keyspace: keyspace.clone(),
-        timestamp: context.clock.next(),
-        dropped: false,
-    };
-    merge_and_publish(context, vec![entry]).await?;
-    Ok(())
+async fn publish(context: &impl TopologyHost, keyspace: &KeyspaceDef) -> Result<()> {
+    context.publish_keyspace(keyspace.clone()).await
 }
 
 /// Pushes the schema until every live node has merged it, trying
 /// [`PUSH_ATTEMPTS`] times.
-async fn push_until_agreed(context: &NodeContext) -> Result<()> {
-    push_with_retries(context, PUSH_ATTEMPTS).await
+async fn push_until_agreed(context: &impl TopologyHost) -> Result<()> {
+    context.push_schema(PUSH_ATTEMPTS).await
 }
 
 /// Pushes the committed schema until every live node has merged it: only
 /// then may replicas that lost ranges delete them.
-async fn push_committed(context: &NodeContext) -> Result<()> {
+async fn push_committed(context: &impl TopologyHost) -> Result<()> {
     push_until_agreed(context).await.map_err(|error| {
         NodeError::Unavailable(format!(
             "the data has moved and the new replication is committed, but not every \
@@ -302,8 +299,8 @@ fn rounds_of(id: KeyspaceId, plan: &MovementPlan) -> Vec<BTreeMap<HostId, Vec<Ra
 
 /// Has every node that loses ranges of `keyspace` in `plan` delete them;
 /// the keys deleted in all.
-async fn clean_up_everywhere(
-    context: &Arc<NodeContext>,
+async fn clean_up_everywhere<H: TopologyHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     plan: &MovementPlan,
 ) -> Result<u64> {
@@ -325,18 +322,22 @@ async fn clean_up_everywhere(
 }
 
 /// Has `host` delete its data of `keyspace` outside its ranges.
-async fn clean_up_on(
-    context: &Arc<NodeContext>,
+async fn clean_up_on<H: TopologyHost>(
+    context: &Arc<H>,
     host: HostId,
     keyspace: &KeyspaceDef,
 ) -> Result<u64> {
-    if host == context.host_id {
+    if host == context.host_id() {
         let keyspace = context.keyspace(&keyspace.name)?;
         return Ok(clean_keyspace(context, &keyspace).await?.keys_removed);
     }
-    let address = context.internode_address(host)?;
+    let address = context
+        .view()
+        .member(host)
+        .map(|m| m.metadata.internode_addr)
+        .ok_or(NodeError::NoAddress(host))?;
     let response = context
-        .peers
+        .peers()
         .client(address)
         .cleanup_keyspace(pb::CleanupKeyspaceRequest {
             keyspace_id: keyspace.id.to_string(),

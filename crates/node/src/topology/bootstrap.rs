@@ -16,13 +16,11 @@ use ringstore_membership::{Liveness, NodeState, Takeovers};
 use ringstore_placement::HostId;
 use ringstore_streaming::StreamOperation;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::repair::node_ops::sync_gained_ranges;
-use crate::schema::sync::pull_from_live_peers;
 use crate::streaming::fetch::fetch_ranges;
+use crate::topology::host::TopologyHost;
 use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
-use crate::topology::transfers;
+use crate::topology::transfers::transfers;
 use crate::topology::waits::{
     wait_for_no_movement, wait_ring_delay, wait_until_announced, wait_until_connected,
 };
@@ -33,22 +31,22 @@ const FIND_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Streams the ranges this `Joining` node gains (its tokens gossiped at least
 /// `ring_delay` ago), then announces `Normal` and forgets the checkpoints.
-pub async fn stream_and_complete(
-    context: &Arc<NodeContext>,
+pub async fn stream_and_complete<H: TopologyHost>(
+    context: &Arc<H>,
     operation: StreamOperation,
 ) -> Result<()> {
-    wait_until_announced(context).await;
-    wait_for_schema(context).await;
+    wait_until_announced(&**context).await;
+    wait_for_schema(&**context).await;
     let view = context.view();
     let replaced = view
-        .member(context.host_id)
+        .member(context.host_id())
         .and_then(|m| m.metadata.takeovers.replaces);
     let pending = view.pending_ring.clone().ok_or_else(|| {
         NodeError::Internal("joining, but gossip shows no pending ring yet".into())
     })?;
     let unavailable: Vec<HostId> = replaced.into_iter().collect();
-    let fetches = transfers(context, &view.ring, &pending, &unavailable)
-        .remove(&context.host_id)
+    let fetches = transfers(&**context, &view.ring, &pending, &unavailable)
+        .remove(&context.host_id())
         .unwrap_or_default();
     let ranges = fetches.len();
     let totals = fetch_ranges(context, operation, fetches).await?;
@@ -62,11 +60,13 @@ pub async fn stream_and_complete(
     if replaced.is_some() {
         // A replacement streamed each range from one survivor: sync it
         // among all its new replicas.
-        sync_gained_ranges(context, &view.ring, &pending, Some(context.host_id)).await?;
+        context
+            .sync_gained_ranges(&view.ring, &pending, Some(context.host_id()))
+            .await?;
     }
-    set_unfinished_bootstrap(&context.store, None).await?;
+    set_unfinished_bootstrap(context.store(), None).await?;
     context
-        .membership
+        .membership()
         .update_local(|m| m.state = NodeState::Normal)
         .await?;
     Ok(())
@@ -75,11 +75,11 @@ pub async fn stream_and_complete(
 /// Resumes a bootstrap this node was running when it stopped: it starts
 /// `Joining` with its saved tokens, so it only has to wait for gossip and
 /// stream what its checkpoints do not cover.
-pub async fn resume(context: Arc<NodeContext>, operation: StreamOperation) -> Result<()> {
+pub async fn resume<H: TopologyHost>(context: Arc<H>, operation: StreamOperation) -> Result<()> {
     tracing::info!(%operation, "resuming an unfinished bootstrap");
-    wait_until_connected(&context).await;
-    wait_ring_delay(&context).await;
-    wait_for_no_movement(&context).await;
+    wait_until_connected(&*context).await;
+    wait_ring_delay(&*context).await;
+    wait_for_no_movement(&*context).await;
     stream_and_complete(&context, operation).await
 }
 
@@ -87,9 +87,9 @@ pub async fn resume(context: Arc<NodeContext>, operation: StreamOperation) -> Re
 /// it used): takes over its tokens as `Joining`, streams its ranges from the
 /// surviving replicas, and turns `Normal`; the dead node is then out of the
 /// ring for good.
-pub async fn replace(context: Arc<NodeContext>, address: String) -> Result<()> {
-    wait_until_connected(&context).await;
-    let dead = find_replaced(&context, &address).await?;
+pub async fn replace<H: TopologyHost>(context: Arc<H>, address: String) -> Result<()> {
+    wait_until_connected(&*context).await;
+    let dead = find_replaced(&*context, &address).await?;
     let view = context.view();
     let tokens = view.ring.tokens_of(dead);
     if tokens.is_empty() {
@@ -97,30 +97,30 @@ pub async fn replace(context: Arc<NodeContext>, address: String) -> Result<()> {
             "node {dead} ({address}) owns no tokens: there is nothing to replace"
         )));
     }
-    wait_for_no_movement(&context).await;
+    wait_for_no_movement(&*context).await;
     let operation = StreamOperation::Replace { replaced: dead };
-    save_tokens(&context.store, &tokens).await?;
+    save_tokens(context.store(), &tokens).await?;
     let takeovers = Takeovers {
         replaces: Some(dead),
         ..Takeovers::default()
     };
-    save_takeovers(&context.store, &takeovers).await?;
-    set_unfinished_bootstrap(&context.store, Some(operation)).await?;
+    save_takeovers(context.store(), &takeovers).await?;
+    set_unfinished_bootstrap(context.store(), Some(operation)).await?;
     tracing::info!(%dead, tokens = tokens.len(), "replacing a dead node");
     context
-        .membership
+        .membership()
         .update_local(move |m| {
             m.tokens = tokens;
             m.state = NodeState::Joining;
             m.takeovers = takeovers;
         })
         .await?;
-    wait_ring_delay(&context).await;
+    wait_ring_delay(&*context).await;
     stream_and_complete(&context, operation).await
 }
 
 /// The member `address` names, once gossip knows it; it must be down.
-async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
+async fn find_replaced(context: &impl TopologyHost, address: &str) -> Result<HostId> {
     let by_id = address.parse::<uuid::Uuid>().ok().map(HostId);
     let by_ip = address
         .parse::<IpAddr>()
@@ -139,7 +139,7 @@ async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
             .values()
             .filter(|m| {
                 let md = &m.metadata;
-                md.host_id != context.host_id
+                md.host_id != context.host_id()
                     && !view.removed.contains(&md.host_id)
                     && (Some(md.host_id) == by_id
                         || by_ip.is_some_and(|ip| {
@@ -175,15 +175,15 @@ async fn find_replaced(context: &NodeContext, address: &str) -> Result<HostId> {
 /// `Normal`. The pull comes first because gossip alone can mislead: a
 /// version gossiped by a peer may lag its schema, and may then equal a
 /// joiner's own (both empty, say).
-async fn wait_for_schema(context: &NodeContext) {
-    pull_from_live_peers(context).await;
+async fn wait_for_schema(context: &impl TopologyHost) {
+    context.pull_schema().await;
     let deadline = tokio::time::Instant::now() + SCHEMA_PATIENCE;
     loop {
-        let mine = context.schema.current().version();
+        let mine = context.schema_version();
         let view = context.view();
         let lagging = view
             .up_members()
-            .filter(|m| m.metadata.host_id != context.host_id)
+            .filter(|m| m.metadata.host_id != context.host_id())
             .any(|m| m.metadata.schema_version != mine);
         if !lagging {
             return;

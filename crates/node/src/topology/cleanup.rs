@@ -24,9 +24,9 @@ use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicaMap, Token, TokenRange};
 use ringstore_storage::offload::{self, Feed};
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
+use crate::topology::host::TopologyHost;
 use crate::topology::movements_under_way;
 use ringstore_streaming::entry_bytes;
 
@@ -56,8 +56,11 @@ struct Doomed {
 /// Cleans `keyspace` (every keyspace when `None`): deletes each local cell
 /// whose token this node replicates neither in the ring nor in the pending
 /// ring. Refused while a range movement is under way.
-pub async fn cleanup(context: &Arc<NodeContext>, keyspace: Option<&str>) -> Result<Vec<Cleaned>> {
-    let _operation = context.operation.try_lock().map_err(|_| {
+pub async fn cleanup<H: TopologyHost>(
+    context: &Arc<H>,
+    keyspace: Option<&str>,
+) -> Result<Vec<Cleaned>> {
+    let _operation = context.operation().try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
     })?;
     let keyspaces = match keyspace {
@@ -110,8 +113,8 @@ fn ensure_unchanged(decided: &ClusterView, now: &ClusterView, so_far: &Cleaned) 
 
 /// Cleans one keyspace. The caller holds the node's topology operation lock
 /// (`cleanup`, or the alter that is finishing).
-pub(crate) async fn clean_keyspace(
-    context: &Arc<NodeContext>,
+pub(crate) async fn clean_keyspace<H: TopologyHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
 ) -> Result<Cleaned> {
     let view = context.view();
@@ -129,7 +132,7 @@ pub(crate) async fn clean_keyspace(
         ..Cleaned::default()
     };
     let (batches, mut doomed) = offload::channel(2);
-    let (store, id, me) = (context.store.clone(), keyspace.id, context.host_id);
+    let (store, id, me) = (context.store().clone(), keyspace.id, context.host_id());
     let scan = offload::spawn_blocking(move || {
         scan_for_doomed(
             &store,
@@ -141,7 +144,7 @@ pub(crate) async fn clean_keyspace(
     while let Some(batch) = doomed.recv().await {
         let batch: Doomed = batch?;
         ensure_unchanged(&view, &context.view(), &outcome)?;
-        outcome.keys_removed += context.store.purge(keyspace.id, &batch.keys).await? as u64;
+        outcome.keys_removed += context.store().purge(keyspace.id, &batch.keys).await? as u64;
         outcome.bytes_removed += batch.bytes;
     }
     outcome.keys_kept = scan.await.map_err(NodeError::task("the cleanup scan"))?;

@@ -5,13 +5,12 @@ use std::sync::Arc;
 
 use ringstore_membership::NodeState;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::topology::host::TopologyHost;
+use crate::topology::movement::{ensure_enough_replicas, ensure_no_movement};
 use crate::topology::persisted::mark_decommissioned;
-use crate::topology::{
-    announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
-    wait_ring_delay, wait_until_announced,
-};
+use crate::topology::transfers::{fetch_everywhere, transfers};
+use crate::topology::waits::{announced_movement, wait_ring_delay, wait_until_announced};
 use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// What a decommission moved.
@@ -27,27 +26,27 @@ pub struct Decommissioned {
 /// gaining a range fetches it from here, the hints go to another node, and
 /// the node announces `Left` and asks to be stopped. On failure before
 /// `Left`, the node goes back to `Normal` and keeps its ranges.
-pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> {
-    let _operation = context.operation.try_lock().map_err(|_| {
+pub async fn decommission<H: TopologyHost>(context: &Arc<H>) -> Result<Decommissioned> {
+    let _operation = context.operation().try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
     })?;
     let view = context.view();
-    let state = view.member(context.host_id).map(|m| m.metadata.state);
+    let state = view.member(context.host_id()).map(|m| m.metadata.state);
     if state != Some(NodeState::Normal) {
         return Err(NodeError::FailedPrecondition(format!(
             "only a NORMAL node can be decommissioned; this one is {}",
             state.map_or("unknown".into(), |s| s.to_string().to_uppercase())
         )));
     }
-    ensure_no_movement(context)?;
+    ensure_no_movement(&**context)?;
     let after = view
         .ring
-        .without_host(view.ring.epoch() + 1, context.host_id);
-    ensure_enough_replicas(context, &after)?;
+        .without_host(view.ring.epoch() + 1, context.host_id());
+    ensure_enough_replicas(&**context, &after)?;
 
     tracing::info!("decommissioning: announcing LEAVING");
     context
-        .membership
+        .membership()
         .update_local(|m| m.state = NodeState::Leaving)
         .await?;
     match leave(context).await {
@@ -55,7 +54,7 @@ pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> 
         Err(error) => {
             tracing::error!(%error, "decommission failed; back to NORMAL");
             context
-                .membership
+                .membership()
                 .update_local(|m| m.state = NodeState::Normal)
                 .await?;
             Err(error)
@@ -63,25 +62,27 @@ pub async fn decommission(context: &Arc<NodeContext>) -> Result<Decommissioned> 
     }
 }
 
-async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
-    let (view, pending) = announced_movement(context, "leaving").await?;
+async fn leave<H: TopologyHost>(context: &Arc<H>) -> Result<Decommissioned> {
+    let (view, pending) = announced_movement(&**context, "leaving").await?;
     let operation = StreamOperation::Decommission {
-        leaving: context.host_id,
+        leaving: context.host_id(),
     };
     let streamed = fetch_everywhere(
         context,
         operation,
-        transfers(context, &view.ring, &pending, &[]),
+        transfers(&**context, &view.ring, &pending, &[]),
     )
     .await?;
 
     let recipient = view
         .up_members()
-        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.state == NodeState::Normal)
+        .filter(|m| {
+            m.metadata.host_id != context.host_id() && m.metadata.state == NodeState::Normal
+        })
         .map(|m| m.metadata.internode_addr)
         .next();
     let hints_handed_off = match recipient {
-        Some(address) => context.handoff.hand_off(&**context, address).await?,
+        Some(address) => context.hand_off_hints(address).await?,
         None => 0,
     };
     tracing::info!(
@@ -90,9 +91,9 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
         hints_handed_off,
         "decommission streamed everything; announcing LEFT"
     );
-    mark_decommissioned(&context.store).await?;
+    mark_decommissioned(context.store()).await?;
     context
-        .membership
+        .membership()
         .update_local(|m| m.state = NodeState::Left)
         .await?;
     // Let gossip carry LEFT to every live node (checked, as for the
@@ -101,10 +102,10 @@ async fn leave(context: &Arc<NodeContext>) -> Result<Decommissioned> {
     // learn of LEFT, send writes here too until then (see `settling_ring`;
     // the simulation, seed 1815, saw LEFT take longer than `ring_delay` to
     // reach a node whose disk was full).
-    wait_ring_delay(context).await;
-    wait_until_announced(context).await;
-    wait_ring_delay(context).await;
-    context.stop_requested.send_replace(true);
+    wait_ring_delay(&**context).await;
+    wait_until_announced(&**context).await;
+    wait_ring_delay(&**context).await;
+    context.request_stop();
     Ok(Decommissioned {
         streamed,
         hints_handed_off,

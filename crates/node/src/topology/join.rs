@@ -40,12 +40,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringstore_placement::allocation::balanced_tokens;
-use ringstore_placement::{Location, ReplicationStrategy, Ring, RingMember, Token};
+use ringstore_placement::{ReplicationStrategy, Ring, RingMember, Token};
 use ringstore_streaming::StreamOperation;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::topology::bootstrap;
+use crate::topology::host::{TokenAllocation, TopologyHost};
 use crate::topology::join_turn::{
     CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
     gossiped_tokens, join_order, join_turn, who_is_starting,
@@ -73,52 +73,55 @@ const COHORT_PATIENCE_RING_DELAYS: u32 = 20;
 /// bootstraps ([`bootstrap`]): streams the ranges it gains and turns
 /// `Normal`. Chooses again if balanced tokens collided; fixed ones that
 /// collide are an error.
-pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Result<Vec<Token>> {
-    let ring_delay = Duration::from_millis(context.config.ring_delay_ms);
-    wait_until_connected(&context).await;
+pub async fn join<H: TopologyHost>(
+    context: Arc<H>,
+    fixed: Option<Vec<Token>>,
+) -> Result<Vec<Token>> {
+    let ring_delay = context.ring_delay();
+    wait_until_connected(&*context).await;
     // Set once this node has chosen as a member of a new cluster's cohort:
     // it stays one when it has to choose again.
     let mut cohort = false;
     for attempt in 1..=5 {
-        wait_until_quiet(&context, ring_delay.max(MIN_QUIET)).await;
+        wait_until_quiet(&*context, ring_delay.max(MIN_QUIET)).await;
         let view = context.view();
-        let tokens = match (&fixed, join_turn(&view, context.host_id)) {
+        let tokens = match (&fixed, join_turn(&view, context.host_id())) {
             (Some(tokens), JoinTurn::Cohort(_)) => {
                 cohort = true;
                 tokens.clone()
             }
-            (None, _) if cohort => choose_again_in_cohort(&context)?,
+            (None, _) if cohort => choose_again_in_cohort(&*context)?,
             (None, JoinTurn::Cohort(before)) => {
                 cohort = true;
                 tracing::info!(
                     earlier = before.len(),
                     "a new cluster: choosing tokens after the joiners before this one"
                 );
-                let tokens = allocate_in_cohort(&context, Vec::new(), &before)?;
-                if claimed_by_others(&view, context.host_id, &tokens) {
+                let tokens = allocate_in_cohort(&*context, Vec::new(), &before)?;
+                if claimed_by_others(&view, context.host_id(), &tokens) {
                     // Another node saw the cohort otherwise; never take its tokens.
                     tracing::info!(
                         "another node has gossiped some of these tokens; choosing against every gossiped token"
                     );
-                    choose_again_in_cohort(&context)?
+                    choose_again_in_cohort(&*context)?
                 } else {
                     tokens
                 }
             }
             (_, JoinTurn::Serial) => {
-                wait_for_turn(&context).await;
-                wait_for_no_movement(&context).await;
+                wait_for_turn(&*context).await;
+                wait_for_no_movement(&*context).await;
                 match &fixed {
                     Some(tokens) => tokens.clone(),
-                    None => allocate(&context)?,
+                    None => allocate(&*context)?,
                 }
             }
         };
-        save_tokens(&context.store, &tokens).await?;
-        set_unfinished_bootstrap(&context.store, Some(StreamOperation::Bootstrap)).await?;
+        save_tokens(context.store(), &tokens).await?;
+        set_unfinished_bootstrap(context.store(), Some(StreamOperation::Bootstrap)).await?;
         let gossiped = tokens.clone();
         context
-            .membership
+            .membership()
             .update_local(move |m| m.tokens = gossiped)
             .await?;
         tokio::time::sleep(ring_delay).await;
@@ -126,15 +129,15 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             // Then every member it knows has gossiped its tokens, every node
             // knows this node's, and it knows every node's as of then: a
             // collision with any of them shows below.
-            wait_for_cohort(&context, ring_delay * COHORT_PATIENCE_RING_DELAYS).await;
-            wait_until_announced(&context).await;
-            wait_until_caught_up(&context).await;
+            wait_for_cohort(&*context, ring_delay * COHORT_PATIENCE_RING_DELAYS).await;
+            wait_until_announced(&*context).await;
+            wait_until_caught_up(&*context).await;
         }
         let owned = context
             .view()
             .pending_ring
             .as_ref()
-            .map_or(0, |ring| ring.tokens_of(context.host_id).len());
+            .map_or(0, |ring| ring.tokens_of(context.host_id()).len());
         if owned == tokens.len() {
             tracing::info!(count = tokens.len(), cohort, "took tokens; bootstrapping");
             bootstrap::stream_and_complete(&context, StreamOperation::Bootstrap).await?;
@@ -152,7 +155,7 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
             "some chosen tokens were already taken by another node; choosing again"
         );
         context
-            .membership
+            .membership()
             .update_local(|m| m.tokens.clear())
             .await?;
     }
@@ -165,10 +168,10 @@ pub async fn join(context: Arc<NodeContext>, fixed: Option<Vec<Token>>) -> Resul
 /// tokens, or `patience` has passed (a member that hangs must not hold the
 /// whole cluster back; one that chooses later finds the ring no longer
 /// empty and takes its turn).
-async fn wait_for_cohort(context: &NodeContext, patience: Duration) {
-    let mut views = context.membership.watch_view();
+async fn wait_for_cohort(context: &impl TopologyHost, patience: Duration) {
+    let mut views = context.membership().watch_view();
     let give_up = tokio::time::Instant::now() + patience;
-    while let Some(host) = cohort_still_choosing(&context.view(), context.host_id) {
+    while let Some(host) = cohort_still_choosing(&context.view(), context.host_id()) {
         if tokio::time::Instant::now() >= give_up {
             tracing::info!(waiting_for = %host, "a joiner of the new cluster is still choosing tokens; going on");
             return;
@@ -180,28 +183,27 @@ async fn wait_for_cohort(context: &NodeContext, patience: Duration) {
 /// Balanced tokens against `taken`, then the cohort members `before` this
 /// node ([`cohort_tokens`]).
 fn allocate_in_cohort(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     taken: Vec<RingMember>,
     before: &[CohortMember],
 ) -> Result<Vec<Token>> {
-    let config = &context.config;
-    let location = Location::new(config.dc.as_str(), config.rack.as_str());
+    let allocation = context.token_allocation();
     cohort_tokens(
         taken,
         before,
-        context.host_id,
-        &location,
-        config.num_tokens as usize,
-        &allocation_strategy(context)?,
+        context.host_id(),
+        &allocation.location,
+        allocation.num_tokens,
+        &allocation_strategy(&allocation)?,
     )
     .map_err(NodeError::placement("token allocation"))
 }
 
 /// A cohort member's tokens when its first choice collided: against every
 /// gossiped token, then the members before it still choosing.
-fn choose_again_in_cohort(context: &NodeContext) -> Result<Vec<Token>> {
+fn choose_again_in_cohort(context: &impl TopologyHost) -> Result<Vec<Token>> {
     let view = context.view();
-    let me = context.host_id;
+    let me = context.host_id();
     allocate_in_cohort(
         context,
         gossiped_tokens(&view, me),
@@ -211,11 +213,10 @@ fn choose_again_in_cohort(context: &NodeContext) -> Result<Vec<Token>> {
 
 /// The strategy the allocator balances: `allocate_tokens_for_local_replication_factor`
 /// replicas in this node's data center.
-fn allocation_strategy(context: &NodeContext) -> Result<ReplicationStrategy> {
-    let config = &context.config;
+fn allocation_strategy(allocation: &TokenAllocation) -> Result<ReplicationStrategy> {
     ReplicationStrategy::network_topology([(
-        config.dc.as_str(),
-        config.allocate_tokens_for_local_replication_factor,
+        allocation.location.dc.as_str(),
+        allocation.local_replication_factor,
     )])
     .map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
@@ -226,8 +227,8 @@ fn allocation_strategy(context: &NodeContext) -> Result<ReplicationStrategy> {
 /// Tokens gossiped meanwhile do not restart the wait. In a big, busy
 /// cluster membership may never be quiet that long, so the wait ends after
 /// ten times `quiet` regardless.
-async fn wait_until_quiet(context: &NodeContext, quiet: Duration) {
-    let mut views = context.membership.watch_view();
+async fn wait_until_quiet(context: &impl TopologyHost, quiet: Duration) {
+    let mut views = context.membership().watch_view();
     let mut seen = who_is_starting(&views.borrow_and_update());
     let started = tokio::time::Instant::now();
     let give_up = started + quiet * 10;
@@ -249,15 +250,15 @@ async fn wait_until_quiet(context: &NodeContext, quiet: Duration) {
 
 /// Waits until this node is first in the join order among the live,
 /// token-less joining nodes it sees (see [`join_order`]).
-async fn wait_for_turn(context: &NodeContext) {
+async fn wait_for_turn(context: &impl TopologyHost) {
     let started = tokio::time::Instant::now();
-    let mut views = context.membership.watch_view();
+    let mut views = context.membership().watch_view();
     loop {
         let view = context.view();
         let first = join_order(&view).into_iter().next();
         match first {
             None => return,
-            Some(host) if host == context.host_id => return,
+            Some(host) if host == context.host_id() => return,
             Some(_) if started.elapsed() > TURN_PATIENCE => {
                 tracing::warn!(
                     "the node before this one has not chosen tokens for a minute; choosing now"
@@ -273,19 +274,18 @@ async fn wait_for_turn(context: &NodeContext) {
 }
 
 /// Balanced tokens against every other node's tokens as gossip shows them.
-fn allocate(context: &NodeContext) -> Result<Vec<Token>> {
+fn allocate(context: &impl TopologyHost) -> Result<Vec<Token>> {
     let view = context.view();
-    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id)).map_err(
+    let ring = Ring::new(0, gossiped_tokens(&view, context.host_id())).map_err(
         NodeError::placement("building the ring to allocate against"),
     )?;
-    let config = &context.config;
-    let location = Location::new(config.dc.as_str(), config.rack.as_str());
-    let strategy = allocation_strategy(context)?;
+    let allocation = context.token_allocation();
+    let strategy = allocation_strategy(&allocation)?;
     balanced_tokens(
         &ring,
-        context.host_id,
-        &location,
-        config.num_tokens as usize,
+        context.host_id(),
+        &allocation.location,
+        allocation.num_tokens,
         &strategy,
     )
     .map_err(NodeError::placement("token allocation"))

@@ -11,7 +11,8 @@
 //! waiting for one more ack per pending replica (see
 //! [`coordinator`](crate::coordinator)). After `ring_delay`, and once every
 //! live node has confirmed that it holds the announcement
-//! ([`wait_until_announced`]), the ranges move ([`transfers()`]): each receiver
+//! ([`wait_until_announced`](waits::wait_until_announced)), the ranges move
+//! ([`transfers()`](transfers::transfers)): each receiver
 //! pulls each range it gains from the replica that loses it
 //! ([`streaming`](crate::streaming)). Only then does the
 //! change complete in gossip (`Normal`, `Left`, removed), and the pending
@@ -40,45 +41,38 @@
 //!   moved the same way (announce, stream, commit, clean up).
 //! - `transfers.rs`: who fetches which range from whom, and having them do
 //!   it; `preview.rs`: the movement plans of `plan`.
-//! - `waits.rs`: the waits between steps; `persisted.rs`: what a node keeps
-//!   across restarts (tokens, an unfinished bootstrap, takeovers).
+//! - `waits.rs`: the waits between steps; `movement.rs`: the checks before
+//!   a movement starts and the wait once it is announced; `persisted.rs`:
+//!   what a node keeps across restarts (tokens, an unfinished bootstrap,
+//!   takeovers).
+//! - `host.rs`: [`TopologyHost`](host::TopologyHost), what the changes need
+//!   from the running node (the streaming host, settings, gossip, the
+//!   schema, and repair and hint hand-off as methods); the node implements
+//!   it, so no topology module names its context.
+//!
+//! This file holds only pure checks of a view or a ring (repair asks
+//! [`movements_under_way`] too) and imports nothing of the node, so that
+//! what imports it is not drawn into a circle through the node's error and
+//! context types.
 
 pub mod alter;
 pub mod bootstrap;
 pub mod cleanup;
 pub mod decommission;
+pub mod host;
 pub mod join;
 pub mod join_turn;
+pub mod movement;
 pub mod persisted;
 pub mod preview;
 pub mod removenode;
 pub mod transfers;
 pub mod waits;
 
-pub use transfers::{fetch_everywhere, transfers};
-pub use waits::{wait_ring_delay, wait_until_announced};
-
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicationStrategy, Ring};
-
-use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
-
-/// Refuses to start a movement while another is under way (a join,
-/// leave, removal or replacement in gossip, or a keyspace alter).
-pub fn ensure_no_movement(context: &NodeContext) -> Result<()> {
-    let under_way = movements_under_way(&context.view()).or_else(|| alters_under_way(context));
-    match under_way {
-        None => Ok(()),
-        Some(movements) => Err(NodeError::FailedPrecondition(format!(
-            "another range movement is under way ({movements}); only one at a time: \
-             try again once it is done"
-        ))),
-    }
-}
 
 /// The range movements live nodes of `view` show under way (joins,
 /// leaves, removals, replacements), described for an error; `None` if none.
@@ -94,56 +88,6 @@ pub fn movements_under_way(view: &ClusterView) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", "),
     )
-}
-
-/// The keyspace alters the schema shows under way, described for an error
-/// or a log line; `None` if none.
-pub fn alters_under_way(context: &NodeContext) -> Option<String> {
-    let alters: Vec<String> = context
-        .keyspaces()
-        .into_iter()
-        .filter_map(|k| {
-            let pending = k.pending_strategy.as_ref()?;
-            Some(format!("alter of keyspace {} to {pending}", k.name))
-        })
-        .collect();
-    (!alters.is_empty()).then(|| alters.join(", "))
-}
-
-/// Once the movement this node announced is known everywhere (`ring_delay`,
-/// then [`wait_until_announced`]): the view to move data by, and its
-/// pending ring. `doing` names the movement for the error when there is none.
-pub async fn announced_movement(
-    context: &NodeContext,
-    doing: &str,
-) -> Result<(Arc<ClusterView>, Arc<Ring>)> {
-    wait_ring_delay(context).await;
-    wait_until_announced(context).await;
-    let view = context.view();
-    let pending = view
-        .pending_ring
-        .clone()
-        .ok_or_else(|| NodeError::Internal(format!("{doing}, but gossip shows no pending ring")))?;
-    Ok((view, pending))
-}
-
-/// Refuses a change that would leave fewer nodes than a keyspace's
-/// replication factor (in any data center), the pending one of an alter
-/// included.
-pub fn ensure_enough_replicas(context: &NodeContext, after: &Ring) -> Result<()> {
-    for keyspace in context.keyspaces() {
-        if keyspace
-            .write_strategies()
-            .any(|s| !strategy_fits(after, s))
-        {
-            return Err(NodeError::FailedPrecondition(format!(
-                "keyspace {} replicates to more nodes than would remain ({}): lower its replication first",
-                keyspace.name,
-                after.hosts().len()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Whether `ring` has enough nodes for `strategy`: its replication factor in

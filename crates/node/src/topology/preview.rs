@@ -18,10 +18,12 @@ use ringstore_placement::{
 use ringstore_proto::v1 as pb;
 use ringstore_storage::KeyspaceId;
 
-use crate::context::NodeContext;
 use crate::convert::range_to_pb;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
+use crate::topology::host::TopologyHost;
+use crate::topology::movement::ensure_enough_replicas;
+use crate::topology::strategy_fits;
 use ringstore_membership::ClusterView;
 use ringstore_streaming::estimate_ranges;
 
@@ -113,7 +115,7 @@ impl Preview {
 }
 
 /// Plans `change` against the current ring.
-pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Preview> {
+pub async fn preview<H: TopologyHost>(context: &Arc<H>, change: &Change) -> Result<Preview> {
     let view = context.view();
     let before = view.ring.clone();
     if before.is_empty() {
@@ -129,7 +131,7 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
             let host = HostId::random();
             let strategy = ReplicationStrategy::network_topology([(
                 location.dc.as_str(),
-                context.config.allocate_tokens_for_local_replication_factor,
+                context.token_allocation().local_replication_factor,
             )])
             .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
             let tokens = balanced_tokens(&before, host, location, *num_tokens as usize, &strategy)
@@ -167,7 +169,7 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
         }
         Change::Alter { keyspace, strategy } => {
             let current = context.keyspace(keyspace)?;
-            if !super::strategy_fits(&before, strategy) {
+            if !strategy_fits(&before, strategy) {
                 return Err(NodeError::FailedPrecondition(format!(
                     "replication {strategy} needs more nodes (in some data center) than the ring has"
                 )));
@@ -180,12 +182,12 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
             ((*before).clone(), description, Vec::new())
         }
     };
-    super::ensure_enough_replicas(context, &after)?;
+    ensure_enough_replicas(&**context, &after)?;
     let after = Arc::new(after);
     let mut ranges = Vec::new();
     let mut ownership = Vec::new();
     let mut replica_fractions = Vec::new();
-    for (keyspace, target) in planned_keyspaces(context, change)? {
+    for (keyspace, target) in planned_keyspaces(&**context, change)? {
         let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
         let new = ReplicaMap::new(after.clone(), &target);
         let plan = MovementPlan::between(&old, &new);
@@ -195,7 +197,7 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
             Change::Alter { .. } => alter_moves(&keyspace, &before, &target, &view),
             _ => ring_moves(&plan, &unavailable, &view),
         };
-        ranges.extend(sized(context, &keyspace, moves).await?);
+        ranges.extend(sized(&**context, &keyspace, moves).await?);
         let (old_own, new_own) = (old.effective_ownership(), new.effective_ownership());
         let hosts: std::collections::BTreeSet<HostId> =
             old_own.keys().chain(new_own.keys()).copied().collect();
@@ -234,7 +236,7 @@ pub async fn preview(context: &Arc<NodeContext>, change: &Change) -> Result<Prev
 /// after the change: every keyspace unchanged for a ring change, the one
 /// altered keyspace for an alter.
 fn planned_keyspaces(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     change: &Change,
 ) -> Result<Vec<(KeyspaceDef, ReplicationStrategy)>> {
     Ok(match change {
@@ -299,7 +301,7 @@ fn alter_moves(
 
 /// `moves` of `keyspace` with their sizes, as each source estimates them.
 async fn sized(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     keyspace: &KeyspaceDef,
     moves: Vec<Move>,
 ) -> Result<Vec<PlannedRange>> {
@@ -331,13 +333,13 @@ async fn sized(
 
 /// Estimated sizes of `ranges` on `source` (this node directly).
 async fn estimate_on(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     source: HostId,
     keyspace: KeyspaceId,
     ranges: Vec<TokenRange>,
 ) -> Result<Vec<u64>> {
-    if source == context.host_id {
-        let estimates = estimate_ranges(&context.store, keyspace, ranges).await?;
+    if source == context.host_id() {
+        let estimates = estimate_ranges(context.store(), keyspace, ranges).await?;
         return Ok(estimates.into_iter().map(|e| e.bytes).collect());
     }
     let address = context
@@ -346,7 +348,7 @@ async fn estimate_on(
         .map(|m| m.metadata.internode_addr)
         .ok_or(NodeError::NoAddress(source))?;
     let response = context
-        .peers
+        .peers()
         .client(address)
         .range_stats(pb::RangeStatsRequest {
             keyspace_id: keyspace.to_string(),

@@ -6,24 +6,23 @@ use std::sync::Arc;
 use ringstore_membership::Liveness;
 use ringstore_placement::HostId;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::repair::node_ops::sync_gained_ranges;
+use crate::topology::host::TopologyHost;
+use crate::topology::movement::{ensure_enough_replicas, ensure_no_movement};
 use crate::topology::persisted::save_takeovers;
-use crate::topology::{
-    announced_movement, ensure_enough_replicas, ensure_no_movement, fetch_everywhere, transfers,
-};
+use crate::topology::transfers::{fetch_everywhere, transfers};
+use crate::topology::waits::announced_movement;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the
 /// surviving replicas, then gossips `dead` as removed. Any live node may run it.
-pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
-    let _operation = context.operation.try_lock().map_err(|_| {
+pub async fn removenode<H: TopologyHost>(context: &Arc<H>, dead: HostId) -> Result<FetchTotals> {
+    let _operation = context.operation().try_lock().map_err(|_| {
         NodeError::FailedPrecondition("another topology operation is running on this node".into())
     })?;
     let view = context.view();
-    if dead == context.host_id {
+    if dead == context.host_id() {
         return Err(NodeError::FailedPrecondition(
             "a node cannot remove itself: use decommission".into(),
         ));
@@ -41,43 +40,45 @@ pub async fn removenode(context: &Arc<NodeContext>, dead: HostId) -> Result<Fetc
             "node {dead} is not in the ring (already removed or never joined)"
         )));
     }
-    ensure_no_movement(context)?;
+    ensure_no_movement(&**context)?;
     let after = view.ring.without_host(view.ring.epoch() + 1, dead);
-    ensure_enough_replicas(context, &after)?;
+    ensure_enough_replicas(&**context, &after)?;
 
     tracing::info!(%dead, "removing a dead node: announcing the removal");
     context
-        .membership
+        .membership()
         .update_local(move |m| m.takeovers.removing = Some(dead))
         .await?;
     let outcome = restore(context, dead).await;
     let mut takeovers = view
-        .member(context.host_id)
+        .member(context.host_id())
         .map(|m| m.metadata.takeovers.clone())
         .unwrap_or_default();
     takeovers.removing = None;
     if outcome.is_ok() {
         takeovers.removed.push(dead);
-        save_takeovers(&context.store, &takeovers).await?;
+        save_takeovers(context.store(), &takeovers).await?;
     }
     context
-        .membership
+        .membership()
         .update_local(move |m| m.takeovers = takeovers)
         .await?;
     outcome
 }
 
-async fn restore(context: &Arc<NodeContext>, dead: HostId) -> Result<FetchTotals> {
-    let (view, pending) = announced_movement(context, "removing").await?;
+async fn restore<H: TopologyHost>(context: &Arc<H>, dead: HostId) -> Result<FetchTotals> {
+    let (view, pending) = announced_movement(&**context, "removing").await?;
     let operation = StreamOperation::RemoveNode { removed: dead };
     let totals = fetch_everywhere(
         context,
         operation,
-        transfers(context, &view.ring, &pending, &[dead]),
+        transfers(&**context, &view.ring, &pending, &[dead]),
     )
     .await?;
     tracing::info!(%dead, ranges = totals.ranges, bytes = totals.bytes, "restored the dead node's replicas");
     // Each range came from one survivor: sync it among all its new replicas.
-    sync_gained_ranges(context, &view.ring, &pending, None).await?;
+    context
+        .sync_gained_ranges(&view.ring, &pending, None)
+        .await?;
     Ok(totals)
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use ringstore_placement::{HostId, MovementPlan, ReplicaMap, Ring};
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
 use crate::convert::range_to_pb;
 use crate::error::{NodeError, Result};
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};
+use crate::topology::host::TopologyHost;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// Attempts per receiver at having it fetch its ranges (it resumes each time).
@@ -23,7 +23,7 @@ const FETCH_ATTEMPTS: u32 = 5;
 /// `unavailable` (a dead node being removed or replaced). A range only an
 /// unavailable node held is skipped, with a warning: its data is lost.
 pub fn transfers(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     before: &Arc<Ring>,
     after: &Arc<Ring>,
     unavailable: &[HostId],
@@ -72,8 +72,8 @@ pub fn transfers(
 
 /// Has every receiver of `transfers` fetch its ranges (this node directly,
 /// others through `FetchRanges`), all at once; retries a receiver that fails.
-pub async fn fetch_everywhere(
-    context: &Arc<NodeContext>,
+pub async fn fetch_everywhere<H: TopologyHost>(
+    context: &Arc<H>,
     operation: StreamOperation,
     transfers: std::collections::BTreeMap<HostId, Vec<RangeFetch>>,
 ) -> Result<FetchTotals> {
@@ -88,13 +88,13 @@ pub async fn fetch_everywhere(
     Ok(totals)
 }
 
-async fn fetch_on(
-    context: &Arc<NodeContext>,
+async fn fetch_on<H: TopologyHost>(
+    context: &Arc<H>,
     receiver: HostId,
     operation: StreamOperation,
     fetches: Vec<RangeFetch>,
 ) -> Result<FetchTotals> {
-    if receiver == context.host_id {
+    if receiver == context.host_id() {
         return fetch_ranges(context, operation, fetches).await;
     }
     let request = pb::FetchRangesRequest {
@@ -116,7 +116,7 @@ async fn fetch_on(
             .map(|m| m.metadata.internode_addr)
             .ok_or(NodeError::NoAddress(receiver))?;
         match context
-            .peers
+            .peers()
             .client(address)
             .fetch_ranges(request.clone())
             .await

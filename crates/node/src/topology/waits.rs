@@ -1,26 +1,31 @@
 //! The waits of a topology change: each blocks until gossip (or the peers,
 //! asked over the internode port) show what the next step needs — another
 //! node reached, `ring_delay` passed, an announcement known everywhere,
-//! this node's view caught up, no other range movement under way.
+//! this node's view caught up, no other range movement under way;
+//! [`announced_movement`] is the two a movement waits for once announced.
 //!
-//! None of them fails: a wait that cannot be satisfied in reasonable time
+//! None of them fails (but `announced_movement`, when gossip shows no
+//! pending ring after them): a wait that cannot be satisfied in reasonable time
 //! either keeps waiting with an `info` line (it needs the cluster) or gives
 //! up with a `warn` and lets the change proceed (it only made a race
 //! unlikely). Which is which is said on each.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ringstore_membership::ClusterView;
-use ringstore_placement::HostId;
+use ringstore_placement::{HostId, Ring};
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
+use crate::error::{NodeError, Result};
+use crate::topology::host::TopologyHost;
+use crate::topology::movement::alters_under_way;
 
 /// Waits `ring_delay`: long enough for every node to have seen what this
 /// node just gossiped.
-pub async fn wait_ring_delay(context: &NodeContext) {
-    tokio::time::sleep(Duration::from_millis(context.config.ring_delay_ms)).await;
+pub async fn wait_ring_delay(context: &impl TopologyHost) {
+    tokio::time::sleep(context.ring_delay()).await;
 }
 
 /// How long a node announcing a movement waits for every live node to have
@@ -32,16 +37,16 @@ const ANNOUNCE_PATIENCE: Duration = Duration::from_secs(30);
 /// the pending replicas, so data may move. `ring_delay` alone only makes this
 /// likely; this makes it checked. Gives up after `ANNOUNCE_PATIENCE`, with
 /// a warning (a node that cannot be asked is about to be seen down).
-pub async fn wait_until_announced(context: &NodeContext) {
+pub async fn wait_until_announced(context: &impl TopologyHost) {
     let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
     loop {
         let view = context.view();
-        let Some(mine) = view.member(context.host_id).map(|m| m.metadata.stamp) else {
+        let Some(mine) = view.member(context.host_id()).map(|m| m.metadata.stamp) else {
             return;
         };
         let peers = live_peers(context, &view);
         let asks = peers.iter().map(|&(host, address)| async move {
-            let seen = metadata_seen(context, address, context.host_id)
+            let seen = metadata_seen(context, address, context.host_id())
                 .await
                 .is_some_and(|stamp| stamp >= (mine.generation.0, mine.version));
             (host, seen)
@@ -72,7 +77,7 @@ pub async fn wait_until_announced(context: &NodeContext) {
 /// `Normal`, say — is then in the view. [`wait_until_announced`] is the other
 /// direction. Gives up after `ANNOUNCE_PATIENCE` on peers that do not answer
 /// or whose news does not arrive, with a warning.
-pub async fn wait_until_caught_up(context: &NodeContext) {
+pub async fn wait_until_caught_up(context: &impl TopologyHost) {
     let view = context.view();
     let peers = live_peers(context, &view);
     let asks = peers.iter().map(|&(host, address)| async move {
@@ -88,7 +93,7 @@ pub async fn wait_until_caught_up(context: &NodeContext) {
         .map(|(_, &(host, _))| host)
         .collect();
     let wanted: Vec<(HostId, (u64, u64))> = answers.into_iter().flatten().collect();
-    let mut views = context.membership.watch_view();
+    let mut views = context.membership().watch_view();
     let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
     loop {
         let view = context.view();
@@ -125,9 +130,9 @@ pub async fn wait_until_caught_up(context: &NodeContext) {
 }
 
 /// The live members other than this node, with their internode addresses.
-fn live_peers(context: &NodeContext, view: &ClusterView) -> Vec<(HostId, SocketAddr)> {
+fn live_peers(context: &impl TopologyHost, view: &ClusterView) -> Vec<(HostId, SocketAddr)> {
     view.up_members()
-        .filter(|m| m.metadata.host_id != context.host_id)
+        .filter(|m| m.metadata.host_id != context.host_id())
         .map(|m| (m.metadata.host_id, m.metadata.internode_addr))
         .collect()
 }
@@ -136,7 +141,7 @@ fn live_peers(context: &NodeContext, view: &ClusterView) -> Vec<(HostId, SocketA
 /// `address` holds, asked over the internode port; `None` if it holds none
 /// or did not answer within 2 s.
 async fn metadata_seen(
-    context: &NodeContext,
+    context: &impl TopologyHost,
     address: SocketAddr,
     host: HostId,
 ) -> Option<(u64, u64)> {
@@ -145,7 +150,7 @@ async fn metadata_seen(
     };
     let answer = tokio::time::timeout(
         Duration::from_secs(2),
-        context.peers.client(address).metadata_seen(request),
+        context.peers().client(address).metadata_seen(request),
     )
     .await;
     match answer {
@@ -159,11 +164,11 @@ async fn metadata_seen(
 
 /// Waits until no other node's range movement and no keyspace alter is
 /// under way (one at a time).
-pub async fn wait_for_no_movement(context: &NodeContext) {
-    let mut views = context.membership.watch_view();
+pub async fn wait_for_no_movement(context: &impl TopologyHost) {
+    let mut views = context.membership().watch_view();
     loop {
-        let movements = super::movements_under_way(&context.view())
-            .or_else(|| super::alters_under_way(context));
+        let movements =
+            super::movements_under_way(&context.view()).or_else(|| alters_under_way(context));
         let Some(movements) = movements else {
             return;
         };
@@ -174,17 +179,34 @@ pub async fn wait_for_no_movement(context: &NodeContext) {
 
 /// Waits until gossip has reached another node, unless this node is its own
 /// only seed (it starts a new cluster).
-pub async fn wait_until_connected(context: &NodeContext) {
-    let own = context.config.advertised_gossip_address();
-    if context.config.seeds.iter().all(|&seed| seed == own) {
+pub async fn wait_until_connected(context: &impl TopologyHost) {
+    let own = context.gossip_address();
+    if context.seeds().iter().all(|&seed| seed == own) {
         return;
     }
-    let mut views = context.membership.watch_view();
+    let mut views = context.membership().watch_view();
     let started = tokio::time::Instant::now();
     while context.view().members.len() < 2 {
         if started.elapsed() > Duration::from_secs(5) {
-            tracing::info!(seeds = ?context.config.seeds, "waiting to reach the cluster through the seeds before choosing tokens");
+            tracing::info!(seeds = ?context.seeds(), "waiting to reach the cluster through the seeds before choosing tokens");
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), views.changed()).await;
     }
+}
+
+/// Once the movement this node announced is known everywhere (`ring_delay`,
+/// then [`wait_until_announced`]): the view to move data by, and its
+/// pending ring. `doing` names the movement for the error when there is none.
+pub async fn announced_movement(
+    context: &impl TopologyHost,
+    doing: &str,
+) -> Result<(Arc<ClusterView>, Arc<Ring>)> {
+    wait_ring_delay(context).await;
+    wait_until_announced(context).await;
+    let view = context.view();
+    let pending = view
+        .pending_ring
+        .clone()
+        .ok_or_else(|| NodeError::Internal(format!("{doing}, but gossip shows no pending ring")))?;
+    Ok((view, pending))
 }
