@@ -51,7 +51,10 @@ mod tests {
         assert_eq!(long.code(), tonic::Code::InvalidArgument);
         assert_eq!(
             long.to_string(),
-            format!("key is {} bytes; the limit is {MAX_KEY_BYTES} bytes", MAX_KEY_BYTES + 1)
+            format!(
+                "key is {} bytes; the limit is {MAX_KEY_BYTES} bytes",
+                MAX_KEY_BYTES + 1
+            )
         );
     }
 }

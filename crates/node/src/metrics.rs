@@ -1,37 +1,143 @@
 //! The node's metrics page: what `GET /metrics` and `ringstore metrics`
-//! show. The request path records into [`NodeContext::metrics`] as it goes;
-//! this module samples the rest of the node (gossip, hints, streams, ring,
-//! schema, keyspace sizes) into a [`NodeSnapshot`] and renders both.
+//! show. The request path records into the node's [`NodeMetrics`] as it
+//! goes; this module samples the rest of the node (gossip, hints, streams,
+//! ring, schema, keyspace sizes) into a [`NodeSnapshot`] and renders both.
 //! Counters restart at zero with the process.
+//!
+//! It reads the node through a [`MetricsHost`], which the node's context
+//! implements (in `context.rs`): this module names neither the context nor
+//! the repair subsystem, whose part of the page the host makes.
 
-use std::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
 
-use ringstore_membership::{Liveness, MembershipStats, NodeState};
+use ringstore_hints::{HintCounters, TargetStats};
+
+use ringstore_membership::{Liveness, MembershipHandle, MembershipStats, NodeState};
 use ringstore_metrics::{
-    ClockSample, KeyspaceSample, NodeSnapshot, RepairSample, Stage, StageSample, Traffic,
+    ClockSample, KeyspaceSample, NodeMetrics, NodeSnapshot, RepairSample, Stage, StageSample,
+    Traffic,
 };
+use ringstore_placement::HostId;
+use ringstore_storage::Store;
+use ringstore_streaming::{StreamThrottle, Streams};
 
-use crate::context::NodeContext;
 use crate::error::Result;
-use crate::repair::scheduler::scheduled_ranges;
+use crate::schema::KeyspaceDef;
+
+/// What the metrics page reads of the running node, and nothing more.
+pub trait MetricsHost: Send + Sync {
+    /// Where the request path records (rendered with the sample).
+    fn metrics(&self) -> &NodeMetrics;
+    /// The gossip agent: its counters, the cluster view (members up and
+    /// down, the ring) and the clock report.
+    fn membership(&self) -> &MembershipHandle;
+    /// The storage: load, disk use, pending runs, damage, keyspace sizes.
+    fn store(&self) -> &Store;
+    /// The keyspaces that hold data (not dropped), whose sizes are shown.
+    fn keyspaces(&self) -> Vec<KeyspaceDef>;
+    /// The version of the current schema.
+    fn schema_version(&self) -> String;
+    /// Hinted handoff's numbers: hints pending, stored, replayed and
+    /// dropped.
+    fn hints(&self) -> HintNumbers;
+    /// The node's streams: bytes moved, streams running.
+    fn streams(&self) -> &Streams;
+    /// The node-wide stream throttle, whose rate is shown.
+    fn stream_throttle(&self) -> &StreamThrottle;
+    /// When the node started (its uptime).
+    fn started(&self) -> Instant;
+    /// Writes refused because this node's clock was off.
+    fn refused_writes(&self) -> u64;
+    /// What repairs and garbage collection did, as the repair subsystem
+    /// samples it.
+    fn repair_sample(&self) -> RepairSample;
+}
+
+/// Hinted handoff's numbers, as the page shows them (a copy: the page
+/// needs nothing else of handoff).
+#[derive(Clone, Debug, Default)]
+pub struct HintNumbers {
+    /// The hints pending, and their bytes, per target.
+    pub pending: BTreeMap<HostId, TargetStats>,
+    /// Hints stored, replayed and dropped (by reason) since the node started.
+    pub counters: HintCounters,
+    /// Hints the coordinator could not store (a storage failure).
+    pub store_failures: u64,
+    /// Whether delivery is paused (`pausehandoff`).
+    pub paused: bool,
+}
+
+/// A host held in an `Arc` is a host: the node's services and the metrics
+/// server hold it that way, and pass it as it is.
+impl<H: MetricsHost + ?Sized> MetricsHost for Arc<H> {
+    fn metrics(&self) -> &NodeMetrics {
+        (**self).metrics()
+    }
+
+    fn membership(&self) -> &MembershipHandle {
+        (**self).membership()
+    }
+
+    fn store(&self) -> &Store {
+        (**self).store()
+    }
+
+    fn keyspaces(&self) -> Vec<KeyspaceDef> {
+        (**self).keyspaces()
+    }
+
+    fn schema_version(&self) -> String {
+        (**self).schema_version()
+    }
+
+    fn hints(&self) -> HintNumbers {
+        (**self).hints()
+    }
+
+    fn streams(&self) -> &Streams {
+        (**self).streams()
+    }
+
+    fn stream_throttle(&self) -> &StreamThrottle {
+        (**self).stream_throttle()
+    }
+
+    fn started(&self) -> Instant {
+        (**self).started()
+    }
+
+    fn refused_writes(&self) -> u64 {
+        (**self).refused_writes()
+    }
+
+    fn repair_sample(&self) -> RepairSample {
+        (**self).repair_sample()
+    }
+}
 
 /// The page a scrape gets, in the Prometheus text format.
-pub async fn page(context: &NodeContext) -> Result<String> {
+pub async fn page(host: &impl MetricsHost) -> Result<String> {
     // A drained node's gossip has stopped: its counters are then unknown.
-    let gossip = context.membership.stats().await.unwrap_or_default();
-    let keyspaces = keyspace_sizes(context);
-    let snapshot = snapshot(context, &gossip, keyspaces);
-    Ok(context.metrics.render(&snapshot)?)
+    let gossip = host.membership().stats().await.unwrap_or_default();
+    let keyspaces = sizes(host);
+    let snapshot = snapshot(host, &gossip, keyspaces);
+    Ok(host.metrics().render(&snapshot)?)
 }
 
 /// The sizes of every keyspace this node holds, by name, from the store's
 /// live counts (no cell is read).
-pub fn keyspace_sizes(context: &NodeContext) -> Vec<KeyspaceSample> {
-    let mut keyspaces: Vec<KeyspaceSample> = context
+pub fn keyspace_sizes(host: &impl MetricsHost) -> Vec<KeyspaceSample> {
+    sizes(host)
+}
+
+fn sizes(host: &dyn MetricsHost) -> Vec<KeyspaceSample> {
+    let mut keyspaces: Vec<KeyspaceSample> = host
         .keyspaces()
         .into_iter()
         .map(|keyspace| {
-            let counts = context.store.keyspace_counts(keyspace.id);
+            let counts = host.store().keyspace_counts(keyspace.id);
             KeyspaceSample {
                 name: keyspace.name,
                 keys: counts.keys,
@@ -44,13 +150,13 @@ pub fn keyspace_sizes(context: &NodeContext) -> Vec<KeyspaceSample> {
     keyspaces
 }
 
-/// The sampled numbers of `context`'s node.
+/// The sampled numbers of `host`'s node.
 fn snapshot(
-    context: &NodeContext,
+    host: &dyn MetricsHost,
     gossip: &MembershipStats,
     keyspaces: Vec<KeyspaceSample>,
 ) -> NodeSnapshot {
-    let view = context.view();
+    let view = host.membership().view();
     let members = view
         .members
         .values()
@@ -64,21 +170,22 @@ fn snapshot(
             down += 1;
         }
     }
-    let handoff = &context.handoff;
-    let pending = handoff.pending();
-    let c = handoff.counters();
-    let (received, sent) = context.streams.bytes_moved();
+    let hints = host.hints();
+    let store = host.store();
+    let pending = hints.pending;
+    let c = hints.counters;
+    let (received, sent) = host.streams().bytes_moved();
     let hints_pending: u64 = pending.values().map(|t| t.hints).sum();
     NodeSnapshot {
-        uptime_seconds: context.started.elapsed().as_secs(),
-        load_bytes: context.store.load_bytes(),
-        disk_bytes: context.store.disk_bytes().unwrap_or(0),
+        uptime_seconds: host.started().elapsed().as_secs(),
+        load_bytes: store.load_bytes(),
+        disk_bytes: store.disk_bytes().unwrap_or(0),
         runs_pending: {
-            let (runs, cells) = context.store.runs_pending();
+            let (runs, cells) = store.runs_pending();
             (runs as u64, cells)
         },
-        runs_damaged: context.store.run_damage() as u64,
-        corrupt_reads: context.store.corrupt_reads(),
+        runs_damaged: store.run_damage() as u64,
+        corrupt_reads: store.corrupt_reads(),
         gossip_packets: Traffic {
             sent: gossip.packets_sent,
             received: gossip.packets_received,
@@ -99,7 +206,7 @@ fn snapshot(
         members_down: down,
         ring_epoch: view.ring.epoch(),
         ring_checksum: view.ring.checksum(),
-        schema_version: context.schema.current().version().to_string(),
+        schema_version: host.schema_version(),
         hints_pending: pending
             .iter()
             .map(|(target, stats)| (target.to_string(), stats.hints, stats.bytes))
@@ -115,33 +222,33 @@ fn snapshot(
             ("refused", c.dropped_refused),
             ("truncated", c.truncated),
         ],
-        hint_store_failures: handoff.store_failures(),
+        hint_store_failures: hints.store_failures,
         stream_bytes: Traffic { sent, received },
-        streams_running: context.streams.running() as u64,
-        stream_throughput_mib_per_sec: context.stream_throttle.mib_per_sec(),
+        streams_running: host.streams().running() as u64,
+        stream_throughput_mib_per_sec: host.stream_throttle().mib_per_sec(),
         stages: vec![
             StageSample {
                 stage: Stage::HintDelivery,
-                active: u64::from(hints_pending > 0 && !handoff.is_paused()),
+                active: u64::from(hints_pending > 0 && !hints.paused),
                 pending: hints_pending,
                 completed: c.replayed,
             },
             StageSample {
                 stage: Stage::Streaming,
-                active: context.streams.running() as u64,
+                active: host.streams().running() as u64,
                 pending: 0,
                 completed: 0,
             },
         ],
         keyspaces,
-        repair: repair_sample(context),
-        clock: clock_sample(context),
+        repair: host.repair_sample(),
+        clock: clock_sample(host),
     }
 }
 
 /// This node's clock against its live peers', as gossip estimates it.
-fn clock_sample(context: &NodeContext) -> ClockSample {
-    let report = context.membership.clock_report();
+fn clock_sample(host: &dyn MetricsHost) -> ClockSample {
+    let report = host.membership().clock_report();
     ClockSample {
         offset_seconds: report.verdict.offset_micros() as f64 / 1e6,
         peer_offsets: report
@@ -150,29 +257,6 @@ fn clock_sample(context: &NodeContext) -> ClockSample {
             .map(|(host, p)| (host.to_string(), p.offset_micros as f64 / 1e6))
             .collect(),
         skewed: report.verdict.is_skewed(),
-        refused_writes: context.clock_guard.refused(),
-    }
-}
-
-/// What repairs and garbage collection did on this node, and how long ago
-/// the least recently repaired of its primary ranges was repaired.
-fn repair_sample(context: &NodeContext) -> RepairSample {
-    let stats = &context.repair.stats;
-    let now = context.clock.now();
-    let started = now.0 - context.started.elapsed().as_micros() as i64;
-    let oldest = scheduled_ranges(context)
-        .iter()
-        .map(|r| r.last_repaired.map_or(started, |at| at.0))
-        .min()
-        .map_or(0, |at| (now.0 - at).max(0) as u64 / 1_000_000);
-    RepairSample {
-        ranges_repaired: stats.ranges_repaired.load(Ordering::Relaxed),
-        ranges_failed: stats.ranges_failed.load(Ordering::Relaxed),
-        mismatched_keys: stats.mismatched_keys.load(Ordering::Relaxed),
-        rows_sent: stats.rows_sent.load(Ordering::Relaxed),
-        bytes: stats.bytes.load(Ordering::Relaxed),
-        running: u64::from(context.repair.running.try_lock().is_err()),
-        oldest_unrepaired_seconds: oldest,
-        purged: stats.purged.load(Ordering::Relaxed),
+        refused_writes: host.refused_writes(),
     }
 }

@@ -230,8 +230,6 @@ const STILL_IN_A_CIRCLE_AT_TOP: &[&str] = &[
     "schema",
     "security",
     "shared_error",
-    "streaming",
-    "topology",
 ];
 
 /// Fails unless the modules in `found`'s circles are exactly `allowed`.

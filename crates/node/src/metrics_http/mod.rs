@@ -2,7 +2,8 @@
 //! to Prometheus, in clear or over TLS ([`tls`]), to anyone or to holders
 //! of a bearer token ([`security`]). Any other path is 404; a request
 //! without the token, or with another, is 401; a page that cannot be made
-//! is 500 with the reason.
+//! is 500 with the reason. It holds the node as a [`MetricsHost`], all
+//! the page needs, not as its context.
 
 pub(crate) mod security;
 mod tls;
@@ -19,7 +20,7 @@ use tokio::net::TcpListener;
 
 pub use security::{BearerToken, MetricsHttpError, MetricsSecurity};
 
-use crate::context::NodeContext;
+use crate::metrics::MetricsHost;
 
 /// The content type of the Prometheus text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -59,7 +60,8 @@ impl MetricsAccess {
 
 #[derive(Clone)]
 struct Scrape {
-    context: Arc<NodeContext>,
+    /// The node whose page is served.
+    context: Arc<dyn MetricsHost>,
     token: Option<BearerToken>,
 }
 
@@ -67,7 +69,7 @@ struct Scrape {
 /// `access`, until `shutdown`.
 pub(crate) async fn serve(
     listener: TcpListener,
-    context: Arc<NodeContext>,
+    context: Arc<dyn MetricsHost>,
     access: MetricsAccess,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {

@@ -1,7 +1,8 @@
 //! Starting and stopping a node, in named steps, on its
 //! [`Platform`](crate::platform::Platform): read what the data
 //! directory holds ([`local_state`]), start gossip, bind the ports, build
-//! the shared context, serve ([`servers`]), start the background work and,
+//! the shared context (and wire it as the subsystems' narrow hosts,
+//! [`hosts`]), serve ([`servers`]), start the background work and,
 //! for a node not yet in the ring, its join ([`tasks`]). Stopping runs it
 //! backwards: servers and tasks end, gossip says goodbye, storage flushes.
 

@@ -5,6 +5,9 @@
 //! A pass scans a keyspace on the blocking pool and hands the purgeable
 //! cells, in batches, to [`Store::purge_unchanged`], which removes a cell
 //! only if it is still the one chosen: a write that lands meanwhile is kept.
+//!
+//! It reads the node through its [`RepairHost`] (store, repair history,
+//! keyspaces, settings, clock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +18,8 @@ use ringstore_repair::{GcRule, RepairHistory};
 use ringstore_storage::offload::{self, Feed};
 use ringstore_storage::{Cell, KeyspaceId, Store, Timestamp};
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::repair::RepairHost;
 use crate::schema::KeyspaceDef;
 
 /// Cells handed to the store per purge.
@@ -44,31 +47,36 @@ enum Scanned {
 }
 
 /// The rule of `keyspace` on this node.
-pub fn rule_of(context: &NodeContext, keyspace: &KeyspaceDef) -> GcRule {
+pub fn rule_of(host: &dyn RepairHost, keyspace: &KeyspaceDef) -> GcRule {
+    let config = host.repair_config();
     GcRule {
-        mode: context.config.repair.tombstone_gc,
+        mode: config.tombstone_gc,
         gc_grace: Duration::from_secs(keyspace.gc_grace_seconds.into()),
-        propagation_delay: Duration::from_secs(context.config.repair.propagation_delay_seconds),
+        propagation_delay: Duration::from_secs(config.propagation_delay_seconds),
     }
 }
 
 /// Purges what may be purged in `keyspaces`, now.
-pub async fn collect(context: &NodeContext, keyspaces: &[KeyspaceDef]) -> Result<Vec<Collected>> {
+pub async fn collect(host: &impl RepairHost, keyspaces: &[KeyspaceDef]) -> Result<Vec<Collected>> {
+    collect_in(host, keyspaces).await
+}
+
+async fn collect_in(host: &dyn RepairHost, keyspaces: &[KeyspaceDef]) -> Result<Vec<Collected>> {
     let mut reports = Vec::with_capacity(keyspaces.len());
     for keyspace in keyspaces {
-        reports.push(collect_keyspace(context, keyspace).await?);
+        reports.push(collect_keyspace(host, keyspace).await?);
     }
     Ok(reports)
 }
 
-async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Result<Collected> {
-    let _stage = context.metrics.stage(Stage::Compaction);
-    let rule = rule_of(context, keyspace);
-    let history = context.repair.history.snapshot();
+async fn collect_keyspace(host: &dyn RepairHost, keyspace: &KeyspaceDef) -> Result<Collected> {
+    let _stage = host.metrics().stage(Stage::Compaction);
+    let rule = rule_of(host, keyspace);
+    let history = host.repair().history.snapshot();
     let (batches, mut scanned) = offload::channel(2);
-    let store = context.store.clone();
+    let store = host.store().clone();
     let id = keyspace.id;
-    let now = context.clock.now();
+    let now = host.now();
     let scan =
         offload::spawn_blocking(move || scan_purgeable(&store, id, &rule, &history, now, &batches));
     let mut report = Collected {
@@ -78,10 +86,9 @@ async fn collect_keyspace(context: &NodeContext, keyspace: &KeyspaceDef) -> Resu
     while let Some(message) = scanned.recv().await {
         match message {
             Scanned::Batch(cells) => {
-                let purged = context.store.purge_unchanged(id, cells).await? as u64;
+                let purged = host.store().purge_unchanged(id, cells).await? as u64;
                 report.purged += purged;
-                context
-                    .repair
+                host.repair()
                     .stats
                     .purged
                     .fetch_add(purged, std::sync::atomic::Ordering::Relaxed);
@@ -143,8 +150,8 @@ fn scan_purgeable(
 
 /// Runs a pass over every keyspace every `repair.gc_interval_seconds`
 /// (never when it is 0), until the node stops.
-pub async fn run(context: Arc<NodeContext>) {
-    let every = context.config.repair.gc_interval_seconds;
+pub async fn run(host: Arc<dyn RepairHost>) {
+    let every = host.repair_config().gc_interval_seconds;
     if every == 0 {
         return;
     }
@@ -152,7 +159,7 @@ pub async fn run(context: Arc<NodeContext>) {
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        match collect(&context, &context.keyspaces()).await {
+        match collect_in(&*host, &host.keyspaces()).await {
             Ok(reports) => {
                 let purged: u64 = reports.iter().map(|r| r.purged).sum();
                 if purged > 0 {

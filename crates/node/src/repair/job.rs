@@ -2,6 +2,7 @@
 //! (cut to a sub-range if one is given), repaired one unit at a time by
 //! this node, checkpointed after each unit in the store's metadata. A node
 //! that restarts with an unfinished job resumes it in the background.
+//! The job reads the node through its [`RepairHost`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::repair::RepairHost;
 use crate::repair::state::{JobProgress, JobState};
 use crate::repair::unit::{DownReplicas, SECOND_PASS_PATIENCE, repair_unit};
 use crate::schema::KeyspaceDef;
@@ -37,10 +38,10 @@ pub struct RepairScope {
 
 /// The units of a job over `scope` on the current ring: each keyspace's
 /// ring ranges in token order, cut to the sub-range.
-fn plan_units(context: &NodeContext, scope: &RepairScope) -> Vec<(KeyspaceId, TokenRange)> {
+fn plan_units(host: &dyn RepairHost, scope: &RepairScope) -> Vec<(KeyspaceId, TokenRange)> {
     let mut units = Vec::new();
     for keyspace in &scope.keyspaces {
-        let (_, map) = context.placement(keyspace);
+        let map = host.replica_map(keyspace);
         for replicas in map.ranges() {
             let range = replicas.range();
             match scope.sub_range {
@@ -59,26 +60,26 @@ fn plan_units(context: &NodeContext, scope: &RepairScope) -> Vec<(KeyspaceId, To
 
 /// Starts a repair of `scope`, coordinated by this node, in the background;
 /// refused while another runs here. Its id.
-pub async fn start(context: Arc<NodeContext>, scope: RepairScope) -> Result<Uuid> {
-    let guard = Arc::clone(&context.repair.running)
+pub async fn start(host: Arc<dyn RepairHost>, scope: RepairScope) -> Result<Uuid> {
+    let guard = Arc::clone(&host.repair().running)
         .try_lock_owned()
-        .map_err(|_| already_running(&context))?;
-    let units = plan_units(&context, &scope);
+        .map_err(|_| already_running(&*host))?;
+    let units = plan_units(&*host, &scope);
     if units.is_empty() {
         return Err(NodeError::FailedPrecondition(
             "nothing to repair: the ring is empty or the sub-range holds no range".into(),
         ));
     }
-    let job = RepairJob::new(Uuid::new_v4(), context.clock.now(), scope.options, units);
-    save(&context, &job).await?;
+    let job = RepairJob::new(Uuid::new_v4(), host.now(), scope.options, units);
+    save(&*host, &job).await?;
     let id = job.id;
-    tokio::spawn(run(context, job, guard));
+    tokio::spawn(run(host, job, guard));
     Ok(id)
 }
 
 /// Resumes the job a previous run of this node left unfinished, if any.
-pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
-    let Some(bytes) = context.store.meta_get(JOB_RECORD)? else {
+pub async fn resume(host: Arc<dyn RepairHost>) -> Result<()> {
+    let Some(bytes) = host.store().meta_get(JOB_RECORD)? else {
         return Ok(());
     };
     let Some(job) = RepairJob::decode(&bytes) else {
@@ -86,11 +87,11 @@ pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
         return Ok(());
     };
     if job.is_finished() {
-        publish(&context, &job, final_state(&job), Instant::now(), 0);
+        publish(&*host, &job, final_state(&job), Instant::now(), 0);
         return Ok(());
     }
-    let guard = Arc::clone(&context.repair.running).lock_owned().await;
-    wait_for_ring_members(&context).await;
+    let guard = Arc::clone(&host.repair().running).lock_owned().await;
+    wait_for_ring_members(&*host).await;
     let totals = job.totals();
     tracing::info!(
         id = %job.id,
@@ -98,7 +99,7 @@ pub async fn resume(context: Arc<NodeContext>) -> Result<()> {
         total = totals.units,
         "resuming the repair interrupted by the restart"
     );
-    run(context, job, guard).await;
+    run(host, job, guard).await;
     Ok(())
 }
 
@@ -109,8 +110,8 @@ const PEERS_PATIENCE: Duration = Duration::from_secs(60);
 /// Waits (at most [`PEERS_PATIENCE`]) until this node sees every ring
 /// member up: right after a restart gossip has not shown them yet, and a
 /// range repaired then would fail for a replica that only seems down.
-pub async fn wait_for_ring_members(context: &NodeContext) {
-    let mut views = context.membership.watch_view();
+pub async fn wait_for_ring_members(host: &dyn RepairHost) {
+    let mut views = host.views();
     let deadline = Instant::now() + PEERS_PATIENCE;
     loop {
         {
@@ -126,9 +127,9 @@ pub async fn wait_for_ring_members(context: &NodeContext) {
     }
 }
 
-fn already_running(context: &NodeContext) -> NodeError {
-    let id = context
-        .repair
+fn already_running(host: &dyn RepairHost) -> NodeError {
+    let id = host
+        .repair()
         .progress
         .borrow()
         .as_ref()
@@ -141,22 +142,23 @@ fn already_running(context: &NodeContext) -> NodeError {
 }
 
 /// Runs `job`'s pending units one by one, checkpointing after each.
-async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutexGuard<()>) {
+async fn run(host: Arc<dyn RepairHost>, mut job: RepairJob, _running: OwnedMutexGuard<()>) {
+    let host = &*host;
     let started = Instant::now();
     let done_at_start = job.totals().done + job.totals().failed;
-    publish(&context, &job, JobState::Running, started, done_at_start);
-    let session = context.streams.open(SessionInfo {
+    publish(host, &job, JobState::Running, started, done_at_start);
+    let session = host.streams().open(SessionInfo {
         operation: format!("repair {}", job.id),
         direction: Direction::Receiving,
-        peer: context.host_id,
-        peer_address: Some(context.config.advertised_client_address()),
-        keyspace: keyspace_names(&context, &job),
+        peer: host.host_id(),
+        peer_address: Some(host.client_address()),
+        keyspace: keyspace_names(host, &job),
         ranges_total: job.units.len() as u32,
         bytes_total: 0,
     });
     let mut down = DownReplicas::default();
     let up_at_start: BTreeSet<HostId> = {
-        let view = context.view();
+        let view = host.view();
         view.ring
             .hosts()
             .iter()
@@ -169,7 +171,7 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         while let Some(index) = job.next_pending() {
             let unit = &job.units[index];
             let state = repair_unit(
-                &context,
+                host,
                 unit.keyspace,
                 unit.range,
                 job.options,
@@ -184,10 +186,10 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
                 session.range_done();
             }
             job.finish_unit(index, state);
-            if let Err(error) = save(&context, &job).await {
+            if let Err(error) = save(host, &job).await {
                 tracing::warn!(%error, "could not checkpoint the repair");
             }
-            publish(&context, &job, JobState::Running, started, done_at_start);
+            publish(host, &job, JobState::Running, started, done_at_start);
         }
         // One second pass over the failed units when every replica given
         // up on was up at the start and is back: a node judged down for a
@@ -196,7 +198,7 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         if second_pass
             || job.totals().failed == 0
             || !down
-                .all_back(&context, &up_at_start, SECOND_PASS_PATIENCE)
+                .all_back(host, &up_at_start, SECOND_PASS_PATIENCE)
                 .await
         {
             break;
@@ -216,7 +218,7 @@ async fn run(context: Arc<NodeContext>, mut job: RepairJob, _running: OwnedMutex
         Err(format!("{failures} ranges failed"))
     });
     tracing::info!(id = %job.id, state = state.as_str(), "repair ended");
-    publish(&context, &job, state, started, done_at_start);
+    publish(host, &job, state, started, done_at_start);
 }
 
 fn final_state(job: &RepairJob) -> JobState {
@@ -228,13 +230,13 @@ fn final_state(job: &RepairJob) -> JobState {
 }
 
 fn publish(
-    context: &NodeContext,
+    host: &dyn RepairHost,
     job: &RepairJob,
     state: JobState,
     started: Instant,
     done_at_start: usize,
 ) {
-    context.repair.progress.send_replace(Some(JobProgress {
+    host.repair().progress.send_replace(Some(JobProgress {
         job: job.clone(),
         state,
         started,
@@ -242,17 +244,17 @@ fn publish(
     }));
 }
 
-async fn save(context: &NodeContext, job: &RepairJob) -> Result<()> {
-    context.store.meta_put(JOB_RECORD, &job.encode()).await?;
+async fn save(host: &dyn RepairHost, job: &RepairJob) -> Result<()> {
+    host.store().meta_put(JOB_RECORD, &job.encode()).await?;
     Ok(())
 }
 
 /// The names of the job's keyspaces, for `netstats`.
-fn keyspace_names(context: &NodeContext, job: &RepairJob) -> String {
+fn keyspace_names(host: &dyn RepairHost, job: &RepairJob) -> String {
     let mut ids: Vec<KeyspaceId> = job.units.iter().map(|u| u.keyspace).collect();
     ids.dedup();
     ids.iter()
-        .map(|&id| context.keyspace_name(id))
+        .map(|&id| host.keyspace_name(id))
         .collect::<Vec<_>>()
         .join(",")
 }

@@ -14,10 +14,13 @@
 //! - [`node_ops`]: repair-based `removenode` and `replace` (every gained
 //!   range synced among all its new replicas after streaming).
 //! - [`state`]: what the node keeps (trees, history, progress).
+//! - [`host`]: what all of them need from the running node
+//!   ([`RepairHost`]), so that none of them names the node's context.
 //!
 //! See the `ringstore-repair` crate for the protocol and its invariants.
 
 pub mod gc;
+pub mod host;
 pub mod job;
 pub mod node_ops;
 pub mod range;
@@ -25,3 +28,5 @@ pub mod replica;
 pub mod scheduler;
 pub mod state;
 pub mod unit;
+
+pub use host::RepairHost;

@@ -8,14 +8,17 @@
 //! replication factor. So, once the streams are done, every gained range is
 //! repaired among all of its new replicas: the newest version of each row,
 //! wherever it survived, reaches every one of them.
+//!
+//! The topology operations call it with their context, which is a
+//! [`RepairHost`]: repair does not import topology back.
 
 use std::sync::Arc;
 
 use ringstore_placement::{HostId, MovementPlan, ReplicaMap, Ring};
 use ringstore_repair::{RepairOptions, UnitReport};
 
-use crate::context::NodeContext;
 use crate::error::Result;
+use crate::repair::RepairHost;
 use crate::repair::unit::repair_piece;
 
 /// Repairs, among their replicas on `after`, the ranges that some node
@@ -23,14 +26,14 @@ use crate::repair::unit::repair_piece;
 /// given). Nothing is recorded in the repair history: the ring is still
 /// changing.
 pub async fn sync_gained_ranges(
-    context: &NodeContext,
+    host: &impl RepairHost,
     before: &Arc<Ring>,
     after: &Arc<Ring>,
     gainer: Option<HostId>,
 ) -> Result<UnitReport> {
-    let began = context.clock.now();
+    let began = host.now();
     let mut total = UnitReport::default();
-    for keyspace in context.keyspaces() {
+    for keyspace in host.keyspaces() {
         let old = ReplicaMap::new(before.clone(), &keyspace.strategy);
         let new = ReplicaMap::new(after.clone(), &keyspace.strategy);
         for movement in MovementPlan::between(&old, &new).movements {
@@ -42,7 +45,7 @@ pub async fn sync_gained_ranges(
                 continue;
             }
             let report = repair_piece(
-                context,
+                host,
                 keyspace.id,
                 movement.range,
                 &movement.after,

@@ -14,6 +14,9 @@
 //! A call to a replica is abandoned as soon as the cluster view shows that
 //! replica down or restarted (a paused process may never answer; a
 //! restarted one lost its trees), failing the range.
+//!
+//! The view, the internode clients, the metrics and the stream throttle
+//! come through the [`RepairHost`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,11 +36,11 @@ use ringstore_storage::{Cell, KeyspaceId};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::context::NodeContext;
 use crate::convert::range_to_pb;
 use crate::convert::{cell_from_pb, cell_to_pb, listed_row_from_pb};
 use crate::error::{NodeError, Result};
 use crate::peers::PeerClient;
+use crate::repair::RepairHost;
 
 /// How long one replica may take to build its tree (a big range, read at
 /// the validation rate).
@@ -70,7 +73,8 @@ struct Replica {
 
 /// A repair of one range of one keyspace among `hosts`, in `session`.
 pub struct RangeRepair<'a> {
-    context: &'a NodeContext,
+    /// The node coordinating it.
+    node: &'a dyn RepairHost,
     session: Uuid,
     keyspace: KeyspaceId,
     range: TokenRange,
@@ -82,19 +86,19 @@ pub struct RangeRepair<'a> {
 impl<'a> RangeRepair<'a> {
     /// Prepares the repair; fails if a replica is down or unknown.
     pub fn new(
-        context: &'a NodeContext,
+        node: &'a dyn RepairHost,
         session: Uuid,
         keyspace: KeyspaceId,
         range: TokenRange,
         hosts: &[HostId],
         options: RepairOptions,
     ) -> Result<RangeRepair<'a>> {
-        let view = context.view();
+        let view = node.view();
         // This node first when it is a replica: rows are read from the
         // first replica holding the winning version, and reading its own
         // costs no transfer.
         let mut hosts = hosts.to_vec();
-        hosts.sort_by_key(|&host| host != context.host_id);
+        hosts.sort_by_key(|&host| host != node.host_id());
         let mut replicas = Vec::with_capacity(hosts.len());
         for host in hosts {
             let member = view
@@ -108,15 +112,15 @@ impl<'a> RangeRepair<'a> {
             replicas.push(Replica {
                 host,
                 generation: member.metadata.stamp.generation,
-                client: context.peers.client(member.metadata.internode_addr),
+                client: node.peers().client(member.metadata.internode_addr),
                 address: member.metadata.internode_addr,
-                metrics: Arc::clone(&context.metrics),
-                remote: host != context.host_id,
-                views: context.membership.watch_view(),
+                metrics: Arc::clone(node.metrics()),
+                remote: host != node.host_id(),
+                views: node.views(),
             });
         }
         Ok(RangeRepair {
-            context,
+            node,
             session,
             keyspace,
             range,
@@ -330,8 +334,8 @@ impl<'a> RangeRepair<'a> {
             ring_checksum: 0,
         };
         if replica.remote {
-            self.context
-                .stream_throttle
+            self.node
+                .stream_throttle()
                 .acquire(request.encoded_len() as u64)
                 .await;
         }
@@ -472,13 +476,13 @@ fn replica_failed(host: HostId, what: &'static str, status: tonic::Status) -> No
 /// `repaired` (when not empty) as repaired as of `began`. Every replica
 /// must confirm a record; dropping trees is best effort.
 pub async fn end_session(
-    context: &NodeContext,
+    node: &dyn RepairHost,
     session: Uuid,
     hosts: &[HostId],
     repaired: &[(KeyspaceId, TokenRange)],
     began: ringstore_storage::Timestamp,
 ) -> Result<()> {
-    let view = context.view();
+    let view = node.view();
     let request = pb::EndRepairSessionRequest {
         session_id: session.to_string(),
         repaired: repaired
@@ -504,7 +508,7 @@ pub async fn end_session(
             let address = address.ok_or_else(|| {
                 NodeError::Unavailable(format!("replica {host} is down: its session stays open"))
             })?;
-            let mut client = context.peers.client(address);
+            let mut client = node.peers().client(address);
             let mut request = tonic::Request::new(request);
             request.set_timeout(END_TIMEOUT);
             client

@@ -2,6 +2,8 @@
 //! rate), answering node hashes, listing row versions, reading cells, and
 //! ending a session. A stored cell that does not read back is treated as
 //! absent on every one of these paths (`readable`), so a repair heals it.
+//! What it uses of the node (the store, the repair state, the metrics)
+//! comes through its [`RepairHost`].
 
 use std::sync::Arc;
 
@@ -16,9 +18,9 @@ use tokio::sync::mpsc;
 use tonic::Status;
 use uuid::Uuid;
 
-use crate::context::NodeContext;
 use crate::convert::row_version_to_pb;
 use crate::error::{NodeError, Result};
+use crate::repair::RepairHost;
 
 /// Bytes read between two calls to the validation throttle.
 const THROTTLE_STEP: u64 = 64 * 1024;
@@ -31,15 +33,15 @@ const ROWS_PER_PAGE: usize = 1000;
 /// Builds this replica's tree of `range` of `keyspace` at `depth`, keeps it
 /// for `session`, and returns it.
 pub async fn build_tree(
-    context: &NodeContext,
+    host: &impl RepairHost,
     session: Uuid,
     keyspace: KeyspaceId,
     range: TokenRange,
     depth: u8,
 ) -> Result<Arc<MerkleTree>> {
-    let _stage = context.metrics.stage(Stage::Compaction);
-    let store = context.store.clone();
-    let throttle = Arc::clone(&context.repair.validation);
+    let _stage = host.metrics().stage(Stage::Compaction);
+    let store = host.store().clone();
+    let throttle = Arc::clone(&host.repair().validation);
     let runtime = tokio::runtime::Handle::current();
     let tree = offload::spawn_blocking(move || {
         scan_tree(&store, &throttle, &runtime, keyspace, range, depth)
@@ -47,8 +49,7 @@ pub async fn build_tree(
     .await
     .map_err(NodeError::task("building a repair tree"))??;
     let tree = Arc::new(tree);
-    context
-        .repair
+    host.repair()
         .trees
         .insert(session, keyspace, Arc::clone(&tree));
     Ok(tree)
@@ -107,14 +108,14 @@ fn pace(throttle: &StreamThrottle, runtime: &tokio::runtime::Handle, bytes: u64)
 
 /// The hashes of `nodes` of the tree kept for `session`.
 pub fn tree_nodes(
-    context: &NodeContext,
+    host: &impl RepairHost,
     session: Uuid,
     keyspace: KeyspaceId,
     range: TokenRange,
     nodes: &[u32],
 ) -> Result<Vec<u64>> {
-    let tree = context
-        .repair
+    let tree = host
+        .repair()
         .trees
         .get(session, keyspace, range)
         .ok_or_else(|| {
@@ -138,12 +139,12 @@ pub fn tree_nodes(
 /// Lists this replica's row versions in `ranges`, in token order, in pages
 /// that a task fills (stopping when the receiver goes away).
 pub fn list_rows(
-    context: &NodeContext,
+    host: &impl RepairHost,
     keyspace: KeyspaceId,
     ranges: Vec<TokenRange>,
 ) -> mpsc::Receiver<Result<pb::ListRowsPage, Status>> {
     let (pages, receiver) = offload::channel(2);
-    let store = context.store.clone();
+    let store = host.store().clone();
     offload::spawn_blocking(move || {
         if let Err(error) = scan_rows(&store, keyspace, &ranges, &pages) {
             let _ = pages.send(Err(Status::from(error)));
@@ -184,11 +185,11 @@ fn scan_rows(
 /// answer would outgrow [`MAX_READ_BYTES`] is refused: the caller asks for
 /// fewer keys at a time (a repair coordinator asks for about 1 MiB).
 pub async fn read_cells(
-    context: &NodeContext,
+    host: &impl RepairHost,
     keyspace: KeyspaceId,
     keys: Vec<Vec<u8>>,
 ) -> Result<Vec<(Vec<u8>, Option<ringstore_storage::Cell>)>> {
-    let store = context.store.clone();
+    let store = host.store().clone();
     offload::spawn_blocking(move || {
         let mut bytes = 0usize;
         let mut cells = Vec::with_capacity(keys.len());
@@ -227,14 +228,14 @@ pub async fn read_cells(
 /// Ends `session` here: drops its trees and records `repaired` as repaired
 /// as of `began`.
 pub async fn end_session(
-    context: &NodeContext,
+    host: &impl RepairHost,
     session: Uuid,
     repaired: &[(KeyspaceId, TokenRange)],
     began: Timestamp,
 ) -> Result<()> {
-    context.repair.trees.end_session(session);
+    host.repair().trees.end_session(session);
     if !repaired.is_empty() {
-        context.repair.history.record(repaired, began).await?;
+        host.repair().history.record(repaired, began).await?;
     }
     Ok(())
 }

@@ -17,6 +17,9 @@
 //! most [`SECOND_PASS_PATIENCE`]), the job makes one second pass over the
 //! units that failed ([`DownReplicas::all_back`], `job.rs`): a live node
 //! judged down for a while, as right after a restart, fails no range.
+//!
+//! The ring, the schema, liveness and whether ranges are moving (the
+//! topology subsystem's judgement) come through the [`RepairHost`].
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -27,10 +30,9 @@ use ringstore_repair::{RepairOptions, UnitReport, UnitState};
 use ringstore_storage::{KeyspaceId, Timestamp};
 use uuid::Uuid;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
+use crate::repair::RepairHost;
 use crate::repair::range::{RangeRepair, end_session};
-use crate::topology::movements_under_way;
 
 /// How many more times a unit is tried after a replica was lost during it.
 pub const RETRIES_AFTER_LOSS: u32 = 2;
@@ -53,14 +55,14 @@ impl DownReplicas {
     /// come back), and each is seen up again within `patience`.
     pub async fn all_back(
         &self,
-        context: &NodeContext,
+        host: &dyn RepairHost,
         up_at_start: &BTreeSet<HostId>,
         patience: Duration,
     ) -> bool {
         if self.given_up.is_empty() || !self.given_up.is_subset(up_at_start) {
             return false;
         }
-        let mut views = context.membership.watch_view();
+        let mut views = host.views();
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             if self
@@ -82,8 +84,8 @@ impl DownReplicas {
     /// Waits until every one of `hosts` is up, or [`REPLICA_PATIENCE`] has
     /// passed; hosts given up on before are not waited for. Hosts still down
     /// then are given up on.
-    async fn wait_for(&mut self, context: &NodeContext, hosts: &BTreeSet<HostId>) {
-        let mut views = context.membership.watch_view();
+    async fn wait_for(&mut self, host: &dyn RepairHost, hosts: &BTreeSet<HostId>) {
+        let mut views = host.views();
         let deadline = tokio::time::Instant::now() + REPLICA_PATIENCE;
         loop {
             let down: Vec<HostId> = {
@@ -117,7 +119,7 @@ impl DownReplicas {
 /// replica), waiting for its replicas that are down unless `down` gave up
 /// on them. What became of it.
 pub async fn repair_unit(
-    context: &NodeContext,
+    host: &dyn RepairHost,
     keyspace: KeyspaceId,
     range: TokenRange,
     options: RepairOptions,
@@ -126,11 +128,11 @@ pub async fn repair_unit(
 ) -> UnitState {
     let mut retries = RETRIES_AFTER_LOSS;
     let outcome = loop {
-        let attempt = match unit_pieces(context, keyspace, range, options) {
+        let attempt = match unit_pieces(host, keyspace, range, options) {
             Ok(pieces) => {
                 let hosts = pieces.iter().flat_map(|(_, h)| h.iter().copied()).collect();
-                down.wait_for(context, &hosts).await;
-                repair_pieces(context, keyspace, pieces, options, began).await
+                down.wait_for(host, &hosts).await;
+                repair_pieces(host, keyspace, pieces, options, began).await
             }
             Err(error) => Err(error),
         };
@@ -149,35 +151,35 @@ pub async fn repair_unit(
             UnitState::Failed(error.to_string())
         }
     };
-    context.repair.stats.count(&state);
+    host.repair().stats.count(&state);
     state
 }
 
 /// The pieces of `range` of `keyspace` on the current ring (cut where the
 /// replica sets change), each with the replicas that take part.
 fn unit_pieces(
-    context: &NodeContext,
+    host: &dyn RepairHost,
     keyspace: KeyspaceId,
     range: TokenRange,
     options: RepairOptions,
 ) -> Result<Vec<(TokenRange, Vec<HostId>)>> {
-    if let Some(movements) = movements_under_way(&context.view()) {
+    if let Some(movements) = host.movements_under_way() {
         return Err(NodeError::FailedPrecondition(format!(
             "range movements are under way ({movements}); repair once they are over"
         )));
     }
-    let definition = context
+    let definition = host
         .keyspaces()
         .into_iter()
         .find(|k| k.id == keyspace)
-        .ok_or_else(|| NodeError::KeyspaceNotFound(context.keyspace_name(keyspace)))?;
-    let (_, map) = context.placement(&definition);
+        .ok_or_else(|| NodeError::KeyspaceNotFound(host.keyspace_name(keyspace)))?;
+    let map = host.replica_map(&definition);
     let mut pieces: Vec<(TokenRange, Vec<HostId>)> = Vec::new();
     for replicas in map.ranges() {
         for piece in replicas.range().intersection(&range) {
             let hosts = replicas
                 .hosts()
-                .filter(|h| !options.dc_local || h.location.dc.as_str() == context.config.dc)
+                .filter(|h| !options.dc_local || h.location.dc.as_str() == host.dc())
                 .map(|h| h.id)
                 .collect();
             pieces.push((piece, hosts));
@@ -188,7 +190,7 @@ fn unit_pieces(
 
 /// Repairs each of `pieces` among its replicas; the sum of their reports.
 async fn repair_pieces(
-    context: &NodeContext,
+    host: &dyn RepairHost,
     keyspace: KeyspaceId,
     pieces: Vec<(TokenRange, Vec<HostId>)>,
     options: RepairOptions,
@@ -197,7 +199,7 @@ async fn repair_pieces(
     let record = !options.dry_run && !options.dc_local;
     let mut total = UnitReport::default();
     for (piece, hosts) in pieces {
-        let report = repair_piece(context, keyspace, piece, &hosts, options, began, record).await?;
+        let report = repair_piece(host, keyspace, piece, &hosts, options, began, record).await?;
         total.mismatched_keys += report.mismatched_keys;
         total.rows_sent += report.rows_sent;
         total.bytes += report.bytes;
@@ -208,7 +210,7 @@ async fn repair_pieces(
 /// Repairs one piece among `hosts` in a session of its own, and ends the
 /// session on every replica (recording the piece if `record`).
 pub async fn repair_piece(
-    context: &NodeContext,
+    host: &dyn RepairHost,
     keyspace: KeyspaceId,
     piece: TokenRange,
     hosts: &[HostId],
@@ -217,7 +219,7 @@ pub async fn repair_piece(
     record: bool,
 ) -> Result<UnitReport> {
     let session = Uuid::new_v4();
-    let outcome = match RangeRepair::new(context, session, keyspace, piece, hosts, options) {
+    let outcome = match RangeRepair::new(host, session, keyspace, piece, hosts, options) {
         Ok(repair) => repair.run().await,
         Err(error) => Err(error),
     };
@@ -225,7 +227,7 @@ pub async fn repair_piece(
         (Ok(_), true) => vec![(keyspace, piece)],
         _ => Vec::new(),
     };
-    let ended = end_session(context, session, hosts, &repaired, began).await;
+    let ended = end_session(host, session, hosts, &repaired, began).await;
     let report = outcome?;
     ended?;
     Ok(report)

@@ -8,8 +8,8 @@ use ringstore_storage::KeyspaceId;
 
 use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
-use crate::scan::MAX_PAGE_SIZE;
 use crate::limits::check_key;
+use crate::scan::MAX_PAGE_SIZE;
 
 /// A `ReadRange` request checked: `((after, limit), last)`.
 pub fn request_from_pb(r: &pb::ReadRangeRequest) -> Result<((ScanPoint, usize), Token)> {

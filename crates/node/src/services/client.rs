@@ -38,7 +38,6 @@ use crate::limits::{MAX_TTL_SECONDS, check_key};
 use crate::schema::KeyspaceDef;
 use crate::schema::sync::keyspace_catching_up;
 
-
 /// Serves `Client` from a node's context.
 #[derive(Clone)]
 pub struct ClientService {

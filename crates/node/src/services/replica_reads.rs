@@ -27,8 +27,8 @@ use tonic::Status;
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::error::{NodeError, Result};
-use crate::local_reads::read_own_copy;
 use crate::limits::check_key;
+use crate::local_reads::read_own_copy;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
 pub(crate) const RESPONSE_BUDGET_BYTES: usize = 4 * 1024 * 1024;

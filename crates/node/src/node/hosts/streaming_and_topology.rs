@@ -1,18 +1,7 @@
-//! The node's context as the hosts of the subsystems that must not name
-//! it, where `context.rs` cannot hold the impl: streaming's
-//! ([`StreamHost`]), topology's ([`TopologyHost`]) and snapshots'
-//! ([`SnapshotHost`]).
-//!
-//! [`HandoffHost`](crate::handoff::HandoffHost) and
-//! [`RemovalHost`](crate::removal::RemovalHost) are implemented at the end
-//! of `context.rs`. These three are not: topology's host calls into the
-//! schema's gossip (`schema::sync`) and repair (`repair::node_ops`), which
-//! both take the context, so the context importing them would make each
-//! pair import each other; and `streaming` and `snapshots` use the node's
-//! error type, which reaches the context, so the context naming them would
-//! draw them into that circle (for `streaming`, among the top-level
-//! modules). The node module sits above all of them, and nothing imports
-//! it.
+//! The context as streaming's ([`StreamHost`]), topology's
+//! ([`TopologyHost`]) and snapshots' ([`SnapshotHost`]) host. Topology's
+//! calls into the schema's gossip (`schema::sync`) and repair's sync of
+//! gained ranges (`repair::node_ops`), so topology names neither.
 
 use std::net::SocketAddr;
 use std::path::Path;
