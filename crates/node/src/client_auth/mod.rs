@@ -15,12 +15,16 @@
 //! With `authenticator = "allow_all"` (the default) the layer is a
 //! pass-through and the `Users` service manages users without checks, so
 //! users can be created before the authenticator is switched on.
+//!
+//! The store and the bootstrap take the node as an [`AuthHost`]
+//! (`host.rs`): what they need of it, and nothing more.
 
 mod body;
 mod bootstrap;
 pub(crate) mod config;
 mod flights;
 mod gate;
+mod host;
 mod layer;
 mod refused;
 pub mod store;
@@ -29,6 +33,7 @@ mod stream;
 pub use bootstrap::run as bootstrap;
 pub use config::{AuthConfig, Authenticator};
 pub use gate::{Gate, GateHost};
+pub use host::AuthHost;
 pub use layer::{ClientAuthLayer, Guarded};
 pub use refused::Refused;
 pub use stream::StreamAuth;

@@ -1,9 +1,9 @@
 //! Users in the replicated `system_auth` keyspace, read and written at
 //! QUORUM through the coordinator like any client data; and the node as
-//! the login gate's host.
+//! the login gate's host. Every function takes the node as its
+//! [`AuthHost`] (see `host.rs`).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use ringstore_access::{
@@ -15,8 +15,7 @@ use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, Timestamp};
 
 use super::gate::GateHost;
-use crate::context::NodeContext;
-use crate::coordinator;
+use super::host::AuthHost;
 use crate::error::{NodeError, Result};
 use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
@@ -27,12 +26,12 @@ pub const LEVEL: ConsistencyLevel = ConsistencyLevel::Quorum;
 /// `system_auth`, created (SimpleStrategy, `auth.replication_factor`) if
 /// this node's schema does not have it. Nodes creating it at once derive
 /// the same keyspace id from the name, so they agree on one keyspace.
-pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> {
-    let schema = context.schema.current();
+pub async fn ensure_keyspace(host: &impl AuthHost) -> Result<KeyspaceDef> {
+    let schema = host.schema().current();
     if let Some(existing) = schema.keyspace(AUTH_KEYSPACE) {
         return Ok(existing.clone());
     }
-    let strategy = ReplicationStrategy::simple(context.config.auth.replication_factor)
+    let strategy = ReplicationStrategy::simple(host.auth_replication_factor())
         .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
     let keyspace = KeyspaceDef {
         id: schema.id_for_new_keyspace(AUTH_KEYSPACE),
@@ -44,11 +43,11 @@ pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> 
     };
     let entry = SchemaEntry {
         keyspace: keyspace.clone(),
-        timestamp: context.clock.next(),
+        timestamp: host.next_timestamp(),
         dropped: false,
     };
-    merge_and_publish(context, vec![entry]).await?;
-    if let Err(error) = push_to_live_nodes(context).await {
+    merge_and_publish(host, vec![entry]).await?;
+    if let Err(error) = push_to_live_nodes(host).await {
         // It spreads by schema pulls anyway.
         tracing::debug!(%error, "system_auth not yet on every node");
     }
@@ -57,26 +56,26 @@ pub async fn ensure_keyspace(context: &Arc<NodeContext>) -> Result<KeyspaceDef> 
 }
 
 /// The keyspace, if this node's schema has it (none: there are no users).
-fn keyspace(context: &NodeContext) -> Option<KeyspaceDef> {
-    context.schema.current().keyspace(AUTH_KEYSPACE).cloned()
+fn keyspace(host: &impl AuthHost) -> Option<KeyspaceDef> {
+    host.schema().current().keyspace(AUTH_KEYSPACE).cloned()
 }
 
-async fn read_value(context: &Arc<NodeContext>, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let Some(keyspace) = keyspace(context) else {
+async fn read_value(host: &impl AuthHost, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let Some(keyspace) = keyspace(host) else {
         return Ok(None);
     };
-    let cell = coordinator::read(context, &keyspace, key.to_vec(), LEVEL).await?;
-    Ok(cell.and_then(|cell| cell.visible_value(context.clock.now()).map(<[u8]>::to_vec)))
+    let cell = host.read(&keyspace, key.to_vec(), LEVEL).await?;
+    Ok(cell.and_then(|cell| cell.visible_value(host.now()).map(<[u8]>::to_vec)))
 }
 
-async fn write_cell(context: &Arc<NodeContext>, key: &[u8], cell: Cell) -> Result<()> {
-    let keyspace = ensure_keyspace(context).await?;
-    coordinator::write(context, &keyspace, key.to_vec(), cell, LEVEL).await
+async fn write_cell(host: &impl AuthHost, key: &[u8], cell: Cell) -> Result<()> {
+    let keyspace = ensure_keyspace(host).await?;
+    host.write(&keyspace, key.to_vec(), cell, LEVEL).await
 }
 
 /// `name`'s record, if the user exists.
-pub async fn read_user(context: &Arc<NodeContext>, name: &UserName) -> Result<Option<UserRecord>> {
-    match read_value(context, &name.record_key()).await? {
+pub async fn read_user(host: &impl AuthHost, name: &UserName) -> Result<Option<UserRecord>> {
+    match read_value(host, &name.record_key()).await? {
         None => Ok(None),
         Some(bytes) => Ok(Some(UserRecord::decode(&bytes)?)),
     }
@@ -84,24 +83,24 @@ pub async fn read_user(context: &Arc<NodeContext>, name: &UserName) -> Result<Op
 
 /// Writes `record` at `timestamp` (none: the node's clock).
 pub async fn write_user(
-    context: &Arc<NodeContext>,
+    host: &impl AuthHost,
     record: &UserRecord,
     timestamp: Option<Timestamp>,
 ) -> Result<()> {
-    let timestamp = timestamp.unwrap_or_else(|| context.clock.next());
+    let timestamp = timestamp.unwrap_or_else(|| host.next_timestamp());
     let cell = Cell::live(timestamp, record.encode());
-    write_cell(context, &record.name.record_key(), cell).await
+    write_cell(host, &record.name.record_key(), cell).await
 }
 
 /// Deletes `name`'s record.
-pub async fn delete_user(context: &Arc<NodeContext>, name: &UserName) -> Result<()> {
-    let cell = Cell::deletion(context.clock.next(), context.clock.now());
-    write_cell(context, &name.record_key(), cell).await
+pub async fn delete_user(host: &impl AuthHost, name: &UserName) -> Result<()> {
+    let cell = Cell::deletion(host.next_timestamp(), host.now());
+    write_cell(host, &name.record_key(), cell).await
 }
 
 /// The user index: `None` if it was never written (a cluster without users).
-pub async fn read_index(context: &Arc<NodeContext>) -> Result<Option<BTreeSet<UserName>>> {
-    match read_value(context, USER_INDEX_KEY).await? {
+pub async fn read_index(host: &impl AuthHost) -> Result<Option<BTreeSet<UserName>>> {
+    match read_value(host, USER_INDEX_KEY).await? {
         None => Ok(None),
         Some(bytes) => Ok(Some(decode_index(&bytes)?)),
     }
@@ -109,25 +108,25 @@ pub async fn read_index(context: &Arc<NodeContext>) -> Result<Option<BTreeSet<Us
 
 /// Writes the user index at `timestamp` (none: the node's clock).
 pub async fn write_index(
-    context: &Arc<NodeContext>,
+    host: &impl AuthHost,
     users: &BTreeSet<UserName>,
     timestamp: Option<Timestamp>,
 ) -> Result<()> {
-    let timestamp = timestamp.unwrap_or_else(|| context.clock.next());
+    let timestamp = timestamp.unwrap_or_else(|| host.next_timestamp());
     write_cell(
-        context,
+        host,
         USER_INDEX_KEY,
         Cell::live(timestamp, encode_index(users)),
     )
     .await
 }
 
-/// A node's gate reads its users through the coordinator, at QUORUM. (The
-/// read takes an `Arc` of the context because the coordinator does; the
-/// gate holds the node's `Arc<NodeContext>` as its host.)
-pub struct NodeUsers(pub Arc<NodeContext>);
+/// A node's gate reads its users through the coordinator, at QUORUM: the
+/// gate's host is the node's [`AuthHost`] (the node passes its context, in
+/// the `Arc` the coordinator takes).
+pub struct NodeUsers<H>(pub H);
 
-impl GateHost for NodeUsers {
+impl<H: AuthHost + 'static> GateHost for NodeUsers<H> {
     fn read_user<'a>(&'a self, name: &'a UserName) -> BoxFuture<'a, Result<Option<UserRecord>>> {
         Box::pin(read_user(&self.0, name))
     }
@@ -141,11 +140,11 @@ impl GateHost for NodeUsers {
     }
 
     fn metrics(&self) -> &NodeMetrics {
-        &self.0.metrics
+        self.0.metrics()
     }
 
     fn now_ms(&self) -> u64 {
         // The node's wall clock (the platform's: simulated in simulations).
-        u64::try_from(self.0.clock.now().0 / 1000).unwrap_or(0)
+        u64::try_from(self.0.now().0 / 1000).unwrap_or(0)
     }
 }

@@ -28,11 +28,16 @@
 //! This file holds the schema as a value (entries, merge, versions);
 //! `store.rs` keeps it in the node's storage and publishes changes to the
 //! node; `sync.rs` spreads it: pushes a change to the live nodes and pulls
-//! from any node whose gossiped schema version differs. The gRPC edge is
+//! from any node whose gossiped schema version differs. `host.rs` says
+//! what spreading it needs of the running node ([`SchemaHost`]), so no
+//! schema module names the node's context. The gRPC edge is
 //! `services/schema.rs`.
 
+pub mod host;
 pub mod store;
 pub mod sync;
+
+pub use host::SchemaHost;
 
 use std::collections::BTreeMap;
 

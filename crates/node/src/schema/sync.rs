@@ -1,5 +1,7 @@
 //! Keeping every node's schema equal: pushes on change, with agreement, and a
 //! background exchange with any live node whose schema version differs.
+//!
+//! Every function takes the node as its [`SchemaHost`] (see `host.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,29 +11,28 @@ use futures::future::join_all;
 use ringstore_membership::{Liveness, NodeState};
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
 use crate::convert::schema_entry_from_pb;
 use crate::error::{NodeError, Result};
+use crate::schema::host::SchemaHost;
 use crate::schema::store::snapshot_of;
 use crate::schema::{KeyspaceDef, SchemaEntry};
 
 /// Merges `entries` into the local schema and, when that changed it, gossips
 /// the new schema version.
 /// Data of keyspaces the merge dropped is deleted from local storage.
-pub async fn merge_and_publish(context: &NodeContext, entries: Vec<SchemaEntry>) -> Result<bool> {
-    let before = context.schema.current();
-    let changed = context.schema.merge(entries).await?;
+pub async fn merge_and_publish(host: &dyn SchemaHost, entries: Vec<SchemaEntry>) -> Result<bool> {
+    let before = host.schema().current();
+    let changed = host.schema().merge(entries).await?;
     if changed {
-        let after = context.schema.current();
+        let after = host.schema().current();
         for dropped in before
             .keyspaces()
             .filter(|k| after.keyspace_by_id(k.id).is_none())
         {
-            context.store.drop_keyspace(dropped.id).await?;
+            host.store().drop_keyspace(dropped.id).await?;
         }
         let version = after.version();
-        context
-            .membership
+        host.membership()
             .update_local(move |m| m.schema_version = version)
             .await?;
     }
@@ -40,16 +41,16 @@ pub async fn merge_and_publish(context: &NodeContext, entries: Vec<SchemaEntry>)
 
 /// Pushes the local schema to every live node and waits until each has
 /// merged it (schema agreement), or the schema timeout passes.
-pub async fn push_to_live_nodes(context: &NodeContext) -> Result<()> {
-    let view = context.view();
-    let snapshot = snapshot_of(&context.schema.current());
-    let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+pub async fn push_to_live_nodes(host: &dyn SchemaHost) -> Result<()> {
+    let view = host.membership().view();
+    let snapshot = snapshot_of(&host.schema().current());
+    let timeout = host.schema_timeout();
     let pushes = view
         .members
         .values()
-        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != context.host_id)
+        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != host.host_id())
         .map(|m| {
-            let mut client = context.peers.client(m.metadata.internode_addr);
+            let mut client = host.peers().client(m.metadata.internode_addr);
             let snapshot = snapshot.clone();
             let address = m.metadata.internode_addr;
             async move {
@@ -84,10 +85,10 @@ const PUSH_RETRY_DELAY: Duration = Duration::from_millis(500);
 /// between: a node just restarted may refuse the first connection, and one
 /// just stopped is seen down by a later attempt. The last attempt's error
 /// if none succeeded.
-pub async fn push_with_retries(context: &NodeContext, attempts: u32) -> Result<()> {
+pub async fn push_with_retries(host: &dyn SchemaHost, attempts: u32) -> Result<()> {
     let mut attempt = 1;
     loop {
-        match push_to_live_nodes(context).await {
+        match push_to_live_nodes(host).await {
             Ok(()) => return Ok(()),
             Err(error) if attempt >= attempts => return Err(error),
             Err(error) => {
@@ -102,7 +103,7 @@ pub async fn push_with_retries(context: &NodeContext, attempts: u32) -> Result<(
 /// Runs until the node stops: every `interval`, pulls the schema of each live
 /// node that gossips another schema version, merges it, and pushes back if
 /// that node lacks something.
-pub async fn run(context: Arc<NodeContext>, interval: Duration) {
+pub async fn run(host: Arc<dyn SchemaHost>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Failures in a row: the first and every 30th are warnings (a peer this
@@ -111,7 +112,7 @@ pub async fn run(context: Arc<NodeContext>, interval: Duration) {
     let mut failures = 0u64;
     loop {
         ticker.tick().await;
-        match exchange_once(&context).await {
+        match exchange_once(&*host).await {
             Ok(()) => failures = 0,
             Err(error) => {
                 failures += 1;
@@ -125,21 +126,21 @@ pub async fn run(context: Arc<NodeContext>, interval: Duration) {
     }
 }
 
-async fn exchange_once(context: &NodeContext) -> Result<()> {
-    let view = context.view();
-    let ours = context.schema.current().version();
+async fn exchange_once(host: &dyn SchemaHost) -> Result<()> {
+    let view = host.membership().view();
+    let ours = host.schema().current().version();
     let differing: Vec<_> = view
         .members
         .values()
         .filter(|m| {
             m.liveness == Liveness::Up
-                && m.metadata.host_id != context.host_id
+                && m.metadata.host_id != host.host_id()
                 && m.metadata.schema_version != ours
         })
         .map(|m| m.metadata.internode_addr)
         .collect();
     for address in differing {
-        exchange_with(context, address).await?;
+        exchange_with(host, address).await?;
     }
     Ok(())
 }
@@ -148,16 +149,16 @@ async fn exchange_once(context: &NodeContext) -> Result<()> {
 /// timeout) and merges it, whatever the versions gossip shows: a joining
 /// node asks this before it streams, as a gossiped version may lag the
 /// peer's schema. How many peers answered.
-pub async fn pull_from_live_peers(context: &NodeContext) -> usize {
-    let view = context.view();
-    let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+pub async fn pull_from_live_peers(host: &dyn SchemaHost) -> usize {
+    let view = host.membership().view();
+    let timeout = host.schema_timeout();
     let pulls = view
         .members
         .values()
-        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != context.host_id)
+        .filter(|m| m.liveness == Liveness::Up && m.metadata.host_id != host.host_id())
         .map(|m| m.metadata.internode_addr)
         .map(|address| async move {
-            match tokio::time::timeout(timeout, exchange_with(context, address)).await {
+            match tokio::time::timeout(timeout, exchange_with(host, address)).await {
                 Ok(Ok(())) => true,
                 Ok(Err(error)) => {
                     tracing::info!(%address, %error, "could not pull the schema");
@@ -189,24 +190,24 @@ pub async fn pull_from_live_peers(context: &NodeContext) -> usize {
 ///
 /// With equal versions everywhere (the steady state) an unknown name costs
 /// no network round.
-pub async fn keyspace_catching_up(context: &NodeContext, name: &str) -> Result<KeyspaceDef> {
-    if let Ok(keyspace) = context.keyspace(name) {
+pub async fn keyspace_catching_up(host: &dyn SchemaHost, name: &str) -> Result<KeyspaceDef> {
+    if let Ok(keyspace) = keyspace(host, name) {
         return Ok(keyspace);
     }
-    let differing = peers_with_other_schema(context);
+    let differing = peers_with_other_schema(host);
     if !differing.is_empty() {
-        let timeout = Duration::from_millis(context.config.timeouts.schema_ms);
+        let timeout = host.schema_timeout();
         let pulls = differing.into_iter().map(|address| async move {
             if let Ok(Err(error)) =
-                tokio::time::timeout(timeout, exchange_with(context, address)).await
+                tokio::time::timeout(timeout, exchange_with(host, address)).await
             {
                 tracing::debug!(%address, %error, "could not pull the schema");
             }
         });
         join_all(pulls).await;
     }
-    match context.keyspace(name) {
-        Err(NodeError::KeyspaceNotFound(_)) if joining_without_agreement(context) => {
+    match keyspace(host, name) {
+        Err(NodeError::KeyspaceNotFound(_)) if joining_without_agreement(host) => {
             Err(NodeError::Unavailable(format!(
                 "this node is joining and has not learned keyspace {name:?} from the cluster yet; \
                  ask another node"
@@ -216,29 +217,38 @@ pub async fn keyspace_catching_up(context: &NodeContext, name: &str) -> Result<K
     }
 }
 
+/// The keyspace named `name`, or `NOT_FOUND`.
+fn keyspace(host: &dyn SchemaHost, name: &str) -> Result<KeyspaceDef> {
+    host.schema()
+        .current()
+        .keyspace(name)
+        .cloned()
+        .ok_or_else(|| NodeError::KeyspaceNotFound(name.to_string()))
+}
+
 /// The internode addresses of the live peers whose gossiped schema version
 /// is not this node's.
-fn peers_with_other_schema(context: &NodeContext) -> Vec<SocketAddr> {
-    let ours = context.schema.current().version();
-    context
+fn peers_with_other_schema(host: &dyn SchemaHost) -> Vec<SocketAddr> {
+    let ours = host.schema().current().version();
+    host.membership()
         .view()
         .up_members()
-        .filter(|m| m.metadata.host_id != context.host_id && m.metadata.schema_version != ours)
+        .filter(|m| m.metadata.host_id != host.host_id() && m.metadata.schema_version != ours)
         .map(|m| m.metadata.internode_addr)
         .collect()
 }
 
 /// Whether this node is `Joining` and does not yet see a live peer with
 /// its schema version and none with another.
-fn joining_without_agreement(context: &NodeContext) -> bool {
-    let view = context.view();
+fn joining_without_agreement(host: &dyn SchemaHost) -> bool {
+    let view = host.membership().view();
     let joining = view
-        .member(context.host_id)
+        .member(host.host_id())
         .is_some_and(|m| m.metadata.state == NodeState::Joining);
-    let ours = context.schema.current().version();
+    let ours = host.schema().current().version();
     let mut peers = view
         .up_members()
-        .filter(|m| m.metadata.host_id != context.host_id)
+        .filter(|m| m.metadata.host_id != host.host_id())
         .peekable();
     let agreed = peers.peek().is_some() && peers.all(|m| m.metadata.schema_version == ours);
     joining && !agreed
@@ -246,8 +256,8 @@ fn joining_without_agreement(context: &NodeContext) -> bool {
 
 /// Pulls the schema of the node at `address`, merges it, and pushes the
 /// merged schema back if that node lacks something.
-async fn exchange_with(context: &NodeContext, address: SocketAddr) -> Result<()> {
-    let mut client = context.peers.client(address);
+async fn exchange_with(host: &dyn SchemaHost, address: SocketAddr) -> Result<()> {
+    let mut client = host.peers().client(address);
     let theirs = client
         .pull_schema(pb::PullSchemaRequest {})
         .await
@@ -259,8 +269,8 @@ async fn exchange_with(context: &NodeContext, address: SocketAddr) -> Result<()>
         .map(schema_entry_from_pb)
         .collect::<Result<Vec<_>>>()?;
     let their_count = entries.len();
-    merge_and_publish(context, entries).await?;
-    let merged = context.schema.current();
+    merge_and_publish(host, entries).await?;
+    let merged = host.schema().current();
     if merged.entries().count() > their_count {
         let _ = client.push_schema(snapshot_of(&merged)).await;
     }
