@@ -10,7 +10,6 @@ use ringstore_replication::{ConsistencyLevel, SpeculativeRetry};
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
 use crate::error::NodeError;
-use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
 
 /// A strategy from its wire form.
 pub fn strategy_from_pb(
@@ -70,36 +69,6 @@ pub fn strategy_to_pb(strategy: &ReplicationStrategy) -> pb::Replication {
     }
 }
 
-/// A keyspace's wire form.
-pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
-    pb::Keyspace {
-        name: keyspace.name.clone(),
-        id: keyspace.id.to_string(),
-        replication: Some(strategy_to_pb(&keyspace.strategy)),
-        gc_grace_seconds: Some(keyspace.gc_grace_seconds),
-        speculative_retry: Some(keyspace.speculative_retry.to_string()),
-        pending_replication: keyspace.pending_strategy.as_ref().map(strategy_to_pb),
-    }
-}
-
-/// A keyspace from its wire form.
-pub fn keyspace_from_pb(keyspace: pb::Keyspace) -> Result<KeyspaceDef, NodeError> {
-    let id = keyspace_id_from_pb(&keyspace.id)?;
-    Ok(KeyspaceDef {
-        name: keyspace.name,
-        id,
-        strategy: strategy_from_pb(keyspace.replication)?,
-        gc_grace_seconds: keyspace
-            .gc_grace_seconds
-            .unwrap_or(DEFAULT_GC_GRACE_SECONDS),
-        speculative_retry: speculative_retry_from_pb(keyspace.speculative_retry.as_deref())?,
-        pending_strategy: keyspace
-            .pending_replication
-            .map(|pending| strategy_from_pb(Some(pending)))
-            .transpose()?,
-    })
-}
-
 /// A `speculative_retry` setting from its wire form: absent (a schema written
 /// before the setting existed, or a request without it) is the default, `p99`.
 pub fn speculative_retry_from_pb(text: Option<&str>) -> Result<SpeculativeRetry, NodeError> {
@@ -111,27 +80,6 @@ pub fn keyspace_id_from_pb(id: &str) -> Result<KeyspaceId, NodeError> {
     id.parse::<uuid::Uuid>()
         .map(KeyspaceId)
         .map_err(|e| NodeError::InvalidArgument(format!("invalid keyspace id {id:?}: {e}")))
-}
-
-/// A schema entry's wire form.
-pub fn schema_entry_to_pb(entry: &SchemaEntry) -> pb::SchemaEntry {
-    pb::SchemaEntry {
-        keyspace: Some(keyspace_to_pb(&entry.keyspace)),
-        timestamp_micros: entry.timestamp.0,
-        dropped: entry.dropped,
-    }
-}
-
-/// A schema entry from its wire form.
-pub fn schema_entry_from_pb(entry: pb::SchemaEntry) -> Result<SchemaEntry, NodeError> {
-    let keyspace = entry
-        .keyspace
-        .ok_or_else(|| NodeError::InvalidArgument("schema entry without keyspace".into()))?;
-    Ok(SchemaEntry {
-        keyspace: keyspace_from_pb(keyspace)?,
-        timestamp: Timestamp(entry.timestamp_micros),
-        dropped: entry.dropped,
-    })
 }
 
 /// A cell's wire form.

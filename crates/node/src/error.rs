@@ -158,7 +158,7 @@ pub enum NodeError {
 
     /// The metrics port could not be set up (its token or TLS files).
     #[error("metrics port: {0}")]
-    MetricsHttp(#[from] crate::metrics_http::security::MetricsHttpError),
+    MetricsHttp(#[from] crate::start_refusals::MetricsHttpError),
 
     /// The metrics page could not be made.
     #[error("metrics: {0}")]
@@ -252,7 +252,7 @@ pub enum NodeError {
 
     /// The node would start open on a network, or with a weak secret.
     #[error("{0}")]
-    Insecure(#[from] crate::security::InsecureStart),
+    Insecure(#[from] crate::start_refusals::InsecureStart),
 }
 
 impl From<ringstore_replication::ReplicationError> for NodeError {

@@ -126,6 +126,7 @@ pub mod settling_ring;
 pub mod shared_error;
 pub mod snapshot_file;
 pub mod snapshots;
+pub mod start_refusals;
 pub mod streaming;
 #[cfg(test)]
 mod test_views;

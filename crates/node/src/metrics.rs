@@ -5,7 +5,7 @@
 //! Counters restart at zero with the process.
 //!
 //! It reads the node through a [`MetricsHost`], which the node's context
-//! implements (in `context.rs`): this module names neither the context nor
+//! implements (in `node/hosts/`): this module names neither the context nor
 //! the repair subsystem, whose part of the page the host makes.
 
 use std::collections::BTreeMap;

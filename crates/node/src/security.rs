@@ -24,62 +24,13 @@
 //! - The check looks at addresses, not at the network: a loopback-only node
 //!   behind a port forward is as open as the forward makes it.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ringstore_membership::ClusterSecret;
 
 use crate::config::NodeConfig;
 
-/// The shortest cluster secret accepted, in bytes.
-pub const MIN_SECRET_BYTES: usize = 16;
-
-/// Why a node refuses to start as configured.
-#[derive(Debug, thiserror::Error)]
-pub enum InsecureStart {
-    /// Reachable from other machines, and nothing authenticates gossip.
-    #[error(
-        "{setting} {address} is not a loopback address, and nothing authenticates the \
-         cluster's traffic: anyone who reaches it could join the ring, write and read \
-         every key. Choose one: set a cluster secret of at least {MIN_SECRET_BYTES} bytes \
-         on every node (cluster_secret_file = \"/etc/ringstore/secret\", or the \
-         RINGSTORE_CLUSTER_SECRET variable), and add internode TLS \
-         (server_encryption) against eavesdroppers; or start with --insecure \
-         (insecure = true) to run open on purpose"
-    )]
-    Open {
-        /// The setting whose address is reachable.
-        setting: &'static str,
-        /// The address.
-        address: SocketAddr,
-    },
-    /// A secret too short to resist guessing.
-    #[error(
-        "the cluster secret is {len} bytes: it must be at least {MIN_SECRET_BYTES} \
-         (make one with `head -c 32 /dev/urandom | base64`)"
-    )]
-    ShortSecret {
-        /// Its length in bytes.
-        len: usize,
-    },
-    /// Both ways of giving the secret at once.
-    #[error("cluster_secret and cluster_secret_file are both set: keep one")]
-    TwoSecrets,
-    /// The secret file cannot be read.
-    #[error("cluster_secret_file {path}: {source}")]
-    SecretFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The secret file holds no secret.
-    #[error("cluster_secret_file {path} holds no secret (one per line; # starts a comment)")]
-    EmptySecretFile {
-        /// The file.
-        path: PathBuf,
-    },
-}
+pub use crate::start_refusals::{InsecureStart, MIN_SECRET_BYTES};
 
 /// How open a node starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,6 +158,8 @@ pub fn announce(posture: Posture, config: &NodeConfig) {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+
     use super::*;
 
     fn config(address: &str) -> NodeConfig {

@@ -22,7 +22,7 @@
 //!
 //! It asks for no more of the node than [`SnapshotHost`] (its data
 //! directory, its store, the schema's keyspaces), which the node's context
-//! implements (in `node/hosts.rs`), so this module does not name the context.
+//! implements (in `node/hosts/`), so this module does not name the context.
 
 use std::path::{Path, PathBuf};
 

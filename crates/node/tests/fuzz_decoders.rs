@@ -20,12 +20,14 @@ use proptest::prelude::*;
 use prost::Message;
 use ringstore_node::convert::range_from_pb;
 use ringstore_node::convert::{
-    cell_from_pb, cell_to_pb, keyspace_from_pb, keyspace_id_from_pb, keyspace_to_pb,
-    schema_entry_from_pb, schema_entry_to_pb, strategy_from_pb, strategy_to_pb,
+    cell_from_pb, cell_to_pb, keyspace_id_from_pb, strategy_from_pb, strategy_to_pb,
 };
 use ringstore_node::error::NodeError;
 use ringstore_node::schema::Schema;
 use ringstore_node::schema::store::{SchemaStore, snapshot_of};
+use ringstore_node::schema::wire::{
+    keyspace_from_pb, keyspace_to_pb, schema_entry_from_pb, schema_entry_to_pb,
+};
 use ringstore_placement::{Token, TokenRange};
 use ringstore_proto::v1 as pb;
 use ringstore_storage::{Cell, Durability, KeyspaceId, MemoryEngine, Store};

@@ -2,8 +2,8 @@
 //! reaches itself through the modules its code names (`crate::a::…` paths,
 //! `use super::…` included), so each can be read after the ones it builds
 //! on. Folders are checked too, each as one module (the top-level
-//! modules): some still form one circle, listed below, while issue 46 is
-//! under way. Doc comments do not count: a
+//! modules), so the node's layers hold: a subsystem takes a narrow host
+//! and never names the context that wires it. Doc comments do not count: a
 //! link is a pointer for the reader, not a dependency.
 //!
 //! A file's tests (from its first `#[cfg(test)]` line on) do not count
@@ -200,43 +200,6 @@ fn borrowed(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, BTreeS
         .collect()
 }
 
-/// The top-level modules still in a circle, while issue 46 (narrow hosts
-/// instead of one `NodeContext`) is under way: once a subsystem takes the
-/// whole context it imports `context`, which imports the subsystem's
-/// state back. What remains goes through the error type rather than the
-/// context: `error` names `security` and `metrics_http::security`, which
-/// reach `config` and `metrics`, which name `client_auth` (its config) and
-/// `schema`, which use `error`; and `schema` and `convert` name each
-/// other. The list may only shrink: a module that joins a circle fails the
-/// test, and so does one listed here that has left every circle (take it
-/// off).
-const STILL_IN_A_CIRCLE_AT_TOP: &[&str] = &[
-    "client_auth",
-    "config",
-    "convert",
-    "error",
-    "metrics",
-    "metrics_http",
-    "schema",
-    "security",
-];
-
-/// Fails unless the modules in `found`'s circles are exactly `allowed`.
-fn assert_circles_within(found: &[Vec<&str>], allowed: &[&str], what: &str) {
-    let in_circles: BTreeSet<&str> = found.iter().flatten().copied().collect();
-    let allowed: BTreeSet<&str> = allowed.iter().copied().collect();
-    let joined: Vec<&&str> = in_circles.difference(&allowed).collect();
-    let left: Vec<&&str> = allowed.difference(&in_circles).collect();
-    assert!(
-        joined.is_empty(),
-        "{what} that joined a circle of imports: {joined:?} (the circles: {found:?})"
-    );
-    assert!(
-        left.is_empty(),
-        "{what} no longer in any circle: take them off the list: {left:?}"
-    );
-}
-
 #[test]
 fn the_node_modules_form_no_circle_of_any_length() {
     let (by_file, _) = import_graphs();
@@ -248,10 +211,13 @@ fn the_node_modules_form_no_circle_of_any_length() {
 }
 
 #[test]
-fn the_node_top_level_modules_form_no_new_circle_of_any_length() {
+fn the_node_top_level_modules_form_no_circle_of_any_length() {
     let (_, by_top) = import_graphs();
     let found = circles(&borrowed(&by_top));
-    assert_circles_within(&found, STILL_IN_A_CIRCLE_AT_TOP, "top-level modules");
+    assert!(
+        found.is_empty(),
+        "top-level modules (folders as one) that reach each other through imports: {found:?}"
+    );
 }
 
 #[test]

@@ -35,39 +35,7 @@ pub struct MetricsSecurity {
     pub allow_open: bool,
 }
 
-/// Why the metrics port cannot be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum MetricsHttpError {
-    /// The bearer token file cannot be read.
-    #[error("cannot read metrics_security.bearer_token_file {path}: {source}")]
-    TokenFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The bearer token file holds only whitespace.
-    #[error("metrics_security.bearer_token_file {path} is empty")]
-    EmptyToken {
-        /// The file.
-        path: PathBuf,
-    },
-    /// A certificate or key file of `client_encryption` does not read or parse.
-    #[error("cannot read {setting} {path} for the metrics port's TLS: {reason}")]
-    Pem {
-        /// The setting naming the file.
-        setting: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// What the PEM reader said.
-        reason: String,
-    },
-    /// rustls refused the certificate and key.
-    #[error(
-        "invalid TLS settings for the metrics port (client_encryption.certificate, .private_key): {0}"
-    )]
-    Tls(#[from] tokio_rustls::rustls::Error),
-}
+pub use crate::start_refusals::MetricsHttpError;
 
 impl MetricsSecurity {
     /// What is wrong with these settings for `/metrics` at `bind` (none:

@@ -1,6 +1,6 @@
 //! What repair needs from the running node, and nothing more: the
-//! [`RepairHost`] trait. The node's context implements it (at the end of
-//! `context.rs`), so no repair module names the context, the topology
+//! [`RepairHost`] trait. The node's context implements it (in `node/hosts/`),
+//! so no repair module names the context, the topology
 //! subsystem or the clock, and none of them imports repair back through
 //! them. A test can drive repair with a double of its own.
 //!

@@ -36,6 +36,7 @@
 pub mod host;
 pub mod store;
 pub mod sync;
+pub mod wire;
 
 pub use host::SchemaHost;
 

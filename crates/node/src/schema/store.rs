@@ -7,8 +7,8 @@ use prost::Message;
 use ringstore_proto::v1 as pb;
 use ringstore_storage::Store;
 
-use crate::convert::{schema_entry_from_pb, schema_entry_to_pb};
 use crate::error::{NodeError, Result};
+use crate::schema::wire::{schema_entry_from_pb, schema_entry_to_pb};
 use crate::schema::{Schema, SchemaEntry};
 
 /// The key of the schema in the storage's system tree.

@@ -11,10 +11,10 @@ use futures::future::join_all;
 use ringstore_membership::{Liveness, NodeState};
 use ringstore_proto::v1 as pb;
 
-use crate::convert::schema_entry_from_pb;
 use crate::error::{NodeError, Result};
 use crate::schema::host::SchemaHost;
 use crate::schema::store::snapshot_of;
+use crate::schema::wire::schema_entry_from_pb;
 use crate::schema::{KeyspaceDef, SchemaEntry};
 
 /// Merges `entries` into the local schema and, when that changed it, gossips

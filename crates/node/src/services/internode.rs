@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::context::NodeContext;
-use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb, schema_entry_from_pb};
+use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb};
 use crate::convert::{range_from_pb, ranges_from_pb};
 use crate::deadline;
 use crate::error::{NodeError, Result};
@@ -25,6 +25,7 @@ use crate::repair::replica;
 use crate::ring_lag;
 use crate::schema::store::snapshot_of;
 use crate::schema::sync::merge_and_publish;
+use crate::schema::wire::schema_entry_from_pb;
 use crate::services::apply_stream;
 use crate::services::replica_reads;
 use crate::streaming::fetch::{RangeFetch, fetch_ranges};

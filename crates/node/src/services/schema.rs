@@ -8,9 +8,10 @@ use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
-use crate::convert::{keyspace_to_pb, speculative_retry_from_pb, strategy_from_pb};
+use crate::convert::{speculative_retry_from_pb, strategy_from_pb};
 use crate::error::NodeError;
 use crate::schema::sync::{merge_and_publish, push_with_retries};
+use crate::schema::wire::keyspace_to_pb;
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
 
 /// Attempts at pushing a created or dropped keyspace to every live node

@@ -1,6 +1,6 @@
 //! What range streaming needs from the running node, and nothing more.
 //!
-//! The node's context implements [`StreamHost`] (in `node/hosts.rs`), so the
+//! The node's context implements [`StreamHost`] (in `node/hosts/`), so the
 //! streaming shells never name the context: they can be read, and driven
 //! by a test double, on their own. Topology's host extends this one, as a
 //! topology change streams.

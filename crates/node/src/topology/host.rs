@@ -5,7 +5,7 @@
 //! keeps topology operations one at a time, the schema, and the three
 //! things a change asks of other subsystems: repairing the ranges a node
 //! gained (repair), handing hints off (hinted handoff) and stopping the
-//! node. The node implements it (`node/hosts.rs`), so no topology module
+//! node. The node implements it (`node/hosts/`), so no topology module
 //! names the node's context, repair or hinted handoff, and a test double
 //! can drive one.
 
