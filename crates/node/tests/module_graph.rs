@@ -215,6 +215,10 @@ const STILL_IN_A_CIRCLE_AT_TOP: &[&str] = &[
     "context",
     "convert",
     "coordinator",
+    // New with the coordinator's host: it names the queues, the hints and
+    // the error type, which reach `client_auth` and so `coordinator` back;
+    // it leaves with `coordinator`.
+    "coordinator_host",
     "deadline",
     "error",
     "handoff",

@@ -2,7 +2,7 @@
 //!
 //! Each subsystem says what it needs from the running node as a trait of
 //! its own (`RepairHost`, `TopologyHost`, `StreamHost`, `MetricsHost`,
-//! `SnapshotHost`, …) and never names `NodeContext`; the context
+//! `SnapshotHost`, `CoordinatorHost`, …) and never names `NodeContext`; the context
 //! implements them here, where the node is wired at start. The impls live
 //! in `node/`, not in `context.rs`, because some hosts answer by calling
 //! another subsystem (the repair host asks topology whether ranges move;
@@ -15,5 +15,6 @@
 //! [`RemovalHost`](crate::removal::RemovalHost), which need nothing but
 //! the context's own fields, are implemented at the end of `context.rs`.
 
+mod coordinator;
 mod repair_and_metrics;
 mod streaming_and_topology;
