@@ -2,7 +2,7 @@
 //!
 //! Each subsystem says what it needs from the running node as a trait of
 //! its own (`RepairHost`, `TopologyHost`, `StreamHost`, `MetricsHost`,
-//! `SnapshotHost`, `CoordinatorHost`, …) and never names `NodeContext`; the context
+//! `SnapshotHost`, `CoordinatorHost`, `DrainHost`, `DiskFailureHost`, …) and never names `NodeContext`; the context
 //! implements them here, where the node is wired at start. The impls live
 //! in `node/`, not in `context.rs`, because some hosts answer by calling
 //! another subsystem (the repair host asks topology whether ranges move;
@@ -17,4 +17,5 @@
 
 mod coordinator;
 mod repair_and_metrics;
+mod serving;
 mod streaming_and_topology;
