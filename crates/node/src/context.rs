@@ -2,8 +2,9 @@
 //!
 //! Subsystems should not take it whole: each asks for a narrow host trait
 //! of what it uses. `HandoffHost` and `RemovalHost` are implemented at the
-//! end of this file; `StreamHost`, `TopologyHost` and `SnapshotHost` in
-//! `node/hosts.rs`, as naming those modules here would draw them into a
+//! end of this file; the others (`StreamHost`, `TopologyHost`,
+//! `SnapshotHost`, `RepairHost`, `CoordinatorHost`, `DrainHost`, …) in
+//! `node/hosts/`, as naming those modules here would draw them into a
 //! circle with this one (their impls call modules that import this one,
 //! or they use the node's error type, which does).
 
