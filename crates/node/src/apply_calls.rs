@@ -4,7 +4,7 @@
 //! with ([`check_ring`]); and a call of its own for several mutations
 //! ([`apply_remotely`], as scans write their repairs). Single replica writes
 //! go through the per-peer queues instead (`batched_applies.rs`), which use
-//! the first two.
+//! the first two. Each takes the coordinator's host ([`CoordinatorHost`]).
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -15,7 +15,7 @@ use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 
 use crate::apply_streams::Streamed;
-use crate::context::NodeContext;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::{NodeError, Result};
 use crate::ring_lag;
 
@@ -25,7 +25,7 @@ use crate::ring_lag;
 /// as is an answer showing the placing ring behind the replica's
 /// ([`ring_lag`]).
 pub(crate) async fn apply_remotely(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     host: HostId,
     mutations: Vec<pb::ReplicaMutation>,
     placed: &ClusterView,
@@ -46,7 +46,7 @@ pub(crate) async fn apply_remotely(
 /// the peer's apply stream (`apply_streams.rs`), or as a unary call to a
 /// peer that does not serve one.
 pub(crate) async fn call_apply(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     address: SocketAddr,
     mutations: Vec<pb::ReplicaMutation>,
     ring: u64,
@@ -56,20 +56,20 @@ pub(crate) async fn call_apply(
         mutations,
         ring_checksum: ring,
     };
-    let streams = &context.apply_streams;
+    let streams = context.apply_streams();
     let open = || {
-        context.metrics.apply_stream_opened();
-        context.peers.client(address)
+        context.metrics().apply_stream_opened();
+        context.peers().client(address)
     };
     let answered = match streams.call(address, open, request).await {
         Streamed::Answered(answered) => answered,
         Streamed::Unsupported(request) => {
-            let response = context.peers.client(address).apply(request).await;
+            let response = context.peers().client(address).apply(request).await;
             response.map(tonic::Response::into_inner)
         }
     };
     context
-        .metrics
+        .metrics()
         .internode(address, InternodeRpc::Apply, started.elapsed());
     answered.map_err(NodeError::peer(address, "apply"))
 }
@@ -77,7 +77,7 @@ pub(crate) async fn call_apply(
 /// Fails a replica's answer whose members show the placing ring behind the
 /// replica's, noting them (see [`ring_lag`]).
 pub(crate) fn check_ring(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     replica: SocketAddr,
     placed: &ClusterView,
     members: &[pb::MemberStamp],
@@ -86,7 +86,7 @@ pub(crate) fn check_ring(
     if ahead.is_empty() {
         return Ok(());
     }
-    context.ring_lag.note(&ahead);
+    context.ring_lag().note(&ahead);
     Err(NodeError::RingBehind {
         replica,
         members: ahead.len(),

@@ -1,7 +1,9 @@
 //! Sending the coordinator's replica writes, coalesced per peer: a write
 //! joins its peer's queue ([`ApplyQueues`](crate::apply_queues::ApplyQueues));
 //! the write that finds a free call slot spawns the task that sends the
-//! peer's calls. See `peer_queues.rs` for the design.
+//! peer's calls. See `peer_queues.rs` for the design. The queues, the
+//! calls and the write timeout come from the coordinator's host
+//! ([`CoordinatorHost`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use tokio::sync::oneshot;
 
 use crate::apply_calls::{call_apply, check_ring};
 use crate::apply_queues::{Delivered, Delivery, Waiter};
-use crate::context::NodeContext;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::{NodeError, Result};
 use crate::peer_queues;
 use crate::shared_error::SharedError;
@@ -23,8 +25,8 @@ use crate::shared_error::SharedError;
 /// in a call shared with the other writes queued for it meanwhile. Fails
 /// as a call of its own would: the call failed, the replica refused the
 /// mutation, or its answer shows the placing ring behind its own.
-pub(crate) async fn apply(
-    context: &Arc<NodeContext>,
+pub(crate) async fn apply<H: CoordinatorHost>(
+    context: &Arc<H>,
     address: SocketAddr,
     mutation: pb::ReplicaMutation,
     placed: &ClusterView,
@@ -37,7 +39,7 @@ pub(crate) async fn apply(
         answer,
     };
     let leave_now = context
-        .apply_queues
+        .apply_queues()
         .lock()
         .submit(address, waiter, ring, bytes);
     if let Some(batch) = leave_now {
@@ -57,16 +59,20 @@ pub(crate) async fn apply(
 /// call at a time, until a call ends with nobody queued. A write that
 /// stopped waiting while it queued (its timeout passed) gets a hint
 /// instead: it is not sent.
-async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<Waiter>) {
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+async fn send_calls<H: CoordinatorHost>(
+    context: Arc<H>,
+    address: SocketAddr,
+    first: Batch<Waiter>,
+) {
+    let timeout = Duration::from_millis(context.write_timeout_ms());
     let context = &context;
     peer_queues::send_waiting_calls(
-        &context.apply_queues,
+        context.apply_queues(),
         address,
         first,
         (timeout, "apply"),
         |mutations, ring| call(context, address, mutations, ring),
-        |sent| context.metrics.coalesced_writes(sent),
+        |sent| context.metrics().coalesced_writes(sent),
     )
     .await;
 }
@@ -74,7 +80,7 @@ async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch
 /// One `Apply` call of `mutations`, on the peer's apply stream; each one's
 /// part of the answer, in order.
 async fn call(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     address: SocketAddr,
     mutations: Vec<pb::ReplicaMutation>,
     ring: u64,

@@ -2,7 +2,8 @@
 //! its peer's queue ([`ReadQueues`](crate::read_queues::ReadQueues)); the
 //! read that finds a free call slot spawns the task that sends the peer's
 //! calls. See `peer_queues.rs` for the design and `read_queues.rs` for what
-//! each read gets back.
+//! each read gets back. The queues, the calls and the read timeout come
+//! from the coordinator's host ([`CoordinatorHost`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use ringstore_storage::KeyspaceId;
 use tokio::sync::oneshot;
 
 use crate::apply_calls::check_ring;
-use crate::context::NodeContext;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::{NodeError, Result};
 use crate::peer_queues;
 use crate::read_queues::{ReadAnswer, ReadDelivered, ReadDelivery, ReadWaiter};
@@ -31,8 +32,8 @@ pub(crate) type Answered = (Option<pb::Cell>, u64);
 /// queued for it meanwhile. Fails as a `Read` of its own would: the call
 /// failed, the replica refused the read, or its answer shows the placing
 /// ring behind its own.
-pub(crate) async fn read(
-    context: &Arc<NodeContext>,
+pub(crate) async fn read<H: CoordinatorHost>(
+    context: &Arc<H>,
     address: SocketAddr,
     keyspace: KeyspaceId,
     key: &[u8],
@@ -52,7 +53,7 @@ pub(crate) async fn read(
         answer,
     };
     let leave_now = context
-        .read_queues
+        .read_queues()
         .lock()
         .submit(address, waiter, ring, bytes);
     if let Some(batch) = leave_now {
@@ -80,16 +81,20 @@ pub(crate) async fn read(
 /// call at a time, until a call ends with nobody queued. A read nobody
 /// waits for any more (its round ended, or it timed out while it queued)
 /// is not sent.
-async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch<ReadWaiter>) {
-    let timeout = Duration::from_millis(context.config.timeouts.read_ms);
+async fn send_calls<H: CoordinatorHost>(
+    context: Arc<H>,
+    address: SocketAddr,
+    first: Batch<ReadWaiter>,
+) {
+    let timeout = Duration::from_millis(context.read_timeout_ms());
     let context = &context;
     peer_queues::send_waiting_calls(
-        &context.read_queues,
+        context.read_queues(),
         address,
         first,
         (timeout, "read"),
         |reads, ring| call_reads(context, address, reads, ring),
-        |sent| context.metrics.coalesced_replica_reads(sent),
+        |sent| context.metrics().coalesced_replica_reads(sent),
     )
     .await;
 }
@@ -97,7 +102,7 @@ async fn send_calls(context: Arc<NodeContext>, address: SocketAddr, first: Batch
 /// One call for `reads`: a `Read` when it is alone, a `ReadMany` otherwise.
 /// Each read's part of the answer, in order.
 async fn call_reads(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     address: SocketAddr,
     mut reads: Vec<pb::ReplicaRead>,
     ring: u64,
@@ -118,12 +123,12 @@ async fn call_reads(
     }
     let count = reads.len();
     let started = Instant::now();
-    let refusals = &context.read_many_refusals;
+    let refusals = context.read_many_refusals();
     if refusals.lacks_read_many(address, started) {
         return vec![Ok(deferred()); count];
     }
     let response = context
-        .peers
+        .peers()
         .client(address)
         .read_many(pb::ReadManyRequest {
             reads,
@@ -131,7 +136,7 @@ async fn call_reads(
         })
         .await;
     context
-        .metrics
+        .metrics()
         .internode(address, InternodeRpc::ReadMany, started.elapsed());
     if response
         .as_ref()
@@ -144,14 +149,14 @@ async fn call_reads(
 
 /// One `Read` call, timed in the internode metrics.
 async fn call_read(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     address: SocketAddr,
     read: pb::ReplicaRead,
     ring: u64,
 ) -> Result<pb::ReadResponse> {
     let started = Instant::now();
     let response = context
-        .peers
+        .peers()
         .client(address)
         .read(pb::ReadRequest {
             keyspace_id: read.keyspace_id,
@@ -161,7 +166,7 @@ async fn call_read(
         })
         .await;
     context
-        .metrics
+        .metrics()
         .internode(address, InternodeRpc::Read, started.elapsed());
     Ok(response
         .map_err(NodeError::peer(address, "read"))?

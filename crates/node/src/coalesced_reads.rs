@@ -1,7 +1,9 @@
 //! Running the coalesced reads of hot keys: a read joins its key's flight
 //! ([`ReadFlights`](crate::read_flights::ReadFlights)); the read that finds
 //! none leads and spawns the task that runs the flight's rounds. See
-//! `read_flights.rs` for the design.
+//! `read_flights.rs` for the design. The flights and the counters come
+//! from the coordinator's host ([`CoordinatorHost`]), which a round is
+//! handed too.
 
 use std::sync::Arc;
 
@@ -9,27 +11,28 @@ use ringstore_replication::{ConsistencyLevel, Joined};
 use ringstore_storage::Cell;
 use tokio::sync::oneshot;
 
-use crate::context::NodeContext;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::{NodeError, Result};
-use crate::read_flights::{FlightKey, Shared};
+use crate::read_flights::{FlightKey, ReadFlights, Shared};
 use crate::schema::KeyspaceDef;
 use crate::shared_error::SharedError;
 
 /// Reads `key` at `level`, sharing the replica round with concurrent reads
 /// of the same key and level (see the module docs); `round` runs one round.
-pub async fn coalesced<R>(
-    context: &Arc<NodeContext>,
+pub(crate) async fn coalesced<H, R>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: Vec<u8>,
     level: ConsistencyLevel,
     round: R,
 ) -> Result<Option<Cell>>
 where
-    R: AsyncRound,
+    H: CoordinatorHost,
+    R: AsyncRound<H>,
 {
     let (sender, answer) = oneshot::channel();
     let flight = (keyspace.id, key, level);
-    let joined = context.read_flights.lock().join(flight.clone(), sender);
+    let joined = context.read_flights().lock().join(flight.clone(), sender);
     match joined {
         Joined::Lead(sender) => {
             tokio::spawn(fly(
@@ -40,7 +43,7 @@ where
                 round,
             ));
         }
-        Joined::Queued => context.metrics.coalesced_read(),
+        Joined::Queued => context.metrics().coalesced_read(),
     }
     answer
         .await
@@ -50,11 +53,11 @@ where
 
 /// One replica round of a read: the coordinator's `read_unmeasured`, as a
 /// trait so the flight task can be spawned with it.
-pub trait AsyncRound: Send + 'static {
-    /// Reads `key` of `keyspace` at `level` once.
+pub(crate) trait AsyncRound<H>: Send + 'static {
+    /// Reads `key` of `keyspace` at `level` once, on `context`.
     fn run(
         &self,
-        context: Arc<NodeContext>,
+        context: Arc<H>,
         keyspace: KeyspaceDef,
         key: Vec<u8>,
         level: ConsistencyLevel,
@@ -62,8 +65,8 @@ pub trait AsyncRound: Send + 'static {
 }
 
 /// Runs rounds for `flight` until one lands with nobody queued.
-async fn fly<R: AsyncRound>(
-    context: Arc<NodeContext>,
+async fn fly<H: CoordinatorHost, R: AsyncRound<H>>(
+    context: Arc<H>,
     keyspace: KeyspaceDef,
     flight: FlightKey,
     first: oneshot::Sender<Shared>,
@@ -71,15 +74,15 @@ async fn fly<R: AsyncRound>(
 ) {
     // Should a round panic, the flight is removed and its queued reads fail
     // (their senders drop) rather than wait forever.
-    struct Abandon<'a>(&'a NodeContext, &'a FlightKey, bool);
+    struct Abandon<'a>(&'a ReadFlights, &'a FlightKey, bool);
     impl Drop for Abandon<'_> {
         fn drop(&mut self) {
             if self.2 {
-                while self.0.read_flights.lock().land(self.1).is_some() {}
+                while self.0.lock().land(self.1).is_some() {}
             }
         }
     }
-    let mut guard = Abandon(&context, &flight, true);
+    let mut guard = Abandon(context.read_flights(), &flight, true);
     let mut batch = vec![first];
     loop {
         let (_, key, level) = &flight;
@@ -90,7 +93,7 @@ async fn fly<R: AsyncRound>(
         for waiter in batch {
             let _ = waiter.send(answer.clone());
         }
-        match context.read_flights.lock().land(&flight) {
+        match context.read_flights().lock().land(&flight) {
             Some(next) => batch = next,
             None => break,
         }

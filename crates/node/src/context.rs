@@ -3,8 +3,9 @@
 //! Subsystems should not take it whole: each asks for a narrow host trait
 //! of what it uses. `HandoffHost` and `RemovalHost` are implemented at the
 //! end of this file; the others (`StreamHost`, `TopologyHost`,
-//! `SnapshotHost`, `RepairHost`, `MetricsHost`, `SchemaHost`, `AuthHost`)
-//! in `node/hosts/`, as naming those modules here would draw them into a
+//! `SnapshotHost`, `RepairHost`, `MetricsHost`, `SchemaHost`, `AuthHost`,
+//! `CoordinatorHost`, `DrainHost`, `DiskFailureHost`) in `node/hosts/`, as
+//! naming those modules here would draw them into a
 //! circle with this one (their impls call modules that import this one,
 //! or they use the node's error type, which does).
 

@@ -28,6 +28,10 @@
 //! damaged copy (`ReadTracker::on_damaged`).
 //! The bookkeeping is the pure state machines
 //! of `ringstore_replication`; this module only moves messages.
+//!
+//! What it needs of the node (its store, view, queues, clock, metrics,
+//! hints, …) comes from a [`CoordinatorHost`]; its functions are generic
+//! over it, so the per-request path makes no `dyn` call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,8 +49,8 @@ use ringstore_replication::{
 use ringstore_storage::Cell;
 use tokio::sync::mpsc;
 
-use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
+use crate::coordinator_host::CoordinatorHost;
 use crate::deadline;
 use crate::error::{NodeError, Result};
 use crate::local_reads::read_own_copy;
@@ -86,8 +90,8 @@ struct ReplicaWrite {
 
 /// Writes `cell` for `key` at `level`, timed and counted in the
 /// coordinator metrics (see [`write_unmeasured`]).
-pub async fn write(
-    context: &Arc<NodeContext>,
+pub(crate) async fn write<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: Vec<u8>,
     cell: Cell,
@@ -99,10 +103,10 @@ pub async fn write(
         key,
         cell,
     });
-    let within = Duration::from_millis(context.config.timeouts.write_ms);
+    let within = Duration::from_millis(context.write_timeout_ms());
     let result = ring_lag::retry_when_caught_up(
-        &context.ring_lag,
-        || context.membership.watch_view(),
+        context.ring_lag(),
+        || context.views(),
         || context.view().ring.checksum(),
         within,
         || write_unmeasured(context, &write, level),
@@ -114,8 +118,13 @@ pub async fn write(
 
 /// Records a coordinated read or write that began at `started` and ended
 /// with `result`: its latency, and whether it was unavailable or timed out.
-fn measured<T>(context: &NodeContext, op: CoordinatorOp, started: Instant, result: &Result<T>) {
-    let metrics = &context.metrics;
+fn measured<T>(
+    context: &impl CoordinatorHost,
+    op: CoordinatorOp,
+    started: Instant,
+    result: &Result<T>,
+) {
+    let metrics = context.metrics();
     metrics.coordinated(op, started.elapsed());
     match result {
         Err(NodeError::Unavailable(_)) => metrics.unavailable(op),
@@ -131,8 +140,8 @@ fn measured<T>(context: &NodeContext, op: CoordinatorOp, started: Instant, resul
 /// hint from being stored once the write has gone out. A hint that cannot be
 /// stored is logged and counted, never turned into an error of a write whose
 /// level was met.
-async fn write_unmeasured(
-    context: &Arc<NodeContext>,
+async fn write_unmeasured<H: CoordinatorHost>(
+    context: &Arc<H>,
     write: &Arc<ReplicaWrite>,
     level: ConsistencyLevel,
 ) -> Result<()> {
@@ -143,9 +152,9 @@ async fn write_unmeasured(
     let local = natural
         .iter()
         .chain(&pending)
-        .any(|c| c.host == context.host_id);
+        .any(|c| c.host == context.host_id());
     context
-        .metrics
+        .metrics()
         .coordinator_request(CoordinatorOp::Write, local);
     let plan = plan_write(
         level,
@@ -176,7 +185,7 @@ async fn write_unmeasured(
         ));
     }
     drop(outcomes);
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+    let timeout = Duration::from_millis(context.write_timeout_ms());
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut status = tracker.status();
@@ -209,15 +218,15 @@ async fn write_unmeasured(
 /// Sends `write`, placed with `placed`, to replica `host` within the write
 /// timeout and reports the outcome; a replica that failed or did not answer
 /// in time gets a hint.
-async fn send_to_replica(
-    context: Arc<NodeContext>,
+async fn send_to_replica<H: CoordinatorHost>(
+    context: Arc<H>,
     host: HostId,
     write: Arc<ReplicaWrite>,
     outcomes: mpsc::UnboundedSender<WriteOutcome>,
     placed: Arc<ClusterView>,
 ) {
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
-    let deadline = deadline::replica_deadline(context.clock.now(), timeout);
+    let timeout = Duration::from_millis(context.write_timeout_ms());
+    let deadline = deadline::replica_deadline(context.now(), timeout);
     let applied = apply_on(
         &context,
         host,
@@ -242,7 +251,7 @@ async fn send_to_replica(
     };
     // The coordinator may have answered already: nobody listening is fine.
     let _ = outcomes.send(outcome);
-    if !ok && host != context.host_id {
+    if !ok && host != context.host_id() {
         store_hint(context, host, write, None).await;
     }
 }
@@ -250,8 +259,8 @@ async fn send_to_replica(
 /// Stores a hint of `write` for `host`; reports it to `outcomes` if stored.
 /// A failure is logged and counted: the write's fate is the replicas'.
 /// None for a node that has left the cluster: it would never be delivered.
-async fn store_hint(
-    context: Arc<NodeContext>,
+async fn store_hint<H: CoordinatorHost>(
+    context: Arc<H>,
     host: HostId,
     write: Arc<ReplicaWrite>,
     outcomes: Option<mpsc::UnboundedSender<WriteOutcome>>,
@@ -261,9 +270,9 @@ async fn store_hint(
         return;
     }
     let stored = context
-        .handoff
+        .handoff()
         .hint(
-            &context.store,
+            context.store(),
             host,
             write.keyspace.id,
             &write.key,
@@ -278,7 +287,7 @@ async fn store_hint(
         }
         Ok(false) => {}
         Err(error) => {
-            context.handoff.note_store_failure();
+            context.handoff().note_store_failure();
             tracing::warn!(%host, %error, "could not store a hint; the replica will need a repair");
         }
     }
@@ -297,8 +306,8 @@ fn timeout_of(tracker: &WriteTracker) -> NodeError {
 
 /// Reads `key` at `level`: the winning cell (possibly a tombstone), if any;
 /// timed and counted in the coordinator metrics.
-pub async fn read(
-    context: &Arc<NodeContext>,
+pub(crate) async fn read<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: Vec<u8>,
     level: ConsistencyLevel,
@@ -312,19 +321,19 @@ pub async fn read(
 /// One replica round of a read, as a flight of `read_flights` runs it.
 struct Round;
 
-impl coalesced_reads::AsyncRound for Round {
+impl<H: CoordinatorHost> coalesced_reads::AsyncRound<H> for Round {
     async fn run(
         &self,
-        context: Arc<NodeContext>,
+        context: Arc<H>,
         keyspace: KeyspaceDef,
         key: Vec<u8>,
         level: ConsistencyLevel,
     ) -> Result<Option<Cell>> {
         let key = Arc::new(key);
-        let within = Duration::from_millis(context.config.timeouts.read_ms);
+        let within = Duration::from_millis(context.read_timeout_ms());
         ring_lag::retry_when_caught_up(
-            &context.ring_lag,
-            || context.membership.watch_view(),
+            context.ring_lag(),
+            || context.views(),
             || context.view().ring.checksum(),
             within,
             || read_unmeasured(&context, &keyspace, &key, level),
@@ -333,8 +342,8 @@ impl coalesced_reads::AsyncRound for Round {
     }
 }
 
-async fn read_unmeasured(
-    context: &Arc<NodeContext>,
+async fn read_unmeasured<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
     level: ConsistencyLevel,
@@ -342,20 +351,20 @@ async fn read_unmeasured(
     let view = context.view();
     empty_ring::refuse_while_starting(&view)?;
     let natural = candidates(context, &view, keyspace, token_of(key)?);
-    let local = natural.iter().any(|c| c.host == context.host_id);
+    let local = natural.iter().any(|c| c.host == context.host_id());
     context
-        .metrics
+        .metrics()
         .coordinator_request(CoordinatorOp::Read, local);
     let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
-    let latencies = &context.read_latencies;
-    let before_estimate = Duration::from_millis(context.config.timeouts.read_ms / 2);
+    let latencies = context.read_latencies();
+    let before_estimate = Duration::from_millis(context.read_timeout_ms() / 2);
     let setting = keyspace.speculative_retry;
     if let Some(delay) = latencies.speculation_delay(keyspace.id, setting, before_estimate) {
         tracker = tracker.with_speculative_retry(read_latencies::now() + delay);
     }
     let (sender, mut replies) = mpsc::channel::<ReplicaAnswer>(16);
-    let round = Duration::from_millis(context.config.timeouts.read_ms);
+    let round = Duration::from_millis(context.read_timeout_ms());
     let send_reads = |requests| send_reads(context, keyspace, key, requests, &sender, &view);
     send_reads(plan.requests());
     let deadline = tokio::time::sleep(round);
@@ -393,7 +402,7 @@ async fn read_unmeasured(
             ReadAction::Wait => {}
             // A speculation adds a replica to the round; it does not restart it.
             ReadAction::Contact(requests) if speculative => {
-                context.metrics.speculative_retry();
+                context.metrics().speculative_retry();
                 send_reads(requests);
             }
             ReadAction::Contact(requests) => {
@@ -417,14 +426,14 @@ async fn read_unmeasured(
 /// fail, to others) until enough hold it for the read's level (blocking read
 /// repair); each write runs in its own task, as a write's do, so repairs
 /// still in flight when the client gets its answer carry on.
-async fn read_repair(
-    context: &Arc<NodeContext>,
+async fn read_repair<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
     mut repair: ReadRepair,
     placed: &Arc<ClusterView>,
 ) -> Result<()> {
-    let _stage = context.metrics.stage(Stage::ReadRepair);
+    let _stage = context.metrics().stage(Stage::ReadRepair);
     let write = Arc::new(ReplicaWrite {
         keyspace: keyspace.clone(),
         key: key.as_ref().clone(),
@@ -439,7 +448,7 @@ async fn read_repair(
         }
     };
     send(repair.targets());
-    let round = Duration::from_millis(context.config.timeouts.write_ms);
+    let round = Duration::from_millis(context.write_timeout_ms());
     let deadline = tokio::time::sleep(round);
     tokio::pin!(deadline);
     let mut action = repair.status();
@@ -457,7 +466,7 @@ async fn read_repair(
         action = tokio::select! {
             reply = replies.recv() => match reply.expect("the coordinator holds a sender") {
                 WriteOutcome::Acked(host) => {
-                    context.metrics.read_repaired(1);
+                    context.metrics().read_repaired(1);
                     repair.on_ack(host)
                 }
                 WriteOutcome::Failed(host) => repair.on_failure(host),
@@ -468,8 +477,8 @@ async fn read_repair(
     }
 }
 
-fn send_reads(
-    context: &Arc<NodeContext>,
+fn send_reads<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     key: &Arc<Vec<u8>>,
     requests: Vec<(HostId, Request)>,
@@ -504,13 +513,13 @@ fn send_reads(
 
 /// The key's natural replicas in `view`, with their DCs and liveness.
 fn candidates(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     view: &ClusterView,
     keyspace: &KeyspaceDef,
     token: Token,
 ) -> Vec<ReplicaCandidate> {
     let map = context
-        .replica_maps
+        .replica_maps()
         .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
     replica_candidates(view, &map, token, |_| true)
 }
@@ -522,7 +531,7 @@ fn candidates(
 /// after a switch, the live replicas only the replaced ring has (see
 /// [`crate::settling_ring`]).
 fn write_candidates(
-    context: &NodeContext,
+    context: &impl CoordinatorHost,
     view: &ClusterView,
     keyspace: &KeyspaceDef,
     key: &[u8],
@@ -532,7 +541,7 @@ fn write_candidates(
     let mut pending: Vec<ReplicaCandidate> = Vec::new();
     let mut add = |ring: &Arc<Ring>, strategy: &ReplicationStrategy, only_live: bool| {
         let map = context
-            .replica_maps
+            .replica_maps()
             .replica_map(ring, keyspace.id, strategy);
         let extra = replica_candidates(view, &map, token, |host| {
             let known = natural.iter().chain(&pending).any(|n| n.host == host);
@@ -549,8 +558,8 @@ fn write_candidates(
             add(ring, strategy, false);
         }
     }
-    let settle = Duration::from_millis(context.config.ring_delay_ms);
-    if let Some(replaced) = context.settling_ring.previous(&view.ring, settle) {
+    let settle = Duration::from_millis(context.ring_delay_ms());
+    if let Some(replaced) = context.settling_ring().previous(&view.ring, settle) {
         for strategy in keyspace.write_strategies() {
             add(&replaced, strategy, true);
         }
@@ -577,16 +586,16 @@ fn token_of(key: &[u8]) -> Result<Token> {
     Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))
 }
 
-fn dc_of(context: &NodeContext) -> ringstore_placement::Datacenter {
-    context.config.dc.as_str().into()
+fn dc_of(context: &impl CoordinatorHost) -> ringstore_placement::Datacenter {
+    context.dc().into()
 }
 
 /// Applies `cell` on replica `host` (locally when it is this node; through
 /// the peer's queue of coalesced writes otherwise, `apply_queues.rs`). A
 /// peer gets `deadline` (µs, this node's clock), when this node stops
 /// waiting: it drops the write if it reads it later ([`deadline`]).
-async fn apply_on(
-    context: &Arc<NodeContext>,
+async fn apply_on<H: CoordinatorHost>(
+    context: &Arc<H>,
     host: HostId,
     keyspace: &KeyspaceDef,
     key: &[u8],
@@ -594,9 +603,9 @@ async fn apply_on(
     deadline: i64,
     placed: &ClusterView,
 ) -> Result<()> {
-    if host == context.host_id {
+    if host == context.host_id() {
         let started = Instant::now();
-        context.store.apply(keyspace.id, key, cell).await?;
+        context.store().apply(keyspace.id, key, cell).await?;
         let elapsed = started.elapsed();
         context.served_locally(keyspace.id, &keyspace.name, LocalOp::Write, key, elapsed);
         return Ok(());
@@ -613,8 +622,8 @@ async fn apply_on(
 
 /// Reads `key` on replica `host` (locally when it is this node; through
 /// the peer's queue of coalesced reads otherwise, `read_queues.rs`).
-async fn read_on(
-    context: &Arc<NodeContext>,
+async fn read_on<H: CoordinatorHost>(
+    context: &Arc<H>,
     host: HostId,
     keyspace: &KeyspaceDef,
     key: &[u8],
@@ -622,8 +631,8 @@ async fn read_on(
     placed: &ClusterView,
 ) -> Result<ReadReply> {
     let digest_only = request == Request::Digest;
-    if host == context.host_id {
-        let cell = read_own_copy(context, keyspace.id, &keyspace.name, key)?;
+    if host == context.host_id() {
+        let cell = read_own_copy(context.as_ref(), keyspace.id, &keyspace.name, key)?;
         return Ok(if digest_only {
             ReadReply::Digest(Digest::of(cell.as_ref()))
         } else {

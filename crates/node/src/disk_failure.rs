@@ -26,25 +26,62 @@
 //!   nothing that was not flushed.
 //!
 //! [`failure`]: ringstore_storage::Store::failure
+//!
+//! What it needs of the node is its [`DiskFailureHost`] (the context
+//! implements it in `node/hosts/serving.rs`).
 
 use std::sync::Arc;
 
+use ringstore_storage::Store;
+use tokio::sync::watch::Sender;
+
 use crate::config::DiskFailurePolicy;
-use crate::context::NodeContext;
 use crate::serving::Serving;
 
+/// What the disk failure policy uses of the node it watches.
+pub trait DiskFailureHost: Send + Sync {
+    /// Its storage, whose first failure is watched.
+    fn store(&self) -> &Store;
+    /// The policy to apply (`storage.disk_failure_policy`).
+    fn disk_failure_policy(&self) -> DiskFailurePolicy;
+    /// Whether the node serves: `stop` and `die` move it to
+    /// [`Serving::DiskFailed`].
+    fn serving(&self) -> &Sender<Serving>;
+    /// Asks the node to stop (`die`).
+    fn request_stop(&self);
+}
+
+/// The disk failure task holds its context in an `Arc`.
+impl<H: DiskFailureHost + ?Sized> DiskFailureHost for Arc<H> {
+    fn store(&self) -> &Store {
+        (**self).store()
+    }
+
+    fn disk_failure_policy(&self) -> DiskFailurePolicy {
+        (**self).disk_failure_policy()
+    }
+
+    fn serving(&self) -> &Sender<Serving> {
+        (**self).serving()
+    }
+
+    fn request_stop(&self) {
+        (**self).request_stop();
+    }
+}
+
 /// Waits for the store's first failure and applies the policy.
-pub async fn watch(context: Arc<NodeContext>) {
-    let mut failure = context.store.failure();
+pub async fn watch(context: impl DiskFailureHost) {
+    let mut failure = context.store().failure();
     let Ok(error) = failure.wait_for(Option::is_some).await else {
         return;
     };
     let error = error.as_ref().expect("waited for Some").to_string();
-    apply(&context, context.config.storage.disk_failure_policy, error);
+    apply(&context, context.disk_failure_policy(), error);
 }
 
 /// Acts on a storage failure described by `error`.
-fn apply(context: &NodeContext, policy: DiskFailurePolicy, error: String) {
+fn apply(context: &impl DiskFailureHost, policy: DiskFailurePolicy, error: String) {
     match policy {
         DiskFailurePolicy::Stop => {
             tracing::error!(
@@ -52,7 +89,7 @@ fn apply(context: &NodeContext, policy: DiskFailurePolicy, error: String) {
                 "storage failed: refusing writes and stopping gossip (disk_failure_policy = \
                  stop); mend the disk, then restart the node"
             );
-            context.serving.send_if_modified(|serving| match serving {
+            context.serving().send_if_modified(|serving| match serving {
                 Serving::DiskFailed(_) => false,
                 Serving::Normal | Serving::Drained => {
                     *serving = Serving::DiskFailed(error);
@@ -65,8 +102,8 @@ fn apply(context: &NodeContext, policy: DiskFailurePolicy, error: String) {
                 %error,
                 "storage failed: stopping the node (disk_failure_policy = die)"
             );
-            context.serving.send_replace(Serving::DiskFailed(error));
-            context.stop_requested.send_replace(true);
+            context.serving().send_replace(Serving::DiskFailed(error));
+            context.request_stop();
         }
         DiskFailurePolicy::Ignore => {
             tracing::error!(

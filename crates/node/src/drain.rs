@@ -8,24 +8,82 @@
 //! A node that is joining or leaving is refused (`FAILED_PRECONDITION`):
 //! stopping its gossip and writes mid-way would make its bootstrap or
 //! decommission fail and the node stop. Drain it once it is `Normal`.
+//!
+//! What it needs of the node is its [`DrainHost`] (the context implements
+//! it in `node/hosts/serving.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_membership::NodeState;
-use ringstore_metrics::Stage;
+use ringstore_membership::{ClusterView, MembershipHandle, NodeState};
+use ringstore_metrics::{NodeMetrics, Stage};
+use ringstore_placement::HostId;
+use ringstore_storage::Store;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 use crate::serving::Serving;
+
+/// What draining uses of the node it drains.
+pub trait DrainHost: Send + Sync {
+    /// This node's host id, to find its own state in the view.
+    fn host_id(&self) -> HostId;
+    /// The current cluster view: a node joining or leaving is not drained.
+    fn view(&self) -> Arc<ClusterView>;
+    /// Whether the node serves: drain moves it to [`Serving::Drained`],
+    /// which refuses writes and stops gossip.
+    fn serving(&self) -> &watch::Sender<Serving>;
+    /// The write timeout (ms): the longest drain waits for the writes
+    /// already admitted.
+    fn write_timeout_ms(&self) -> u64;
+    /// The node's metrics: the stages that count the writes in flight.
+    fn metrics(&self) -> &NodeMetrics;
+    /// Its storage, synced once the writes are in.
+    fn store(&self) -> &Store;
+    /// Its gossip agent, to see it stop (its handle then answers nothing).
+    fn membership(&self) -> &MembershipHandle;
+}
+
+/// A host held in an `Arc` is a host: the admin service holds its context
+/// that way.
+impl<H: DrainHost + ?Sized> DrainHost for Arc<H> {
+    fn host_id(&self) -> HostId {
+        (**self).host_id()
+    }
+
+    fn view(&self) -> Arc<ClusterView> {
+        (**self).view()
+    }
+
+    fn serving(&self) -> &watch::Sender<Serving> {
+        (**self).serving()
+    }
+
+    fn write_timeout_ms(&self) -> u64 {
+        (**self).write_timeout_ms()
+    }
+
+    fn metrics(&self) -> &NodeMetrics {
+        (**self).metrics()
+    }
+
+    fn store(&self) -> &Store {
+        (**self).store()
+    }
+
+    fn membership(&self) -> &MembershipHandle {
+        (**self).membership()
+    }
+}
 
 /// How long drain waits for the gossip task to stop.
 const GOSSIP_STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// Drains the node (see the module docs); returns once it is done.
-pub async fn drain(context: &NodeContext) -> Result<()> {
+pub async fn drain(context: &impl DrainHost) -> Result<()> {
     refuse_during_movement(context)?;
-    let already = !context.serving.send_if_modified(|serving| match serving {
+    let already = !context.serving().send_if_modified(|serving| match serving {
         Serving::Normal => {
             *serving = Serving::Drained;
             true
@@ -35,17 +93,17 @@ pub async fn drain(context: &NodeContext) -> Result<()> {
     if !already {
         tracing::info!("draining: refusing writes from now on");
     }
-    let limit = Duration::from_millis(context.config.timeouts.write_ms);
+    let limit = Duration::from_millis(context.write_timeout_ms());
     let admitted = Instant::now() + limit;
     while writes_in_flight(context) > 0 && Instant::now() < admitted {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    context.store.sync().await?;
+    context.store().sync().await?;
     // The gossip task stops once the node no longer serves (see
     // `node::start`); its handle
     // then answers nothing.
     let stopping = Instant::now() + GOSSIP_STOP_LIMIT;
-    while context.membership.stats().await.is_ok() && Instant::now() < stopping {
+    while context.membership().stats().await.is_ok() && Instant::now() < stopping {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     if !already {
@@ -55,9 +113,9 @@ pub async fn drain(context: &NodeContext) -> Result<()> {
 }
 
 /// Refuses to drain a node whose own join or departure is under way.
-fn refuse_during_movement(context: &NodeContext) -> Result<()> {
+fn refuse_during_movement(context: &impl DrainHost) -> Result<()> {
     let view = context.view();
-    let state = view.member(context.host_id).map(|m| m.metadata.state);
+    let state = view.member(context.host_id()).map(|m| m.metadata.state);
     let moving = match state {
         Some(NodeState::Joining) => "joining the ring (bootstrap or replace under way)",
         Some(NodeState::Leaving) => "leaving the ring (decommission under way)",
@@ -71,8 +129,8 @@ fn refuse_during_movement(context: &NodeContext) -> Result<()> {
 
 /// Client requests and replica writes under way (client reads included:
 /// the stage does not tell them apart).
-fn writes_in_flight(context: &NodeContext) -> u64 {
-    let (client, _, _) = context.metrics.stage_numbers(Stage::ClientRequest);
-    let (apply, _, _) = context.metrics.stage_numbers(Stage::InternodeApply);
+fn writes_in_flight(context: &impl DrainHost) -> u64 {
+    let (client, _, _) = context.metrics().stage_numbers(Stage::ClientRequest);
+    let (apply, _, _) = context.metrics().stage_numbers(Stage::InternodeApply);
     client + apply
 }

@@ -25,14 +25,15 @@
 //! - The format is `ringstore_membership::Remembrance`'s (older records are
 //!   still read); a record that does not decode is an error at start,
 //!   never a silent empty ring.
+//!
+//! It needs no host: it is handed the gossip agent and the store it saves
+//! to, which is all it uses of the node.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use ringstore_membership::Remembrance;
+use ringstore_membership::{MembershipHandle, Remembrance};
 use ringstore_storage::Store;
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result};
 
 /// The key of the record in the storage's system tree.
@@ -62,15 +63,15 @@ async fn save(store: &Store, memory: &Remembrance) -> Result<()> {
     Ok(())
 }
 
-/// Saves what membership remembers whenever the view changes; runs until
-/// the node stops.
-pub async fn keep_saving(context: Arc<NodeContext>) {
-    let mut views = context.membership.watch_view();
+/// Saves what `membership` remembers to `store` whenever the view
+/// changes; runs until the node stops.
+pub async fn keep_saving(membership: MembershipHandle, store: Store) {
+    let mut views = membership.watch_view();
     let mut saved = Remembrance::default();
     loop {
         views.borrow_and_update();
-        match context.membership.remembrance().await {
-            Ok(memory) if memory != saved => match save(&context.store, &memory).await {
+        match membership.remembrance().await {
+            Ok(memory) if memory != saved => match save(&store, &memory).await {
                 Ok(()) => saved = memory,
                 Err(error) => tracing::warn!(%error, "saving the known members' metadata"),
             },
@@ -90,6 +91,7 @@ mod tests {
     use ringstore_membership::{MetadataStamp, NodeMetadata, NodeState, Takeovers};
     use ringstore_placement::Token;
     use ringstore_storage::{Durability, MemoryEngine};
+    use std::sync::Arc;
 
     fn member(n: u64) -> ringstore_membership::SignedMetadata {
         let keys = NodeKeys::for_test(n);

@@ -90,6 +90,7 @@ pub mod config;
 pub mod context;
 pub mod convert;
 pub mod coordinator;
+mod coordinator_host;
 pub mod deadline;
 pub mod disk_failure;
 pub mod drain;

@@ -10,26 +10,29 @@
 //! replica instead and read repair rewrites this one. The store counts it
 //! (`ringstore_storage_corrupt_reads_total`); this module logs it at error
 //! level with the keyspace and the key, once per read that met it.
+//!
+//! It asks its host ([`CoordinatorHost`]) for the store and for recording
+//! the read as served locally, nothing else.
 
 use std::time::Instant;
 
 use ringstore_metrics::LocalOp;
 use ringstore_storage::{Cell, KeyspaceId, printable_key};
 
-use crate::context::NodeContext;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::{NodeError, Result};
 
 /// This node's cell of `key` in keyspace `id` (named `name`), recorded as
 /// served locally; a damaged one is logged and is an error (see the
 /// module docs).
 pub(crate) fn read_own_copy(
-    context: &NodeContext,
+    host: &impl CoordinatorHost,
     id: KeyspaceId,
     name: &str,
     key: &[u8],
 ) -> Result<Option<Cell>> {
     let started = Instant::now();
-    let cell = context.store.read(id, key).map_err(|error| {
+    let cell = host.store().read(id, key).map_err(|error| {
         if error.is_corruption() {
             tracing::error!(
                 keyspace = %name,
@@ -42,6 +45,6 @@ pub(crate) fn read_own_copy(
         }
         NodeError::from(error)
     })?;
-    context.served_locally(id, name, LocalOp::Read, key, started.elapsed());
+    host.served_locally(id, name, LocalOp::Read, key, started.elapsed());
     Ok(cell)
 }

@@ -35,7 +35,10 @@ pub(super) fn spawn_background(
         spawn_until_stopped(report_load(context.clone()), stopped),
         spawn_until_stopped(Handoff::run(context.clone()), stopped),
         spawn_until_stopped(removal::stop_if_removed(context.clone()), stopped),
-        spawn_until_stopped(known_members::keep_saving(context.clone()), stopped),
+        spawn_until_stopped(
+            known_members::keep_saving(context.membership.clone(), context.store.clone()),
+            stopped,
+        ),
         spawn_until_stopped(note_ring_switches(context.clone()), stopped),
         spawn_until_stopped(disk_failure::watch(context.clone()), stopped),
         spawn_until_stopped(repair::scheduler::run(context.clone()), stopped),
