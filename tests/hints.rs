@@ -28,6 +28,25 @@ async fn pending(cluster: &TestCluster, i: usize) -> u64 {
     hints.targets.iter().map(|t| t.hints).sum()
 }
 
+/// Waits until nodes `on` hold `expected` pending hints between them.
+/// A coordinator stores the hint for a replica known down in a task of its
+/// own, so the write's acknowledgement can come before its hint is on disk.
+async fn await_pending(cluster: &TestCluster, on: &[usize], expected: u64) {
+    let total = || async {
+        let mut sum = 0;
+        for &i in on {
+            sum += pending(cluster, i).await;
+        }
+        sum
+    };
+    eventually(
+        Duration::from_secs(10),
+        &format!("nodes {on:?} hold {expected} hints"),
+        || async { total().await == expected },
+    )
+    .await;
+}
+
 /// Writes `count` keys at QUORUM, alternating coordinators among `via`, 64 at a time.
 async fn write_keys(cluster: &TestCluster, via: &[usize], count: usize) {
     let mut clients = Vec::new();
@@ -81,11 +100,8 @@ async fn a_replica_that_was_down_gets_every_missed_write_from_hints() {
     cluster.stop(2).await;
     cluster.wait_until_settled().await;
     write_keys(&cluster, &[0, 1], KEYS).await;
-    let stored = pending(&cluster, 0).await + pending(&cluster, 1).await;
-    assert_eq!(
-        stored, KEYS as u64,
-        "one hint per write for the down replica"
-    );
+    // One hint per write for the down replica.
+    await_pending(&cluster, &[0, 1], KEYS as u64).await;
 
     cluster.restart(2).await;
     cluster.wait_until_settled().await;
@@ -122,7 +138,7 @@ async fn hints_survive_a_restart_of_their_coordinator() {
     cluster.stop(2).await;
     cluster.wait_until_settled().await;
     write_keys(&cluster, &[0], KEYS).await;
-    assert_eq!(pending(&cluster, 0).await, KEYS as u64);
+    await_pending(&cluster, &[0], KEYS as u64).await;
     cluster.stop(0).await;
     cluster.restart(2).await;
     cluster.restart(0).await;
@@ -231,8 +247,20 @@ async fn a_replica_down_longer_than_the_hint_window_gets_no_hints() {
         },
     )
     .await;
+    let declined = || async {
+        let report = hints_report(&cluster, 0).await;
+        report.counters.unwrap().dropped_outside_window
+    };
     let before = pending(&cluster, 0).await;
+    let declined_before = declined().await;
     client.put(put("ks", "after", "v", Quorum)).await.unwrap();
+    // The hint is declined in a task of its own: wait until it is counted.
+    eventually(
+        Duration::from_secs(10),
+        "the write past the window is declined a hint",
+        || async { declined().await > declined_before },
+    )
+    .await;
     assert_eq!(
         pending(&cluster, 0).await,
         before,
@@ -268,6 +296,7 @@ async fn operators_pause_resume_disable_and_truncate_handoff_from_the_cli() {
     cluster.stop(2).await;
     cluster.wait_until_settled().await;
     write_keys(&cluster, &[0], 20).await;
+    await_pending(&cluster, &[0], 20).await;
     let shown = run(&["hints"]).await.unwrap();
     assert!(
         shown.contains("delivery paused") && shown.contains("20"),
@@ -460,7 +489,8 @@ async fn hints_of_a_dropped_keyspace_are_dropped_and_counted_and_do_not_block_th
         .unwrap();
     cluster.create_keyspace(0, "y", 3).await;
     write_to(&cluster, 0, "y", 20).await;
-    assert_eq!(pending(&cluster, 0).await, 40, "x's hints, then y's");
+    // x's hints, then y's.
+    await_pending(&cluster, &[0], 40).await;
 
     // Replay starts only once the returning replica knows that x is dropped
     // (so it would refuse x's hints too).
