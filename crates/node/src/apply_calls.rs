@@ -16,7 +16,7 @@ use ringstore_proto::v1 as pb;
 
 use crate::apply_streams::Streamed;
 use crate::coordinator_host::CoordinatorHost;
-use crate::error::{NodeError, Result};
+use crate::error::{CoordinatorError, NodeError, Result};
 use crate::ring_lag;
 
 /// Sends `mutations`, placed with `placed`, to replica `host` in one
@@ -33,10 +33,11 @@ pub(crate) async fn apply_remotely(
     let address = context.internode_address(host)?;
     let response = call_apply(context, address, mutations, placed.ring.checksum()).await?;
     if let Some(refused) = response.refused.first() {
-        return Err(NodeError::Internal(format!(
-            "{address}: {}",
-            refused.message
-        )));
+        return Err(CoordinatorError::Refused {
+            replica: address,
+            reason: refused.message.clone(),
+        }
+        .into());
     }
     check_ring(context, address, placed, &response.members)
 }

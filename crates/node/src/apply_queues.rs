@@ -16,8 +16,8 @@ use std::sync::Arc;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
 
+use crate::error::NodeError;
 use crate::peer_queues::{self, PeerQueues};
-use crate::shared_error::SharedError;
 
 /// How calls to one peer are shaped. One slot: while a call is in flight
 /// the next one fills. Measured on 3 nodes (`benches/compare_builds.sh`,
@@ -42,7 +42,7 @@ pub(crate) struct Delivered {
 }
 
 /// What a write submitted to a queue gets back.
-pub(crate) type Delivery = std::result::Result<Delivered, SharedError>;
+pub(crate) type Delivery = std::result::Result<Delivered, Arc<NodeError>>;
 
 /// A queued write: its mutation, and where its answer goes.
 pub(crate) type Waiter = peer_queues::Waiter<pb::ReplicaMutation, Delivered>;

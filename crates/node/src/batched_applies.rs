@@ -17,9 +17,8 @@ use tokio::sync::oneshot;
 use crate::apply_calls::{call_apply, check_ring};
 use crate::apply_queues::{Delivered, Delivery, Waiter};
 use crate::coordinator_host::CoordinatorHost;
-use crate::error::{NodeError, Result};
+use crate::error::{CoordinatorError, NodeError, Result};
 use crate::peer_queues;
-use crate::shared_error::SharedError;
 
 /// Applies `mutation`, placed with `placed`, on the replica at `address`,
 /// in a call shared with the other writes queued for it meanwhile. Fails
@@ -47,10 +46,17 @@ pub(crate) async fn apply<H: CoordinatorHost>(
     }
     let delivered = delivery
         .await
-        .map_err(|_| NodeError::Internal(format!("{address}: the replica write was abandoned")))?
+        .map_err(|_| CoordinatorError::Abandoned {
+            replica: Some(address),
+            what: "replica write",
+        })?
         .map_err(NodeError::from)?;
-    if let Some(message) = delivered.refused {
-        return Err(NodeError::Internal(format!("{address}: {message}")));
+    if let Some(reason) = delivered.refused {
+        return Err(CoordinatorError::Refused {
+            replica: address,
+            reason,
+        }
+        .into());
     }
     check_ring(context, address, placed, &delivered.members)
 }
@@ -87,12 +93,12 @@ async fn call(
 ) -> Vec<Delivery> {
     let count = mutations.len();
     let answered = call_apply(context, address, mutations, ring).await;
-    deliveries(answered.map_err(SharedError::from), count)
+    deliveries(answered.map_err(Arc::new), count)
 }
 
 /// Each of `count` writes' part of a call's answer, in call order.
 fn deliveries(
-    answered: std::result::Result<pb::ApplyResponse, SharedError>,
+    answered: std::result::Result<pb::ApplyResponse, Arc<NodeError>>,
     count: usize,
 ) -> Vec<Delivery> {
     let response = match answered {
@@ -142,7 +148,15 @@ mod tests {
 
     #[test]
     fn a_failed_call_fails_every_write_in_it_with_its_code() {
-        let failed = Err(SharedError::Unavailable("peer gone".into()));
+        let gone = ringstore_replication::Unavailable {
+            level: ringstore_replication::ConsistencyLevel::One,
+            dc: None,
+            required: 1,
+            alive: 0,
+        };
+        let failed = Err(Arc::new(NodeError::from(
+            ringstore_replication::ReplicationError::from(gone),
+        )));
         let parts: Vec<Delivery> = deliveries(failed, 2);
         assert_eq!(parts.len(), 2);
         for part in parts {

@@ -18,10 +18,9 @@ use tokio::sync::oneshot;
 
 use crate::apply_calls::check_ring;
 use crate::coordinator_host::CoordinatorHost;
-use crate::error::{NodeError, Result};
+use crate::error::{CoordinatorError, NodeError, Result};
 use crate::peer_queues;
 use crate::read_queues::{ReadAnswer, ReadDelivered, ReadDelivery, ReadWaiter};
-use crate::shared_error::SharedError;
 
 /// What a replica read returns: the cell (absent when the replica has none,
 /// or a digest was asked for) and the digest (0 unless asked for).
@@ -61,7 +60,10 @@ pub(crate) async fn read<H: CoordinatorHost>(
     }
     let delivered = delivery
         .await
-        .map_err(|_| NodeError::Internal(format!("{address}: the replica read was abandoned")))?
+        .map_err(|_| CoordinatorError::Abandoned {
+            replica: Some(address),
+            what: "replica read",
+        })?
         .map_err(NodeError::from)?;
     check_ring(context, address, placed, &delivered.members)?;
     match delivered.answer {
@@ -118,7 +120,7 @@ async fn call_reads(
                 },
                 members: Arc::from(response.members),
             })
-            .map_err(SharedError::from);
+            .map_err(Arc::new);
         return vec![delivered];
     }
     let count = reads.len();
@@ -192,7 +194,7 @@ fn deliveries(
             return vec![Ok(deferred()); count];
         }
         Err(status) => {
-            let error = SharedError::from(NodeError::peer(address, "read")(status));
+            let error = Arc::new(NodeError::peer(address, "read")(status));
             return vec![Err(error); count];
         }
     };

@@ -12,10 +12,9 @@ use ringstore_storage::Cell;
 use tokio::sync::oneshot;
 
 use crate::coordinator_host::CoordinatorHost;
-use crate::error::{NodeError, Result};
+use crate::error::{CoordinatorError, NodeError, Result};
 use crate::read_flights::{FlightKey, ReadFlights, Shared};
 use crate::schema::KeyspaceDef;
-use crate::shared_error::SharedError;
 
 /// Reads `key` at `level`, sharing the replica round with concurrent reads
 /// of the same key and level (see the module docs); `round` runs one round.
@@ -47,7 +46,10 @@ where
     }
     answer
         .await
-        .map_err(|_| NodeError::Internal("the read's replica round was abandoned".into()))?
+        .map_err(|_| CoordinatorError::Abandoned {
+            replica: None,
+            what: "read's replica round",
+        })?
         .map_err(NodeError::from)
 }
 
@@ -89,7 +91,7 @@ async fn fly<H: CoordinatorHost, R: AsyncRound<H>>(
         let answer = round
             .run(context.clone(), keyspace.clone(), key.clone(), *level)
             .await
-            .map_err(SharedError::from);
+            .map_err(Arc::new);
         for waiter in batch {
             let _ = waiter.send(answer.clone());
         }

@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 use ringstore_membership::ClusterView;
 use ringstore_metrics::{CoordinatorOp, LocalOp, Stage};
 use ringstore_placement::{
-    HostId, Murmur3Partitioner, ReplicaMap, ReplicationStrategy, Ring, Token,
+    HostId, Murmur3Partitioner, PlacementError, ReplicaMap, ReplicationStrategy, Ring, Token,
 };
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{
     ConsistencyLevel, Digest, ReadAction, ReadRepair, ReadTracker, RepairAction, ReplicaCandidate,
-    Request, WriteStatus, WriteTimeout, WriteTracker, plan_read, plan_write,
+    ReplicationError, Request, WriteStatus, WriteTimeout, WriteTracker, plan_read, plan_write,
 };
 use ringstore_storage::Cell;
 use tokio::sync::mpsc;
@@ -52,7 +52,7 @@ use tokio::sync::mpsc;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::coordinator_host::CoordinatorHost;
 use crate::deadline;
-use crate::error::{NodeError, Result};
+use crate::error::{CoordinatorError, NodeError, Result};
 use crate::local_reads::read_own_copy;
 use crate::schema::KeyspaceDef;
 use crate::{
@@ -126,10 +126,12 @@ fn measured<T>(
 ) {
     let metrics = context.metrics();
     metrics.coordinated(op, started.elapsed());
-    match result {
-        Err(NodeError::Unavailable(_)) => metrics.unavailable(op),
-        Err(NodeError::Timeout(_)) => metrics.timed_out(op),
-        _ => {}
+    if let Err(error) = result {
+        match error.code() {
+            tonic::Code::Unavailable => metrics.unavailable(op),
+            tonic::Code::DeadlineExceeded => metrics.timed_out(op),
+            _ => {}
+        }
     }
 }
 
@@ -163,7 +165,7 @@ async fn write_unmeasured<H: CoordinatorHost>(
         &natural,
         &pending,
     )
-    .map_err(|e| NodeError::Unavailable(e.to_string()))?;
+    .map_err(ReplicationError::from)?;
     let mut tracker = WriteTracker::new(&plan);
     let (outcomes, mut replies) = mpsc::unbounded_channel();
     for target in plan.targets() {
@@ -194,13 +196,12 @@ async fn write_unmeasured<H: CoordinatorHost>(
             WriteStatus::Pending => {}
             WriteStatus::Satisfied => return Ok(()),
             WriteStatus::Failed => {
-                return Err(NodeError::Unavailable(format!(
-                    "write failed at consistency level {}: {} of {} required acks received; \
-                     the write may have been applied on some replicas",
-                    tracker.level(),
-                    tracker.acked(),
-                    tracker.required()
-                )));
+                return Err(CoordinatorError::WriteFailed {
+                    level: tracker.level(),
+                    acked: tracker.acked(),
+                    required: tracker.required(),
+                }
+                .into());
             }
         }
         status = tokio::select! {
@@ -294,14 +295,12 @@ async fn store_hint<H: CoordinatorHost>(
 }
 
 fn timeout_of(tracker: &WriteTracker) -> NodeError {
-    NodeError::Timeout(
-        WriteTimeout {
-            level: tracker.level(),
-            acked: tracker.acked(),
-            required: tracker.required(),
-        }
-        .to_string(),
-    )
+    ReplicationError::from(WriteTimeout {
+        level: tracker.level(),
+        acked: tracker.acked(),
+        required: tracker.required(),
+    })
+    .into()
 }
 
 /// Reads `key` at `level`: the winning cell (possibly a tombstone), if any;
@@ -461,7 +460,7 @@ async fn read_repair<H: CoordinatorHost>(
                 deadline.as_mut().reset(tokio::time::Instant::now() + round);
             }
             RepairAction::Done => return Ok(()),
-            RepairAction::Failed(failure) => return Err(NodeError::Timeout(failure.to_string())),
+            RepairAction::Failed(failure) => return Err(CoordinatorError::from(failure).into()),
         }
         action = tokio::select! {
             reply = replies.recv() => match reply.expect("the coordinator holds a sender") {
@@ -583,7 +582,13 @@ fn replica_candidates(
 }
 
 fn token_of(key: &[u8]) -> Result<Token> {
-    Murmur3Partitioner::token(key).map_err(|e| NodeError::InvalidArgument(e.to_string()))
+    Murmur3Partitioner::token(key).map_err(|error| match error {
+        PlacementError::EmptyKey => NodeError::EmptyKey,
+        source => NodeError::Placement {
+            doing: "hashing the key",
+            source,
+        },
+    })
 }
 
 fn dc_of(context: &impl CoordinatorHost) -> ringstore_placement::Datacenter {

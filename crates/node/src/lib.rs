@@ -124,7 +124,6 @@ pub mod security;
 pub mod services;
 pub mod serving;
 pub mod settling_ring;
-pub mod shared_error;
 pub mod snapshot_file;
 pub mod snapshots;
 pub mod start_refusals;

@@ -27,19 +27,19 @@
 //!   each of them sent alone over the same connection.
 
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ringstore_replication::{Batch, BatchLimits, PeerBatches};
 use tokio::sync::oneshot;
 
-use crate::shared_error::SharedError;
+use crate::error::{CoordinatorError, NodeError};
 
 /// A queued request (`Q`), and where its part of the call's answer (`A`, or
 /// the call's error) goes.
 pub(crate) struct Waiter<Q, A> {
     pub request: Q,
-    pub answer: oneshot::Sender<Result<A, SharedError>>,
+    pub answer: oneshot::Sender<Result<A, Arc<NodeError>>>,
 }
 
 /// Every peer's queue of one kind of replica request (`W`: a request and
@@ -113,12 +113,17 @@ pub(crate) async fn send_waiting_calls<Q, A, C, F>(
     coalesced: impl Fn(usize),
 ) where
     C: Fn(Vec<Q>, u64) -> F,
-    F: Future<Output = Vec<Result<A, SharedError>>>,
+    F: Future<Output = Vec<Result<A, Arc<NodeError>>>>,
 {
     let (call, coalesced) = (&call, &coalesced);
     send_calls(queues, address, first, move |batch, queued| async move {
-        let timed_out =
-            || SharedError::Timeout(format!("{address}: no answer to {rpc} within {timeout:?}"));
+        let timed_out = || {
+            Arc::new(NodeError::from(CoordinatorError::NoAnswer {
+                replica: address,
+                rpc,
+                after: timeout,
+            }))
+        };
         let sent = send_batch(batch, timeout, timed_out, call).await;
         if queued {
             coalesced(sent);
@@ -135,12 +140,12 @@ pub(crate) async fn send_waiting_calls<Q, A, C, F>(
 pub(crate) async fn send_batch<Q, A, C, F>(
     batch: Batch<Waiter<Q, A>>,
     timeout: Duration,
-    timed_out: impl FnOnce() -> SharedError,
+    timed_out: impl FnOnce() -> Arc<NodeError>,
     call: C,
 ) -> usize
 where
     C: FnOnce(Vec<Q>, u64) -> F,
-    F: Future<Output = Vec<Result<A, SharedError>>>,
+    F: Future<Output = Vec<Result<A, Arc<NodeError>>>>,
 {
     let (requests, answers): (Vec<_>, Vec<_>) = batch
         .items
@@ -174,7 +179,7 @@ mod tests {
         request: u32,
     ) -> (
         Waiter<u32, u32>,
-        oneshot::Receiver<Result<u32, SharedError>>,
+        oneshot::Receiver<Result<u32, Arc<NodeError>>>,
     ) {
         let (answer, receiver) = oneshot::channel();
         (Waiter { request, answer }, receiver)
@@ -213,7 +218,14 @@ mod tests {
             ring: 0,
             items: vec![a, b],
         };
-        let timed_out = || SharedError::Timeout("no answer".into());
+        let address: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        let timed_out = || {
+            Arc::new(NodeError::from(CoordinatorError::NoAnswer {
+                replica: address,
+                rpc: "Apply",
+                after: Duration::from_millis(10),
+            }))
+        };
         send_batch(batch, Duration::from_millis(10), timed_out, |_, _| async {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Vec::new()
@@ -221,7 +233,11 @@ mod tests {
         .await;
         for answer in [&mut a_answer, &mut b_answer] {
             let error = answer.try_recv().unwrap().unwrap_err();
-            assert!(matches!(error, SharedError::Timeout(ref m) if m == "no answer"));
+            assert_eq!(error.code(), tonic::Code::DeadlineExceeded);
+            assert_eq!(
+                error.to_string(),
+                "127.0.0.1:7000: no answer to Apply within 10ms"
+            );
         }
     }
 }

@@ -9,7 +9,7 @@
 //! on until a round lands with nobody queued. Rounds run in a task of their
 //! own, not in the leading client's request, so a client that cancels
 //! cannot strand the reads queued behind it. Each read waits on a oneshot
-//! channel for its round's answer; errors are shared as a [`SharedError`].
+//! channel for its round's answer; errors are shared as an `Arc<NodeError>`.
 //!
 //! # Caveats
 //! - A read of a key under contention waits for the round in flight before
@@ -18,19 +18,19 @@
 //! - `ringstore_coordinator_requests_total` counts rounds, not the reads
 //!   they served.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ringstore_replication::{ConsistencyLevel, Flights};
 use ringstore_storage::{Cell, KeyspaceId};
 use tokio::sync::oneshot;
 
-use crate::shared_error::SharedError;
+use crate::error::NodeError;
 
 /// What a flight is keyed by.
 pub(crate) type FlightKey = (KeyspaceId, Vec<u8>, ConsistencyLevel);
 
 /// A round's answer as every read of it gets it.
-pub(crate) type Shared = std::result::Result<Option<Cell>, SharedError>;
+pub(crate) type Shared = std::result::Result<Option<Cell>, Arc<NodeError>>;
 
 /// The node's read flights. See the module docs.
 #[derive(Default)]

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
 
+use crate::error::NodeError;
 use crate::peer_queues::{self, PeerQueues};
-use crate::shared_error::SharedError;
 
 /// How calls to one peer are shaped, as for writes (`apply_queues.rs`):
 /// one slot (against two: QUORUM reads per second within ±14 %, p99 lower
@@ -57,7 +57,7 @@ pub(crate) struct ReadDelivered {
 }
 
 /// What a read submitted to a queue gets back.
-pub(crate) type ReadDelivery = std::result::Result<ReadDelivered, SharedError>;
+pub(crate) type ReadDelivery = std::result::Result<ReadDelivered, Arc<NodeError>>;
 
 /// A queued read: the read, and where its answer goes.
 pub(crate) type ReadWaiter = peer_queues::Waiter<pb::ReplicaRead, ReadDelivered>;

@@ -1,6 +1,12 @@
 //! The node's errors, and their mapping to gRPC status codes — in one place.
 
+use std::sync::Arc;
+
 use tonic::{Code, Status};
+
+mod coordinator;
+
+pub use coordinator::CoordinatorError;
 
 /// Why a request (or the node) failed.
 #[derive(Debug, thiserror::Error)]
@@ -253,21 +259,28 @@ pub enum NodeError {
     /// The node would start open on a network, or with a weak secret.
     #[error("{0}")]
     Insecure(#[from] crate::start_refusals::InsecureStart),
+
+    /// A consistency level that does not apply, or too few replicas for it.
+    #[error(transparent)]
+    Replication(#[from] ringstore_replication::ReplicationError),
+
+    /// A coordinated request, or one of its replica calls, fell short.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+
+    /// An error shared by several waiters (see `From<Arc<NodeError>>`): it
+    /// answers as the error it shares.
+    #[error(transparent)]
+    Shared(Arc<NodeError>),
 }
 
-impl From<ringstore_replication::ReplicationError> for NodeError {
-    fn from(error: ringstore_replication::ReplicationError) -> NodeError {
-        use ringstore_replication::ReplicationError as E;
-        let message = error.to_string();
-        match error {
-            E::UnknownConsistencyLevel { .. }
-            | E::InvalidForReads { .. }
-            | E::InvalidSpeculativeRetry { .. } => NodeError::InvalidArgument(message),
-            E::Unavailable(_) => NodeError::Unavailable(message),
-            E::WriteTimeout(_) => NodeError::Timeout(message),
-            E::ReadFailure(failure) if failure.timed_out => NodeError::Timeout(message),
-            E::ReadFailure(_) => NodeError::Unavailable(message),
-        }
+/// An error several waiters share (one replica round answering many
+/// coalesced reads, one internode call carrying many replica requests):
+/// the waiter that holds the last reference gets the error itself, the
+/// others [`NodeError::Shared`].
+impl From<Arc<NodeError>> for NodeError {
+    fn from(shared: Arc<NodeError>) -> NodeError {
+        Arc::try_unwrap(shared).unwrap_or_else(NodeError::Shared)
     }
 }
 
@@ -316,6 +329,7 @@ impl NodeError {
     /// for its read repair (`coordinator.rs`), never as unavailable.
     pub fn is_damaged_replica(&self) -> bool {
         match self {
+            NodeError::Shared(shared) => shared.is_damaged_replica(),
             NodeError::Storage(error) => error.is_corruption(),
             NodeError::Peer { status, .. } => status.code() == Code::DataLoss,
             _ => false,
@@ -328,6 +342,9 @@ impl NodeError {
             // A stored cell that does not read back: DATA_LOSS, which a
             // coordinator tells from UNAVAILABLE (`is_damaged_replica`).
             NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
+            NodeError::Shared(shared) => shared.code(),
+            NodeError::Coordinator(error) => error.code(),
+            NodeError::Replication(error) => replication_code(error),
             NodeError::InvalidArgument(_)
             | NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
@@ -399,6 +416,19 @@ impl NodeError {
 impl From<NodeError> for Status {
     fn from(error: NodeError) -> Status {
         Status::new(error.code(), error.to_string())
+    }
+}
+
+/// The gRPC code of a replication error: a request that can never succeed
+/// is `INVALID_ARGUMENT`; too few replicas up `UNAVAILABLE`; too few
+/// answers in time `DEADLINE_EXCEEDED` (for a write: it may still apply).
+fn replication_code(error: &ringstore_replication::ReplicationError) -> Code {
+    use ringstore_replication::ReplicationError as E;
+    match error {
+        error if error.is_invalid_request() => Code::InvalidArgument,
+        E::WriteTimeout(_) => Code::DeadlineExceeded,
+        E::ReadFailure(failure) if failure.timed_out => Code::DeadlineExceeded,
+        _ => Code::Unavailable,
     }
 }
 
