@@ -17,17 +17,17 @@ use ringstore_metrics::{LocalOp, NodeMetrics};
 use ringstore_placement::{HostId, ReplicaMap};
 use ringstore_storage::{KeyspaceId, Store};
 
-use crate::apply_queues::ApplyQueues;
-use crate::apply_streams::ApplyStreams;
 use crate::clock::TimestampSource;
 use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
+use crate::coordinator::peer_calls::read_queues::ReadQueues;
+use crate::coordinator::peer_calls::write_queues::ApplyQueues;
+use crate::coordinator::peer_calls::write_streams::ApplyStreams;
+use crate::coordinator::read_flights::ReadFlights;
+use crate::coordinator::read_latencies::ReadLatencies;
 use crate::error::{NodeError, Result};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
-use crate::read_flights::ReadFlights;
-use crate::read_latencies::ReadLatencies;
-use crate::read_queues::ReadQueues;
 use crate::repair::state::RepairState;
 use crate::replica_maps::ReplicaMaps;
 use crate::schema::store::SchemaStore;
@@ -91,7 +91,8 @@ pub struct NodeContext {
     /// The coordinator's replica reads, coalesced per peer.
     pub(crate) read_queues: ReadQueues,
     /// Peers seen refusing `ReadMany` (an earlier build), for a while.
-    pub(crate) read_many_refusals: crate::read_many_refusals::ReadManyRefusals,
+    pub(crate) read_many_refusals:
+        crate::coordinator::peer_calls::read_many_refusals::ReadManyRefusals,
     /// The ring last replaced, which writes still reach for `ring_delay`.
     pub(crate) settling_ring: SettlingRing,
     /// Members replicas showed in a newer state than this node's view.

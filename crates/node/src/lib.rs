@@ -10,9 +10,9 @@
 //! plans the request with `ringstore_replication`, and talks to the replicas
 //! (itself included, directly) in parallel. Writes and reads bound for
 //! one peer while its call slots are busy leave together in its next call
-//! ([`peer_queues`]); the write calls to a peer go on one long-lived stream
-//! ([`apply_streams`]); and reads of one hot key share replica rounds
-//! ([`read_flights`]).
+//! ([`coordinator::peer_calls`]); the write calls to a peer go on one long-lived stream
+//! ([`coordinator::peer_calls::write_streams`]); and reads of one hot key share replica rounds
+//! ([`coordinator::read_flights`]).
 //!
 //! - **Schema** ([`schema`]) is a last-write-wins map of keyspace entries,
 //!   merged identically everywhere. A change is pushed to every live node and
@@ -77,20 +77,13 @@
 
 #![deny(missing_docs)]
 
-pub mod apply_calls;
-pub mod apply_queues;
-pub mod apply_streams;
-pub mod batched_applies;
-pub mod batched_reads;
 pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
-pub mod coalesced_reads;
 pub mod config;
 pub mod context;
 pub mod convert;
 pub mod coordinator;
-mod coordinator_host;
 pub mod deadline;
 pub mod disk_failure;
 pub mod drain;
@@ -101,18 +94,12 @@ pub mod handoff;
 pub mod internode_auth;
 pub mod known_members;
 pub mod limits;
-mod local_reads;
 pub mod log_levels;
 pub mod metrics;
 pub mod metrics_http;
 mod node;
-pub mod peer_queues;
 pub mod peers;
 pub mod platform;
-pub mod read_flights;
-pub mod read_latencies;
-mod read_many_refusals;
-pub mod read_queues;
 pub mod removal;
 pub mod repair;
 pub mod replica_maps;

@@ -326,7 +326,7 @@ impl NodeError {
     /// read back (a damaged cell): this node's store reporting corruption,
     /// or a peer answering `DATA_LOSS`, which is how a replica reports it.
     /// A coordinator treats such a replica as failed for the read and stale
-    /// for its read repair (`coordinator.rs`), never as unavailable.
+    /// for its read repair (`coordinator/`), never as unavailable.
     pub fn is_damaged_replica(&self) -> bool {
         match self {
             NodeError::Shared(shared) => shared.is_damaged_replica(),

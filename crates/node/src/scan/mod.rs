@@ -49,9 +49,10 @@ use tokio::sync::mpsc;
 
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
+use crate::coordinator::peer_calls::write_call;
+use crate::empty_ring;
 use crate::error::{NodeError, Result};
 use crate::schema::KeyspaceDef;
-use crate::{apply_calls, empty_ring};
 
 /// Rows per page when the client names none.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
@@ -365,5 +366,5 @@ async fn apply_rows_on(
             deadline_micros: None,
         })
         .collect();
-    apply_calls::apply_remotely(context, host, mutations, &context.view()).await
+    write_call::apply_remotely(context, host, mutations, &context.view()).await
 }

@@ -1,11 +1,11 @@
 //! `Internode/ApplyStream`, the replica's side: a coordinator's `Apply`
-//! calls on one long-lived stream (`apply_streams.rs` has the caller's
+//! calls on one long-lived stream (`write_streams.rs` has the caller's
 //! side and the reasons).
 //!
 //! The stream's shape:
 //! - Frames are answered in order, one at a time: the next frame is read
 //!   once the last is answered. A coordinator sends its replica writes one
-//!   call at a time per peer anyway (`peer_queues.rs`; a scan's repair
+//!   call at a time per peer anyway (`peer_calls/mod.rs`; a scan's repair
 //!   writes take their turn between them), so this runs about as much in
 //!   parallel as unary calls did, and one stream can hold no more than one
 //!   frame's writes in this node's memory: HTTP/2's flow control holds back

@@ -1,6 +1,6 @@
 //! What a replica answers to reads from a coordinator: one key (`Read`), or
 //! several in one call (`ReadMany`, the reads a coordinator coalesced for
-//! this peer; `peer_queues.rs`).
+//! this peer; `peer_calls/mod.rs`).
 //!
 //! Each read of a `ReadMany` is answered on its own, exactly as a `Read` of
 //! its own would be: a refusal (a dropped keyspace, a bad key, a storage
@@ -26,9 +26,9 @@ use tonic::Status;
 
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
+use crate::coordinator::local_reads::read_own_copy;
 use crate::error::{NodeError, Result};
 use crate::limits::check_key;
-use crate::local_reads::read_own_copy;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
 pub(crate) const RESPONSE_BUDGET_BYTES: usize = 4 * 1024 * 1024;

@@ -1,7 +1,7 @@
 //! Sending the coordinator's replica writes, coalesced per peer: a write
-//! joins its peer's queue ([`ApplyQueues`](crate::apply_queues::ApplyQueues));
+//! joins its peer's queue ([`ApplyQueues`](crate::coordinator::peer_calls::write_queues::ApplyQueues));
 //! the write that finds a free call slot spawns the task that sends the
-//! peer's calls. See `peer_queues.rs` for the design. The queues, the
+//! peer's calls. See `peer_calls/mod.rs` for the design. The queues, the
 //! calls and the write timeout come from the coordinator's host
 //! ([`CoordinatorHost`]).
 
@@ -14,11 +14,11 @@ use ringstore_proto::v1 as pb;
 use ringstore_replication::Batch;
 use tokio::sync::oneshot;
 
-use crate::apply_calls::{call_apply, check_ring};
-use crate::apply_queues::{Delivered, Delivery, Waiter};
-use crate::coordinator_host::CoordinatorHost;
+use crate::coordinator::host::CoordinatorHost;
+use crate::coordinator::peer_calls;
+use crate::coordinator::peer_calls::write_call::{call_apply, check_ring};
+use crate::coordinator::peer_calls::write_queues::{Delivered, Delivery, Waiter};
 use crate::error::{CoordinatorError, NodeError, Result};
-use crate::peer_queues;
 
 /// Applies `mutation`, placed with `placed`, on the replica at `address`,
 /// in a call shared with the other writes queued for it meanwhile. Fails
@@ -72,7 +72,7 @@ async fn send_calls<H: CoordinatorHost>(
 ) {
     let timeout = Duration::from_millis(context.write_timeout_ms());
     let context = &context;
-    peer_queues::send_waiting_calls(
+    peer_calls::send_waiting_calls(
         context.apply_queues(),
         address,
         first,

@@ -1,6 +1,6 @@
-//! The coordinator's replica reads, coalesced per peer (`peer_queues.rs`
+//! The coordinator's replica reads, coalesced per peer (`peer_calls/mod.rs`
 //! has the design): how calls to a peer are shaped, and what each read gets
-//! back; `batched_reads.rs` sends the calls.
+//! back; `read_queues_driver.rs` sends the calls.
 //!
 //! A read that finds a free call slot leaves alone, as a `Read` of its own
 //! (an idle node's reads are unchanged); reads that queued behind busy
@@ -21,10 +21,10 @@ use std::sync::Arc;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
 
+use crate::coordinator::peer_calls::{self, PeerQueues};
 use crate::error::NodeError;
-use crate::peer_queues::{self, PeerQueues};
 
-/// How calls to one peer are shaped, as for writes (`apply_queues.rs`):
+/// How calls to one peer are shaped, as for writes (`write_queues.rs`):
 /// one slot (against two: QUORUM reads per second within ±14 %, p99 lower
 /// in three rounds of three). The bytes counted are the requests' (keys);
 /// the replica bounds its answer (`RESPONSE_BUDGET_BYTES`).
@@ -60,7 +60,7 @@ pub(crate) struct ReadDelivered {
 pub(crate) type ReadDelivery = std::result::Result<ReadDelivered, Arc<NodeError>>;
 
 /// A queued read: the read, and where its answer goes.
-pub(crate) type ReadWaiter = peer_queues::Waiter<pb::ReplicaRead, ReadDelivered>;
+pub(crate) type ReadWaiter = peer_calls::Waiter<pb::ReplicaRead, ReadDelivered>;
 
 /// The node's per-peer queues of replica reads.
 pub(crate) type ReadQueues = PeerQueues<ReadWaiter>;

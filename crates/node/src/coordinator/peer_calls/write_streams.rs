@@ -17,7 +17,7 @@
 //!   When it ends, every call waiting on it fails with its status, as the
 //!   calls in flight on a broken connection would, and the next call opens
 //!   a new one.
-//! - Calls keep their shape: the per-peer queues (`peer_queues.rs`) still
+//! - Calls keep their shape: the per-peer queues (`peer_calls/mod.rs`) still
 //!   send one batch at a time per peer (a scan's repair writes are calls of
 //!   their own on the same stream), and each waits for its own answer,
 //!   given up after the write timeout as before. A call that gave up is

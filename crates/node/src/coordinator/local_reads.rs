@@ -1,5 +1,5 @@
 //! A replica's read of its own copy of a cell, for a coordinator: this
-//! node's (`coordinator.rs`, when it is a replica of the key) or a peer's
+//! node's (`coordinator/`, when it is a replica of the key) or a peer's
 //! (`services/replica_reads.rs`).
 //!
 //! A copy that does not read back (a damaged cell: its checksum, its
@@ -19,7 +19,7 @@ use std::time::Instant;
 use ringstore_metrics::LocalOp;
 use ringstore_storage::{Cell, KeyspaceId, printable_key};
 
-use crate::coordinator_host::CoordinatorHost;
+use crate::coordinator::host::CoordinatorHost;
 use crate::error::{NodeError, Result};
 
 /// This node's cell of `key` in keyspace `id` (named `name`), recorded as

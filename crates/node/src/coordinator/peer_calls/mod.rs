@@ -1,8 +1,4 @@
-//! The coordinator's replica requests, coalesced per peer: the node's
-//! queues (the state, over `ringstore_replication::PeerBatches`) and the
-//! loop that sends one peer's calls. Writes (`apply_queues.rs`,
-//! `batched_applies.rs`) and reads (`read_queues.rs`, `batched_reads.rs`)
-//! each have queues of their own; this module holds what they share.
+//! The coordinator's calls to other replicas, coalesced per peer.
 //!
 //! A replica request bound for another node is submitted to that peer's
 //! queue. If the peer has a free call slot, the request leaves at once as
@@ -19,12 +15,31 @@
 //! that built up behind a stalled peer drains at once instead of being sent
 //! to it call after call).
 //!
+//! # Layout
+//! Writes and reads have the same shape: `<kind>_queues.rs` holds every
+//! peer's queue (the state, over `ringstore_replication::PeerBatches`) and
+//! `<kind>_queues_driver.rs` submits to it and sends the calls. This file
+//! holds what the two share. Besides:
+//! - [`write_call`]: one `Apply` call, on the peer's long-lived stream
+//!   ([`write_streams`]) or unary;
+//! - [`read_many_refusals`]: peers that do not serve `ReadMany` (an older
+//!   build during a rolling upgrade).
+//!
 //! # Caveats
 //! - Under load a request waits for a call ahead of it to end before its
 //!   own leaves (at most one call's time); an idle node pays a map lookup
 //!   under a short `std::sync::Mutex`.
 //! - A call that fails fails every request in it, as it would have failed
-//!   each of them sent alone over the same connection.
+//!   each of them sent alone over the same connection; the requests share
+//!   the error as an `Arc<NodeError>`.
+
+pub mod read_many_refusals;
+pub mod read_queues;
+pub mod read_queues_driver;
+pub mod write_call;
+pub mod write_queues;
+pub mod write_queues_driver;
+pub mod write_streams;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,11 +50,15 @@ use tokio::sync::oneshot;
 
 use crate::error::{CoordinatorError, NodeError};
 
+/// A request's part of a call's answer: its own answer, or the call's
+/// error, which every request of the call shares.
+pub(crate) type Part<A> = Result<A, Arc<NodeError>>;
+
 /// A queued request (`Q`), and where its part of the call's answer (`A`, or
 /// the call's error) goes.
 pub(crate) struct Waiter<Q, A> {
     pub request: Q,
-    pub answer: oneshot::Sender<Result<A, Arc<NodeError>>>,
+    pub answer: oneshot::Sender<Part<A>>,
 }
 
 /// Every peer's queue of one kind of replica request (`W`: a request and
@@ -113,7 +132,7 @@ pub(crate) async fn send_waiting_calls<Q, A, C, F>(
     coalesced: impl Fn(usize),
 ) where
     C: Fn(Vec<Q>, u64) -> F,
-    F: Future<Output = Vec<Result<A, Arc<NodeError>>>>,
+    F: Future<Output = Vec<Part<A>>>,
 {
     let (call, coalesced) = (&call, &coalesced);
     send_calls(queues, address, first, move |batch, queued| async move {
@@ -145,7 +164,7 @@ pub(crate) async fn send_batch<Q, A, C, F>(
 ) -> usize
 where
     C: FnOnce(Vec<Q>, u64) -> F,
-    F: Future<Output = Vec<Result<A, Arc<NodeError>>>>,
+    F: Future<Output = Vec<Part<A>>>,
 {
     let (requests, answers): (Vec<_>, Vec<_>) = batch
         .items
@@ -175,12 +194,7 @@ where
 mod tests {
     use super::*;
 
-    fn waiter(
-        request: u32,
-    ) -> (
-        Waiter<u32, u32>,
-        oneshot::Receiver<Result<u32, Arc<NodeError>>>,
-    ) {
+    fn waiter(request: u32) -> (Waiter<u32, u32>, oneshot::Receiver<Part<u32>>) {
         let (answer, receiver) = oneshot::channel();
         (Waiter { request, answer }, receiver)
     }

@@ -3,7 +3,7 @@
 //! the check of a replica's answer against the ring the writes were placed
 //! with ([`check_ring`]); and a call of its own for several mutations
 //! ([`apply_remotely`], as scans write their repairs). Single replica writes
-//! go through the per-peer queues instead (`batched_applies.rs`), which use
+//! go through the per-peer queues instead (`write_queues_driver.rs`), which use
 //! the first two. Each takes the coordinator's host ([`CoordinatorHost`]).
 
 use std::net::SocketAddr;
@@ -14,8 +14,8 @@ use ringstore_metrics::InternodeRpc;
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 
-use crate::apply_streams::Streamed;
-use crate::coordinator_host::CoordinatorHost;
+use crate::coordinator::host::CoordinatorHost;
+use crate::coordinator::peer_calls::write_streams::Streamed;
 use crate::error::{CoordinatorError, NodeError, Result};
 use crate::ring_lag;
 
@@ -44,7 +44,7 @@ pub(crate) async fn apply_remotely(
 
 /// One `Apply` call of `mutations`, placed with the ring of checksum
 /// `ring`, to the replica at `address`, timed in the internode metrics: on
-/// the peer's apply stream (`apply_streams.rs`), or as a unary call to a
+/// the peer's apply stream (`write_streams.rs`), or as a unary call to a
 /// peer that does not serve one.
 pub(crate) async fn call_apply(
     context: &impl CoordinatorHost,

@@ -1,7 +1,7 @@
 //! Sending the coordinator's replica reads, coalesced per peer: a read joins
-//! its peer's queue ([`ReadQueues`](crate::read_queues::ReadQueues)); the
+//! its peer's queue ([`ReadQueues`](crate::coordinator::peer_calls::read_queues::ReadQueues)); the
 //! read that finds a free call slot spawns the task that sends the peer's
-//! calls. See `peer_queues.rs` for the design and `read_queues.rs` for what
+//! calls. See `peer_calls/mod.rs` for the design and `read_queues.rs` for what
 //! each read gets back. The queues, the calls and the read timeout come
 //! from the coordinator's host ([`CoordinatorHost`]).
 
@@ -16,11 +16,13 @@ use ringstore_replication::Batch;
 use ringstore_storage::KeyspaceId;
 use tokio::sync::oneshot;
 
-use crate::apply_calls::check_ring;
-use crate::coordinator_host::CoordinatorHost;
+use crate::coordinator::host::CoordinatorHost;
+use crate::coordinator::peer_calls;
+use crate::coordinator::peer_calls::read_queues::{
+    ReadAnswer, ReadDelivered, ReadDelivery, ReadWaiter,
+};
+use crate::coordinator::peer_calls::write_call::check_ring;
 use crate::error::{CoordinatorError, NodeError, Result};
-use crate::peer_queues;
-use crate::read_queues::{ReadAnswer, ReadDelivered, ReadDelivery, ReadWaiter};
 
 /// What a replica read returns: the cell (absent when the replica has none,
 /// or a digest was asked for) and the digest (0 unless asked for).
@@ -90,7 +92,7 @@ async fn send_calls<H: CoordinatorHost>(
 ) {
     let timeout = Duration::from_millis(context.read_timeout_ms());
     let context = &context;
-    peer_queues::send_waiting_calls(
+    peer_calls::send_waiting_calls(
         context.read_queues(),
         address,
         first,

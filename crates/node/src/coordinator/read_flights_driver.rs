@@ -1,5 +1,5 @@
 //! Running the coalesced reads of hot keys: a read joins its key's flight
-//! ([`ReadFlights`](crate::read_flights::ReadFlights)); the read that finds
+//! ([`ReadFlights`](crate::coordinator::read_flights::ReadFlights)); the read that finds
 //! none leads and spawns the task that runs the flight's rounds. See
 //! `read_flights.rs` for the design. The flights and the counters come
 //! from the coordinator's host ([`CoordinatorHost`]), which a round is
@@ -11,9 +11,9 @@ use ringstore_replication::{ConsistencyLevel, Joined};
 use ringstore_storage::Cell;
 use tokio::sync::oneshot;
 
-use crate::coordinator_host::CoordinatorHost;
+use crate::coordinator::host::CoordinatorHost;
+use crate::coordinator::read_flights::{FlightKey, ReadFlights, Shared};
 use crate::error::{CoordinatorError, NodeError, Result};
-use crate::read_flights::{FlightKey, ReadFlights, Shared};
 use crate::schema::KeyspaceDef;
 
 /// Reads `key` at `level`, sharing the replica round with concurrent reads

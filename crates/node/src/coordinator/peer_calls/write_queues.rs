@@ -1,6 +1,6 @@
-//! The coordinator's replica writes, coalesced per peer (`peer_queues.rs`
+//! The coordinator's replica writes, coalesced per peer (`peer_calls/mod.rs`
 //! has the design): how calls to a peer are shaped, and what each write
-//! gets back; `batched_applies.rs` sends the calls.
+//! gets back; `write_queues_driver.rs` sends the calls.
 //!
 //! Each write waits for its part of the call's answer: refused or applied,
 //! and the members the replica showed (which each write checks against the
@@ -16,8 +16,8 @@ use std::sync::Arc;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::BatchLimits;
 
+use crate::coordinator::peer_calls::{self, PeerQueues};
 use crate::error::NodeError;
-use crate::peer_queues::{self, PeerQueues};
 
 /// How calls to one peer are shaped. One slot: while a call is in flight
 /// the next one fills. Measured on 3 nodes (`benches/compare_builds.sh`,
@@ -45,7 +45,7 @@ pub(crate) struct Delivered {
 pub(crate) type Delivery = std::result::Result<Delivered, Arc<NodeError>>;
 
 /// A queued write: its mutation, and where its answer goes.
-pub(crate) type Waiter = peer_queues::Waiter<pb::ReplicaMutation, Delivered>;
+pub(crate) type Waiter = peer_calls::Waiter<pb::ReplicaMutation, Delivered>;
 
 /// The node's per-peer queues of replica writes.
 pub(crate) type ApplyQueues = PeerQueues<Waiter>;

@@ -1,6 +1,6 @@
 //! The coordinator's read coalescing for hot keys: the node's flights (the
 //! state, over `ringstore_replication::Flights`) and the error every read
-//! of a round shares; `coalesced_reads.rs` runs the rounds.
+//! of a round shares; `read_flights_driver.rs` runs the rounds.
 //!
 //! Every coordinated read of one key joins the key's flight (keyed by
 //! keyspace, key and level). The read that finds none leads: a spawned task

@@ -1,9 +1,8 @@
 //! What the coordinator and its transport need from the running node, and
 //! nothing more: the [`CoordinatorHost`] trait. The node's context
-//! implements it (in `node/hosts/coordinator.rs`), so none of
-//! `coordinator.rs`, `local_reads.rs`, `coalesced_reads.rs`,
-//! `apply_calls.rs`, `batched_applies.rs` or `batched_reads.rs` names the
-//! context, and a test can drive them with a double of its own.
+//! implements it (in `node/hosts/coordinator.rs`), so no file of the
+//! `coordinator/` folder names the context, and a test can drive them with
+//! a double of its own.
 //!
 //! One host serves the read and write paths and their transport: they are
 //! one subsystem (the coordinator moves a request's messages through the
@@ -33,15 +32,15 @@ use ringstore_placement::HostId;
 use ringstore_storage::{KeyspaceId, Store, Timestamp};
 use tokio::sync::watch;
 
-use crate::apply_queues::ApplyQueues;
-use crate::apply_streams::ApplyStreams;
+use crate::coordinator::peer_calls::read_many_refusals::ReadManyRefusals;
+use crate::coordinator::peer_calls::read_queues::ReadQueues;
+use crate::coordinator::peer_calls::write_queues::ApplyQueues;
+use crate::coordinator::peer_calls::write_streams::ApplyStreams;
+use crate::coordinator::read_flights::ReadFlights;
+use crate::coordinator::read_latencies::ReadLatencies;
 use crate::error::{NodeError, Result};
 use crate::handoff::Handoff;
 use crate::peers::Peers;
-use crate::read_flights::ReadFlights;
-use crate::read_latencies::ReadLatencies;
-use crate::read_many_refusals::ReadManyRefusals;
-use crate::read_queues::ReadQueues;
 use crate::replica_maps::ReplicaMaps;
 use crate::ring_lag::RingLag;
 use crate::settling_ring::SettlingRing;
