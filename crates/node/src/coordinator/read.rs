@@ -49,7 +49,7 @@ pub(crate) async fn read<H: CoordinatorHost>(
 ) -> Result<Option<Cell>> {
     let started = Instant::now();
     let result = read_flights_driver::coalesced(context, keyspace, key, level, Round).await;
-    measured(context, CoordinatorOp::Read, started, &result);
+    measured(context.as_ref(), CoordinatorOp::Read, started, &result);
     result
 }
 
@@ -85,12 +85,12 @@ async fn read_unmeasured<H: CoordinatorHost>(
 ) -> Result<Option<Cell>> {
     let view = context.view();
     empty_ring::refuse_while_starting(&view)?;
-    let natural = candidates(context, &view, keyspace, token_of(key)?);
+    let natural = candidates(context.as_ref(), &view, keyspace, token_of(key)?);
     let local = natural.iter().any(|c| c.host == context.host_id());
     context
         .metrics()
         .coordinator_request(CoordinatorOp::Read, local);
-    let plan = plan_read(level, &keyspace.strategy, &dc_of(context), &natural)?;
+    let plan = plan_read(level, &keyspace.strategy, &dc_of(context.as_ref()), &natural)?;
     let mut tracker = ReadTracker::new(&plan);
     let latencies = context.read_latencies();
     let before_estimate = Duration::from_millis(context.read_timeout_ms() / 2);

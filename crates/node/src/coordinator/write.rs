@@ -68,7 +68,7 @@ pub(crate) async fn write<H: CoordinatorHost>(
         || write_unmeasured(context, &write, level),
     )
     .await;
-    measured(context, CoordinatorOp::Write, started, &result);
+    measured(context.as_ref(), CoordinatorOp::Write, started, &result);
     result
 }
 
@@ -87,7 +87,7 @@ async fn write_unmeasured<H: CoordinatorHost>(
     let keyspace = &write.keyspace;
     let view = context.view();
     empty_ring::refuse_while_starting(&view)?;
-    let (natural, pending) = write_candidates(context, &view, keyspace, &write.key)?;
+    let (natural, pending) = write_candidates(context.as_ref(), &view, keyspace, &write.key)?;
     let local = natural
         .iter()
         .chain(&pending)
@@ -98,7 +98,7 @@ async fn write_unmeasured<H: CoordinatorHost>(
     let plan = plan_write(
         level,
         &keyspace.strategy,
-        &dc_of(context),
+        &dc_of(context.as_ref()),
         &natural,
         &pending,
     )

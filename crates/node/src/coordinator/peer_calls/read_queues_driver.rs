@@ -67,15 +67,15 @@ pub(crate) async fn read<H: CoordinatorHost>(
             what: "replica read",
         })?
         .map_err(NodeError::from)?;
-    check_ring(context, address, placed, &delivered.members)?;
+    check_ring(context.as_ref(), address, placed, &delivered.members)?;
     match delivered.answer {
         ReadAnswer::Answered { cell, digest } => Ok((cell, digest)),
         ReadAnswer::Refused { code, message } => Err(NodeError::peer(address, "read")(
             tonic::Status::new(code, message),
         )),
         ReadAnswer::Deferred => {
-            let response = call_read(context, address, read(), ring).await?;
-            check_ring(context, address, placed, &response.members)?;
+            let response = call_read(context.as_ref(), address, read(), ring).await?;
+            check_ring(context.as_ref(), address, placed, &response.members)?;
             Ok((response.cell, response.digest))
         }
     }
@@ -97,7 +97,7 @@ async fn send_calls<H: CoordinatorHost>(
         address,
         first,
         (timeout, "read"),
-        |reads, ring| call_reads(context, address, reads, ring),
+        |reads, ring| call_reads(context.as_ref(), address, reads, ring),
         |sent| context.metrics().coalesced_replica_reads(sent),
     )
     .await;

@@ -58,7 +58,7 @@ pub(crate) async fn apply<H: CoordinatorHost>(
         }
         .into());
     }
-    check_ring(context, address, placed, &delivered.members)
+    check_ring(context.as_ref(), address, placed, &delivered.members)
 }
 
 /// Sends `first`, then the batches queued for `address` meanwhile, one
@@ -77,7 +77,7 @@ async fn send_calls<H: CoordinatorHost>(
         address,
         first,
         (timeout, "apply"),
-        |mutations, ring| call(context, address, mutations, ring),
+        |mutations, ring| call(context.as_ref(), address, mutations, ring),
         |sent| context.metrics().coalesced_writes(sent),
     )
     .await;
