@@ -1,9 +1,11 @@
 //! The command line: every subcommand and its arguments (clap derive).
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 
+use anyhow::{Context, anyhow, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ringstore_placement::HostId;
 use ringstore_replication::ConsistencyLevel;
@@ -19,7 +21,7 @@ pub struct Cli {
         global = true,
         default_value = "127.0.0.1:7100",
         value_name = "HOST:PORT",
-        value_parser = parse_host_port
+        value_parser = whole(parse_host_port)
     )]
     pub host: String,
 
@@ -63,7 +65,7 @@ pub struct Cli {
         env = "RINGSTORE_REQUEST_TIMEOUT",
         value_name = "SECONDS",
         default_value_t = 12.0,
-        value_parser = parse_request_timeout
+        value_parser = whole(parse_request_timeout)
     )]
     pub request_timeout: f64,
 
@@ -285,8 +287,8 @@ pub struct NewPassword {
 #[derive(Debug, Args)]
 pub struct GrantArgs {
     /// `read`, `write`, `schema` or `admin`.
-    #[arg(value_parser = parse_permission)]
-    pub permission: ringstore_access::Permission,
+    #[arg(value_parser = whole(parse_permission))]
+    pub permission: ringstore_client_auth::Permission,
     /// The word `on`.
     #[arg(value_parser = ["on", "ON"], hide_possible_values = true)]
     pub on: String,
@@ -300,9 +302,8 @@ pub struct GrantArgs {
     pub grantee: String,
 }
 
-fn parse_permission(text: &str) -> Result<ringstore_access::Permission, String> {
-    text.parse()
-        .map_err(|e: ringstore_access::AccessError| e.to_string())
+fn parse_permission(text: &str) -> anyhow::Result<ringstore_client_auth::Permission> {
+    Ok(text.parse()?)
 }
 
 /// `ringstore certs ...`.
@@ -358,13 +359,13 @@ pub struct StressArgs {
     )]
     pub operations: Option<u64>,
     /// Stop after this long (`30s`, `2m`, or seconds).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = whole(parse_duration))]
     pub duration: Option<std::time::Duration>,
     /// Before the measured run, send the same load for this long and
     /// report none of it (`10s`, `1m`): the first seconds after connecting
     /// or after an idle spell pay for cold caches and connections, as
     /// cassandra-stress's warm-up keeps out of its figures.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = whole(parse_duration))]
     pub warmup: Option<std::time::Duration>,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
@@ -394,7 +395,7 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
     /// The consistency level of every request.
-    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    #[arg(long, default_value = "ONE", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// The keyspace; created if missing, with `--replication`.
     #[arg(long, default_value = "stress")]
@@ -473,7 +474,7 @@ pub struct DemoArgs {
 }
 
 /// Parses `30s`, `2m`, `1h` or plain seconds.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+fn parse_duration(text: &str) -> anyhow::Result<std::time::Duration> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().find(|(_, c)| c.is_alphabetic()) {
         Some((at, _)) => text.split_at(at),
@@ -482,20 +483,16 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let value: f64 = number
         .trim()
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 2m or 1h"))?;
+        .with_context(|| format!("{text:?} is not a duration like 30s, 2m or 1h"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?}: use ms, s, m or h"
-            ));
-        }
+        other => bail!("unknown unit {other:?} in {text:?}: use ms, s, m or h"),
     };
     if !(seconds > 0.0 && seconds.is_finite()) {
-        return Err(format!("{text:?} must be a positive duration"));
+        bail!("{text:?} must be a positive duration");
     }
     Ok(std::time::Duration::from_secs_f64(seconds))
 }
@@ -598,22 +595,18 @@ pub struct SetLoggingLevelArgs {
 
 /// A `HOST:PORT` (an IP address, `[IPv6]`, or a host name such as a docker
 /// service name), checked for its form here; it is resolved on connecting.
-fn parse_host_port(text: &str) -> Result<String, String> {
+fn parse_host_port(text: &str) -> anyhow::Result<String> {
     if text.parse::<SocketAddr>().is_ok() {
         return Ok(text.to_string());
     }
     let Some((host, port)) = text.rsplit_once(':') else {
-        return Err(format!(
-            "{text:?} has no port: give HOST:PORT, e.g. node1:7100"
-        ));
+        bail!("{text:?} has no port: give HOST:PORT, e.g. node1:7100");
     };
     if host.is_empty() || host.contains(':') {
-        return Err(format!(
-            "{text:?} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:7100)"
-        ));
+        bail!("{text:?} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:7100)");
     }
     port.parse::<u16>()
-        .map_err(|_| format!("{port:?} in {text:?} is not a port number"))?;
+        .with_context(|| format!("{port:?} in {text:?} is not a port number"))?;
     Ok(text.to_string())
 }
 
@@ -621,18 +614,16 @@ fn parse_host_port(text: &str) -> Result<String, String> {
 #[derive(Debug, Args)]
 pub struct HostIdArg {
     /// The node's host id (a UUID).
-    #[arg(value_parser = parse_host_id)]
+    #[arg(value_parser = whole(parse_host_id))]
     pub host_id: HostId,
 }
 
 /// A host id from its UUID text; checked here so that a typo fails before any
 /// node is asked.
-fn parse_host_id(text: &str) -> Result<HostId, String> {
-    text.parse().map_err(|error| {
-        format!(
-            "not a UUID ({error}); host ids look like 292a6c7f-2063-484c-b54d-9015216f1750, as `status` shows them"
-        )
-    })
+fn parse_host_id(text: &str) -> anyhow::Result<HostId> {
+    text.parse().context(
+        "not a UUID (host ids look like 292a6c7f-2063-484c-b54d-9015216f1750, as `status` shows them)",
+    )
 }
 
 /// Arguments of `ringstore cleanup`.
@@ -787,7 +778,7 @@ pub struct TopPartitionsArgs {
     /// The keyspace.
     pub keyspace: String,
     /// How long to sample (`10s`, `500ms`, `2m`; at most 10 minutes).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = whole(parse_duration))]
     pub duration: std::time::Duration,
     /// How many keys to list per operation.
     #[arg(short = 'k', long = "top", default_value_t = 10)]
@@ -835,20 +826,40 @@ pub struct KeyArgs {
 }
 
 /// A request timeout in seconds: positive, at most an hour.
-fn parse_request_timeout(text: &str) -> Result<f64, String> {
+fn parse_request_timeout(text: &str) -> anyhow::Result<f64> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && seconds <= 3600.0 => Ok(seconds),
-        _ => Err(format!(
+        _ => Err(anyhow!(
             "{text:?} is not a number of seconds above 0 and at most 3600"
         )),
     }
 }
 
 /// A consistency level from its name, in any case (`QUORUM`, `local_quorum`).
-pub(crate) fn parse_level(text: &str) -> Result<ConsistencyLevel, String> {
-    text.parse()
-        .map_err(|e: ringstore_replication::ReplicationError| e.to_string())
+pub(crate) fn parse_level(text: &str) -> anyhow::Result<ConsistencyLevel> {
+    Ok(text.parse()?)
 }
+
+/// `parse` as a clap value parser whose error shows its whole chain: clap
+/// prints a value parser's error by its own message alone, not its sources.
+pub(crate) fn whole<T: 'static>(
+    parse: fn(&str) -> anyhow::Result<T>,
+) -> impl Fn(&str) -> Result<T, Invalid> + Clone + Send + Sync + 'static {
+    move |text| parse(text).map_err(Invalid)
+}
+
+/// A command-line value that does not parse; its message is the whole
+/// chain of the error (`{:#}`), as clap prints no sources.
+#[derive(Debug)]
+pub(crate) struct Invalid(anyhow::Error);
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for Invalid {}
 
 /// Arguments of `ringstore put`.
 #[derive(Debug, Args)]
@@ -860,7 +871,7 @@ pub struct PutArgs {
     /// The value; `-` reads it from standard input.
     pub value: String,
     /// The consistency level.
-    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    #[arg(long, default_value = "ONE", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// Expire the value this many seconds after it is written.
     #[arg(long, value_name = "SECONDS")]
@@ -890,7 +901,7 @@ pub struct ReadArgs {
     /// The key.
     pub key: String,
     /// The consistency level.
-    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    #[arg(long, default_value = "ONE", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// KEY is hex bytes, and `get` prints the value as hex.
     #[arg(long)]
@@ -989,7 +1000,7 @@ mod tests {
         let Command::Grant(args) = cli.command else {
             panic!("a grant command")
         };
-        assert_eq!(args.permission, ringstore_access::Permission::Read);
+        assert_eq!(args.permission, ringstore_client_auth::Permission::Read);
         assert_eq!(
             (args.keyspace.as_str(), args.grantee.as_str()),
             ("ALL", "reader")

@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::processes::{Processes, text};
 use common::tls::{create_certs, start_tls};
-use ringstore_auth::{Nonce, PROOF_HEADER, Proof};
 use ringstore_identity::NodeKeys;
+use ringstore_internode_auth::{Nonce, PROOF_HEADER, Proof};
 use ringstore_placement::HostId;
 use ringstore_proto::v1 as pb;
 use tonic::metadata::MetadataValue;

@@ -17,13 +17,13 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::ConsistencyLevel;
 use ringstore_throttle::Throttle;
 
-use crate::cli::parse_level;
+use crate::cli::{parse_level, whole};
 use crate::client::Connection;
 use crate::commands::data::{cluster, level};
 use crate::failure::{Failure, Outcome};
@@ -37,7 +37,7 @@ pub struct BatchArgs {
     #[arg(default_value = "-")]
     pub file: PathBuf,
     /// The consistency level of every mutation.
-    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    #[arg(long, default_value = "ONE", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// KEY and VALUE are hex bytes.
     #[arg(long)]
@@ -151,20 +151,20 @@ impl BatchSender {
 }
 
 /// One mutation of the `batch` syntax; an error naming what is wrong.
-pub fn parse_mutation(text: &str, hex: bool) -> Result<pb::Mutation, String> {
+pub fn parse_mutation(text: &str, hex: bool) -> anyhow::Result<pb::Mutation> {
     let mut words = text.split_whitespace();
-    let op = words.next().ok_or("an empty line")?;
-    let bytes = |word: Option<&str>, what: &str| -> Result<Vec<u8>, String> {
-        let word = word.ok_or_else(|| format!("{op} needs a {what}"))?;
+    let op = words.next().context("an empty line")?;
+    let bytes = |word: Option<&str>, what: &str| -> anyhow::Result<Vec<u8>> {
+        let word = word.with_context(|| format!("{op} needs a {what}"))?;
         if hex {
-            hex::decode(word).map_err(|e| format!("{what} {word:?} is not valid hex: {e}"))
+            hex::decode(word).with_context(|| format!("{what} {word:?} is not valid hex"))
         } else {
             Ok(word.as_bytes().to_vec())
         }
     };
     let key = bytes(words.next(), "key")?;
     if key.is_empty() {
-        return Err("the key is empty".into());
+        bail!("the key is empty");
     }
     let mut mutation = match op {
         "put" => pb::Mutation {
@@ -176,26 +176,26 @@ pub fn parse_mutation(text: &str, hex: bool) -> Result<pb::Mutation, String> {
             key,
             ..pb::Mutation::default()
         },
-        other => return Err(format!("unknown operation {other:?}: use put or delete")),
+        other => bail!("unknown operation {other:?}: use put or delete"),
     };
     for option in words {
-        let (name, value) = option.split_once('=').ok_or_else(|| {
+        let (name, value) = option.split_once('=').with_context(|| {
             format!("{option:?} is not NAME=VALUE (ttl=SECONDS, timestamp=MICROS)")
         })?;
         match name {
             "ttl" if op == "put" => {
                 let ttl = value
-                    .parse()
-                    .map_err(|_| format!("ttl {value:?} is not a number of seconds"))?;
+                    .parse::<u32>()
+                    .with_context(|| format!("ttl {value:?} is not a number of seconds"))?;
                 mutation.ttl_seconds = Some(ttl);
             }
             "timestamp" => {
                 let micros = value
-                    .parse()
-                    .map_err(|_| format!("timestamp {value:?} is not microseconds"))?;
+                    .parse::<i64>()
+                    .with_context(|| format!("timestamp {value:?} is not microseconds"))?;
                 mutation.timestamp_micros = Some(micros);
             }
-            other => return Err(format!("unknown option {other:?} for {op}")),
+            other => bail!("unknown option {other:?} for {op}"),
         }
     }
     Ok(mutation)
@@ -236,7 +236,7 @@ pub async fn run(connection: &Connection, args: &BatchArgs, out: &mut impl Write
             Ok(mutation) => sender.push(number, mutation).await?,
             Err(reason) => {
                 malformed += 1;
-                eprintln!("line {number}: {reason}");
+                eprintln!("line {number}: {reason:#}");
             }
         }
     }
@@ -281,13 +281,9 @@ mod tests {
             ("put k v 7", "not NAME=VALUE"),
         ];
         for (line, expected) in cases {
-            let error = parse_mutation(line, false).unwrap_err();
+            let error = format!("{:#}", parse_mutation(line, false).unwrap_err());
             assert!(error.contains(expected), "{line}: {error}");
         }
-        assert!(
-            parse_mutation("put zz 00", true)
-                .unwrap_err()
-                .contains("hex")
-        );
+        assert!(format!("{:#}", parse_mutation("put zz 00", true).unwrap_err()).contains("hex"));
     }
 }

@@ -55,7 +55,7 @@ pub async fn cluster_stamping(
 
 /// A consistency level's wire form.
 pub fn level(consistency: ConsistencyLevel) -> i32 {
-    ringstore_node::convert::level_to_pb(consistency) as i32
+    ringstore_client::level_to_pb(consistency) as i32
 }
 
 /// `put`: writes the value.

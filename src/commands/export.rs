@@ -9,7 +9,7 @@ use clap::Args;
 use futures::StreamExt;
 use ringstore_replication::ConsistencyLevel;
 
-use crate::cli::parse_level;
+use crate::cli::{parse_level, whole};
 use crate::client::Connection;
 use crate::commands::jsonl::{self, Encoding};
 use crate::commands::scan;
@@ -21,7 +21,7 @@ pub struct ExportArgs {
     /// The keyspace.
     pub keyspace: String,
     /// The consistency level of every page.
-    #[arg(long, default_value = "QUORUM", value_parser = parse_level)]
+    #[arg(long, default_value = "QUORUM", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// Write keys and values as hex (`key_hex`, `value_hex`) instead of base64.
     #[arg(long)]

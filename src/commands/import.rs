@@ -12,7 +12,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ringstore_replication::ConsistencyLevel;
 
-use crate::cli::parse_level;
+use crate::cli::{parse_level, whole};
 use crate::client::Connection;
 use crate::commands::batch::{BatchSender, finish, open_lines};
 use crate::commands::jsonl;
@@ -26,7 +26,7 @@ pub struct ImportArgs {
     /// The file `export` wrote; `-` reads standard input.
     pub file: PathBuf,
     /// The consistency level of every write.
-    #[arg(long, default_value = "QUORUM", value_parser = parse_level)]
+    #[arg(long, default_value = "QUORUM", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// At most this many rows per second (0: as fast as the cluster takes them).
     #[arg(long, value_name = "ROWS", default_value_t = 0)]
@@ -93,7 +93,7 @@ pub async fn run(connection: &Connection, args: &ImportArgs, out: &mut impl Writ
             Ok(record) => sender.push(number, record.into_mutation()).await?,
             Err(reason) => {
                 malformed += 1;
-                bar.suspend(|| eprintln!("line {number}: {reason}"));
+                bar.suspend(|| eprintln!("line {number}: {reason:#}"));
             }
         }
         if number.is_multiple_of(1000) {

@@ -12,6 +12,7 @@
 //! one: same timestamp (a re-import is idempotent under last-write-wins) and
 //! same expiry.
 
+use anyhow::{Context, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ringstore_proto::v1 as pb;
@@ -90,21 +91,21 @@ pub fn encode(row: &pb::ScanRow, encoding: Encoding) -> String {
 }
 
 /// The record of a line; an error saying what is wrong with it.
-pub fn decode(text: &str) -> Result<Record, String> {
-    let line: Line = serde_json::from_str(text).map_err(|e| format!("not a JSON row: {e}"))?;
+pub fn decode(text: &str) -> anyhow::Result<Record> {
+    let line: Line = serde_json::from_str(text).context("not a JSON row")?;
     let field = |base64: Option<String>, hex: Option<String>, name: &str| match (base64, hex) {
         (Some(text), None) => STANDARD
             .decode(text.as_bytes())
-            .map_err(|e| format!("{name} is not valid base64: {e}")),
+            .with_context(|| format!("{name} is not valid base64")),
         (None, Some(text)) => {
-            hex::decode(text.as_bytes()).map_err(|e| format!("{name}_hex is not valid hex: {e}"))
+            hex::decode(text.as_bytes()).with_context(|| format!("{name}_hex is not valid hex"))
         }
-        (None, None) => Err(format!("{name} is missing (as {name} or {name}_hex)")),
-        (Some(_), Some(_)) => Err(format!("give {name} or {name}_hex, not both")),
+        (None, None) => bail!("{name} is missing (as {name} or {name}_hex)"),
+        (Some(_), Some(_)) => bail!("give {name} or {name}_hex, not both"),
     };
     let key = field(line.key, line.key_hex, "key")?;
     if key.is_empty() {
-        return Err("the key is empty".into());
+        bail!("the key is empty");
     }
     let value = field(line.value, line.value_hex, "value")?;
     Ok(Record {
@@ -175,7 +176,7 @@ mod tests {
             ),
         ];
         for (line, expected) in cases {
-            let error = decode(line).unwrap_err();
+            let error = format!("{:#}", decode(line).unwrap_err());
             assert!(error.contains(expected), "{line}: {error}");
         }
     }

@@ -11,7 +11,7 @@ use ringstore_client::{ScanSpec, Token};
 use ringstore_proto::v1 as pb;
 use ringstore_replication::ConsistencyLevel;
 
-use crate::cli::parse_level;
+use crate::cli::{parse_level, whole};
 use crate::client::Connection;
 use crate::commands::data::cluster;
 use crate::failure::{Failure, Outcome};
@@ -31,7 +31,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
     /// The consistency level of every page.
-    #[arg(long, default_value = "ONE", value_parser = parse_level)]
+    #[arg(long, default_value = "ONE", value_parser = whole(parse_level))]
     pub consistency: ConsistencyLevel,
     /// Print keys and values as hex (otherwise their bytes as they are).
     #[arg(long)]
@@ -61,7 +61,7 @@ pub async fn rows(
     let client = cluster(connection, token_aware).await?;
     let spec = ScanSpec {
         keyspace: keyspace.to_string(),
-        consistency: ringstore_node::convert::level_to_pb(consistency),
+        consistency: ringstore_client::level_to_pb(consistency),
         page_size: Some(page_size),
     };
     if start.is_none() && end.is_none() {

@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use anyhow::Context;
-use ringstore_access::Permission;
+use ringstore_client_auth::Permission;
 use ringstore_proto::v1 as pb;
 
 use crate::cli::{GrantArgs, NewPassword, UserCommand};

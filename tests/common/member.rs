@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use ringstore_auth::{MessageSealer, Nonce, PROOF_HEADER, Proof};
 use ringstore_identity::{NodeKeys, PairKey, key_file};
+use ringstore_internode_auth::{MessageSealer, Nonce, PROOF_HEADER, Proof};
 use ringstore_node::internode_auth::{PeerDirectory, SignedChannel};
 use ringstore_placement::HostId;
 use ringstore_proto::v1::internode_client::InternodeClient;

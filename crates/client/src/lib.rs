@@ -108,6 +108,7 @@
 
 mod client;
 mod config;
+mod consistency;
 mod error;
 mod pipeline;
 mod pool;
@@ -121,6 +122,7 @@ mod topology;
 
 pub use client::{Client, ClientStats};
 pub use config::{ClientConfig, Credentials, Routing};
+pub use consistency::level_to_pb;
 pub use error::{ClientError, Result};
 pub use pipeline::Pipeline;
 pub use pool::Transport;
@@ -132,6 +134,9 @@ pub use topology::{Keyspace, Node, NodeState, Topology};
 
 /// A position on the ring (Murmur3, as the nodes place keys).
 pub use ringstore_placement::Token;
+/// A consistency level as the nodes name and parse it ([`level_to_pb`]
+/// gives its wire form).
+pub use ringstore_replication::ConsistencyLevel;
 
 /// The wire types requests and answers are made of (`ringstore.v1`).
 pub use ringstore_proto::v1 as pb;

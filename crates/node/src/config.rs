@@ -77,7 +77,7 @@ pub struct NodeConfig {
     pub allocate_tokens_for_local_replication_factor: u32,
     /// The cluster secret (at least 16 bytes): with it, gossip packets are
     /// authenticated (HMAC-SHA256) and internode calls must come from
-    /// members (see `ringstore-auth`). Without one, anyone who reaches the
+    /// members (see `ringstore-internode-auth`). Without one, anyone who reaches the
     /// internode or gossip port can join the ring and change the schema and
     /// the data, so a node on a non-loopback address refuses to start
     /// without it unless `insecure` (see [`crate::security`]). Prefer

@@ -148,22 +148,6 @@ pub fn level_from_pb(level: i32) -> Result<ConsistencyLevel, NodeError> {
     })
 }
 
-/// A consistency level's wire form.
-pub fn level_to_pb(level: ConsistencyLevel) -> pb::ConsistencyLevel {
-    use pb::ConsistencyLevel as P;
-    match level {
-        ConsistencyLevel::Any => P::Any,
-        ConsistencyLevel::One => P::One,
-        ConsistencyLevel::Two => P::Two,
-        ConsistencyLevel::Three => P::Three,
-        ConsistencyLevel::Quorum => P::Quorum,
-        ConsistencyLevel::All => P::All,
-        ConsistencyLevel::LocalOne => P::LocalOne,
-        ConsistencyLevel::LocalQuorum => P::LocalQuorum,
-        ConsistencyLevel::EachQuorum => P::EachQuorum,
-    }
-}
-
 /// A range as the internode messages carry it.
 pub fn range_to_pb(range: TokenRange) -> pb::TokenRangeMessage {
     pb::TokenRangeMessage {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use ringstore_access::{DEFAULT_PASSWORD, DEFAULT_SUPERUSER};
+use ringstore_client_auth::{DEFAULT_PASSWORD, DEFAULT_SUPERUSER};
 use ringstore_node::NodeConfig;
 use ringstore_node::client_auth::Authenticator;
 use ringstore_node::config::SecretString;

@@ -15,6 +15,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use anyhow::{Context, bail};
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Zipf};
 
@@ -40,10 +41,10 @@ impl fmt::Display for KeyDistribution {
 }
 
 impl FromStr for KeyDistribution {
-    type Err = String;
+    type Err = anyhow::Error;
 
     /// `uniform`, `zipf:S` or `hotspot:P`.
-    fn from_str(text: &str) -> Result<KeyDistribution, String> {
+    fn from_str(text: &str) -> anyhow::Result<KeyDistribution> {
         let text = text.trim();
         let usage =
             "use uniform, zipf:S (S > 0, as zipf:1.2) or hotspot:P (0 < P <= 1, as hotspot:0.5)";
@@ -59,17 +60,15 @@ impl FromStr for KeyDistribution {
             "uniform" if parameter.is_empty() => Ok(KeyDistribution::Uniform),
             "zipf" => match number() {
                 Some(s) if s > 0.0 => Ok(KeyDistribution::Zipf(s)),
-                _ => Err(format!(
-                    "{text:?}: the zipf exponent must be a number above 0; {usage}"
-                )),
+                _ => bail!("{text:?}: the zipf exponent must be a number above 0; {usage}"),
             },
             "hotspot" => match number() {
                 Some(p) if p > 0.0 && p <= 1.0 => Ok(KeyDistribution::Hotspot(p)),
-                _ => Err(format!(
+                _ => bail!(
                     "{text:?}: the hotspot probability must be above 0 and at most 1; {usage}"
-                )),
+                ),
             },
-            _ => Err(format!("unknown key distribution {text:?}; {usage}")),
+            _ => bail!("unknown key distribution {text:?}; {usage}"),
         }
     }
 }
@@ -90,11 +89,11 @@ enum Chooser {
 
 impl KeyChooser {
     /// A chooser over `key_count` keys (at least 1).
-    pub fn new(distribution: KeyDistribution, key_count: u64) -> Result<KeyChooser, String> {
+    pub fn new(distribution: KeyDistribution, key_count: u64) -> anyhow::Result<KeyChooser> {
         let kind = match distribution {
             KeyDistribution::Uniform => Chooser::Uniform,
             KeyDistribution::Zipf(s) => {
-                Chooser::Zipf(Zipf::new(key_count as f64, s).map_err(|e| format!("zipf:{s}: {e}"))?)
+                Chooser::Zipf(Zipf::new(key_count as f64, s).with_context(|| format!("zipf:{s}"))?)
             }
             KeyDistribution::Hotspot(p) => Chooser::Hotspot(p),
         };
@@ -131,10 +130,11 @@ mod tests {
 
     #[test]
     fn distributions_parse_and_bad_ones_say_what_is_expected() {
-        assert_eq!("uniform".parse(), Ok(KeyDistribution::Uniform));
-        assert_eq!("zipf:1.2".parse(), Ok(KeyDistribution::Zipf(1.2)));
-        assert_eq!("hotspot:0.5".parse(), Ok(KeyDistribution::Hotspot(0.5)));
-        assert_eq!("hotspot:1".parse(), Ok(KeyDistribution::Hotspot(1.0)));
+        let parse = |text: &str| text.parse::<KeyDistribution>().unwrap();
+        assert_eq!(parse("uniform"), KeyDistribution::Uniform);
+        assert_eq!(parse("zipf:1.2"), KeyDistribution::Zipf(1.2));
+        assert_eq!(parse("hotspot:0.5"), KeyDistribution::Hotspot(0.5));
+        assert_eq!(parse("hotspot:1"), KeyDistribution::Hotspot(1.0));
         for bad in [
             "",
             "zipf",
@@ -151,7 +151,7 @@ mod tests {
             "normal",
             "pareto:2",
         ] {
-            let error = bad.parse::<KeyDistribution>().unwrap_err();
+            let error = format!("{:#}", bad.parse::<KeyDistribution>().unwrap_err());
             assert!(
                 error.contains("zipf:S") && error.contains(bad),
                 "{bad}: {error}"

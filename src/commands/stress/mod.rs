@@ -333,8 +333,7 @@ impl Plan {
             connections: args.connections.get(),
             pipeline: args.pipeline,
             rate: args.rate,
-            keys: KeyChooser::new(args.distribution, args.key_count)
-                .map_err(|e| anyhow!("--distribution {e}"))?,
+            keys: KeyChooser::new(args.distribution, args.key_count).context("--distribution")?,
             distribution: args.distribution,
             expect_errors: args.expect_errors,
         })

@@ -28,6 +28,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use anyhow::anyhow;
 use tokio::time::Instant;
 
 /// How early [`until_due`] may wake: just under one tick of tokio's timer.
@@ -59,13 +60,13 @@ impl Rate {
 }
 
 impl FromStr for Rate {
-    type Err = String;
+    type Err = anyhow::Error;
 
     /// Operations per second, as `5000` or `2.5e4`.
-    fn from_str(text: &str) -> Result<Rate, String> {
+    fn from_str(text: &str) -> anyhow::Result<Rate> {
         match text.trim().parse::<f64>() {
             Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 1e9 => Ok(Rate(rate)),
-            _ => Err(format!(
+            _ => Err(anyhow!(
                 "{text:?} is not a rate: give operations per second, a number above 0 and at \
                  most 1e9 (as --rate 5000)"
             )),
@@ -112,7 +113,7 @@ mod tests {
     #[test]
     fn bad_rates_are_refused_with_what_is_expected() {
         for bad in ["", "0", "-5", "fast", "inf", "NaN", "1e10", "5k"] {
-            let error = bad.parse::<Rate>().unwrap_err();
+            let error = format!("{:#}", bad.parse::<Rate>().unwrap_err());
             assert!(error.contains("operations per second"), "{bad}: {error}");
         }
     }

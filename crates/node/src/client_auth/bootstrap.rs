@@ -1,11 +1,11 @@
 //! The default superuser, written at a cluster's first start with the
-//! password authenticator (see `ringstore-access`'s essay for why every
+//! password authenticator (see `ringstore-client-auth`'s essay for why every
 //! node may do it at once).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ringstore_access::{BOOTSTRAP_TIMESTAMP_MICROS, DEFAULT_SUPERUSER, UserRecord};
+use ringstore_client_auth::{BOOTSTRAP_TIMESTAMP_MICROS, DEFAULT_SUPERUSER, UserRecord};
 use ringstore_storage::Timestamp;
 
 use super::host::AuthHost;

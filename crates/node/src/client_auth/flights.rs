@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ringstore_access::UserRecord;
+use ringstore_client_auth::UserRecord;
 use tokio::sync::watch;
 use tonic::Status;
 

@@ -3,7 +3,7 @@
 //!
 //! A login goes through, in order:
 //!
-//! 1. the throttle ([`LoginThrottle::admit`], `ringstore-access`): a source
+//! 1. the throttle ([`LoginThrottle::admit`], `ringstore-client-auth`): a source
 //!    or user name over its limit of failed logins is refused at once
 //!    (`RESOURCE_EXHAUSTED`), unless the source logged in as that user
 //!    before, which may then pass with a cached password only;
@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::future::BoxFuture;
-use ringstore_access::{
+use ringstore_client_auth::{
     Admission, Cached, CheckOutcome, CredentialCache, DEFAULT_PASSWORD, DEFAULT_SUPERUSER,
     LoginLimits, LoginThrottle, Principal, Source, StoredHash, Throttled, UserName, UserRecord,
 };
@@ -50,7 +50,7 @@ pub trait GateHost: Send + Sync + 'static {
     /// Whether any user was ever created (the user index exists).
     fn users_exist(&self) -> BoxFuture<'_, crate::error::Result<bool>>;
     /// Whether `password` matches `hash` (none: no such user), taking the
-    /// same time either way: [`ringstore_access::verify`] on a node. It
+    /// same time either way: [`ringstore_client_auth::verify`] on a node. It
     /// blocks (tens of milliseconds), so the gate calls it on the
     /// blocking pool.
     fn verify(&self, password: &str, hash: Option<&StoredHash>) -> bool;

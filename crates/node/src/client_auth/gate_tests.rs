@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use ringstore_access::{Principal, StoredHash, UserName, UserRecord};
+use ringstore_client_auth::{Principal, StoredHash, UserName, UserRecord};
 use ringstore_metrics::NodeMetrics;
 
 use super::{Gate, GateHost, Refused};

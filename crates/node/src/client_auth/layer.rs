@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full, Limited};
-use ringstore_access::{Principal, is_password_change, rule_for};
+use ringstore_client_auth::{Principal, is_password_change, rule_for};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};

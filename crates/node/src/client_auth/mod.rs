@@ -5,11 +5,11 @@
 //! ([`store`]) through a short-lived cache, finds the keyspace the request
 //! names, and refuses with `UNAUTHENTICATED` or `PERMISSION_DENIED` before
 //! any service sees it. The decisions themselves (the RPC table, grants,
-//! hashes, the cache) are the sans-IO `ringstore-access` crate; this module
+//! hashes, the cache) are the sans-IO `ringstore-client-auth` crate; this module
 //! reads the clock, the store and the request, and counts and logs refusals.
 //!
 //! The layer wraps the whole client port, so an RPC added later is covered
-//! without a line of code here: until `ringstore-access`'s table names it,
+//! without a line of code here: until `ringstore-client-auth`'s table names it,
 //! only superusers may call it.
 //!
 //! With `authenticator = "allow_all"` (the default) the layer is a
@@ -44,7 +44,7 @@ pub use ringstore_proto::{PASSWORD_HEADER, USER_HEADER};
 
 #[cfg(test)]
 mod tests {
-    use ringstore_access::in_table;
+    use ringstore_client_auth::in_table;
 
     /// Every RPC of every client-port service in `proto/`, as gRPC paths.
     fn client_port_rpcs() -> Vec<String> {
@@ -74,7 +74,7 @@ mod tests {
         let unclassified: Vec<&String> = paths.iter().filter(|path| !in_table(path)).collect();
         assert!(
             unclassified.is_empty(),
-            "add these RPCs to ringstore-access's table: {unclassified:?}"
+            "add these RPCs to ringstore-client-auth's table: {unclassified:?}"
         );
     }
 }

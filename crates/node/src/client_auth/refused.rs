@@ -1,6 +1,6 @@
 //! Why the client-auth layer refuses a request, and the status it answers.
 
-use ringstore_access::Throttled;
+use ringstore_client_auth::Throttled;
 use ringstore_metrics::AuthRefusal;
 use tonic::Status;
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
-use ringstore_access::{
+use ringstore_client_auth::{
     AUTH_KEYSPACE, StoredHash, USER_INDEX_KEY, UserName, UserRecord, decode_index, encode_index,
 };
 use ringstore_metrics::NodeMetrics;
@@ -136,7 +136,7 @@ impl<H: AuthHost + 'static> GateHost for NodeUsers<H> {
     }
 
     fn verify(&self, password: &str, hash: Option<&StoredHash>) -> bool {
-        ringstore_access::verify(password, hash)
+        ringstore_client_auth::verify(password, hash)
     }
 
     fn metrics(&self) -> &NodeMetrics {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringstore_access::{Denied, Principal, is_password_change, rule_for};
+use ringstore_client_auth::{Denied, Principal, is_password_change, rule_for};
 
 use super::gate::Gate;
 use super::refused::Refused;
@@ -106,7 +106,7 @@ impl StreamAuth {
 
 #[cfg(test)]
 mod tests {
-    use ringstore_access::{Grant, Permission, Scope, UserName, UserRecord};
+    use ringstore_client_auth::{Grant, Permission, Scope, UserName, UserRecord};
 
     use super::*;
 

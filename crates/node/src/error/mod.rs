@@ -213,7 +213,7 @@ pub enum NodeError {
 
     /// A bad user name, password or permission, or an unreadable user record.
     #[error("{0}")]
-    Access(#[from] ringstore_access::AccessError),
+    Access(#[from] ringstore_client_auth::AccessError),
 
     /// No user of that name.
     #[error("user {0:?} does not exist")]
@@ -354,9 +354,9 @@ impl NodeError {
             NodeError::KeyspaceNotFound(_) | NodeError::UserNotFound(_) => Code::NotFound,
             NodeError::PermissionDenied(_) => Code::PermissionDenied,
             NodeError::Access(error) => match error {
-                ringstore_access::AccessError::CorruptRecord(_)
-                | ringstore_access::AccessError::UnknownVersion(_)
-                | ringstore_access::AccessError::Hashing(_) => Code::Internal,
+                ringstore_client_auth::AccessError::CorruptRecord(_)
+                | ringstore_client_auth::AccessError::UnknownVersion(_)
+                | ringstore_client_auth::AccessError::Hashing(_) => Code::Internal,
                 _ => Code::InvalidArgument,
             },
             NodeError::AlreadyExists(_) => Code::AlreadyExists,

@@ -1,5 +1,5 @@
 //! The request bodies that add message tags (the caller's) and check and
-//! strip them (the receiver's): see `ringstore_auth::messages`.
+//! strip them (the receiver's): see `ringstore_internode_auth::messages`.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -7,12 +7,12 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::Frame;
-use ringstore_auth::{MessageOpener, MessageSealer, MessageSplitter, Refusal};
+use ringstore_internode_auth::{MessageOpener, MessageSealer, MessageSplitter, Refusal};
 use tonic::Status;
 use tonic::body::Body;
 
 /// The most bytes of one message, tag included (a 64 MiB gRPC message).
-const MAX_SEALED_MESSAGE: usize = 64 * 1024 * 1024 + ringstore_auth::messages::TAG_LEN;
+const MAX_SEALED_MESSAGE: usize = 64 * 1024 * 1024 + ringstore_internode_auth::messages::TAG_LEN;
 /// A message this small is handed on in one piece with its header (one
 /// copy); a larger one as two, without copying it.
 const JOIN_BELOW: usize = 16 * 1024;

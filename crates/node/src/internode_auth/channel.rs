@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ringstore_auth::{MessageSealer, Nonce, PROOF_HEADER, Proof};
+use ringstore_internode_auth::{MessageSealer, Nonce, PROOF_HEADER, Proof};
 use tonic::body::Body;
 use tonic::transport::Channel;
 use tonic::transport::channel::ResponseFuture;

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use ringstore_auth::Refusal;
 use ringstore_identity::{NodeKeys, PairKey, PublicKeys};
+use ringstore_internode_auth::Refusal;
 use ringstore_membership::{ClusterView, MembershipHandle, NodeState};
 use ringstore_placement::HostId;
 

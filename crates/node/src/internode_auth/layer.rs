@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use ringstore_auth::{Admitted, PROOF_HEADER, Refusal, Verifier};
+use ringstore_internode_auth::{Admitted, PROOF_HEADER, Refusal, Verifier};
 use ringstore_placement::HostId;
 use tonic::Status;
 use tonic::body::Body;

@@ -11,7 +11,7 @@
 //! The layer wraps the whole `Internode` service (it sees the HTTP/2 request
 //! and its body, not the decoded messages), so an RPC added later is
 //! covered without a line of code. The proofs, message tags, clock check
-//! and replay cache are the sans-IO `ringstore-auth` crate; the members and
+//! and replay cache are the sans-IO `ringstore-internode-auth` crate; the members and
 //! their keys come from gossip ([`PeerDirectory`]); this module reads the
 //! clock, draws nonces, and moves headers and bytes. Without a cluster
 //! secret both halves are pass-throughs (a node only starts so on loopback,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use futures::Stream;
 
-use ringstore_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, Verifier};
+use ringstore_internode_auth::{DEFAULT_MAX_SKEW_MS, DEFAULT_REPLAY_CAPACITY, Verifier};
 use ringstore_proto::v1::admin_server::AdminServer;
 use ringstore_proto::v1::client_server::ClientServer;
 use ringstore_proto::v1::internode_server::InternodeServer;

@@ -225,7 +225,7 @@ pub fn validate_keyspace_name(name: &str) -> Result<(), String> {
             "keyspace name {name:?} is reserved: ALL names every keyspace in grants"
         ));
     }
-    if lower.starts_with("system") && name != ringstore_access::AUTH_KEYSPACE {
+    if lower.starts_with("system") && name != ringstore_client_auth::AUTH_KEYSPACE {
         return Err(format!(
             "keyspace name {name:?} is reserved: names beginning with \"system\" are the node's own"
         ));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use ringstore_access::Principal;
+use ringstore_client_auth::Principal;
 use ringstore_metrics::{Expired, Operation, Stage};
 use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ringstore_access::{
+use ringstore_client_auth::{
     AUTH_KEYSPACE, DEFAULT_PASSWORD, DEFAULT_SUPERUSER, Denied, Grant, Permission, Principal,
     Scope, StoredHash, UserName, check_password,
 };
@@ -57,7 +57,7 @@ impl UsersService {
         store::write_index(&self.context, &users, None).await
     }
 
-    async fn existing(&self, name: &UserName) -> Result<ringstore_access::UserRecord> {
+    async fn existing(&self, name: &UserName) -> Result<ringstore_client_auth::UserRecord> {
         store::read_user(&self.context, name)
             .await?
             .ok_or_else(|| NodeError::UserNotFound(name.to_string()))
@@ -169,7 +169,7 @@ impl Users for UsersService {
         if store::read_user(&self.context, &name).await?.is_some() {
             return Err(NodeError::AlreadyExists(format!("user {name:?} already exists")).into());
         }
-        let record = ringstore_access::UserRecord {
+        let record = ringstore_client_auth::UserRecord {
             name: name.clone(),
             hash,
             superuser: r.superuser,

@@ -1,8 +1,8 @@
 //! Client authentication and authorization: who is calling the client
 //! port, and may they do what they ask?
 //!
-//! `ringstore-auth` proves that an *internode* call comes from a holder of
-//! the cluster secret; this crate decides about *clients* (people and
+//! `ringstore-internode-auth` proves that an *internode* call comes from
+//! the member it names; this crate decides about *clients* (people and
 //! applications) once a node runs with `authenticator = "password"`.
 //! Everything here is sans-IO: records, hashes, the RPC table and the
 //! decision are plain values; the node reads the records from the
