@@ -1,6 +1,43 @@
 //! The node's errors, and their mapping to gRPC status codes — in one place.
+//!
+//! Each subsystem's refusals and failures are an enum of their own in a file
+//! of this folder, carrying the hosts, keyspaces and counts involved, with
+//! their message and their gRPC code beside them; [`NodeError`] holds each
+//! as one variant and asks it for its code. The files of this folder import
+//! nothing else of the node crate, since every module imports them.
+//!
+//! - `topology.rs`: range movements, bootstrap, replace, join,
+//!   decommission, removenode, cleanup, keyspace alters, previews.
+//! - `streaming.rs`: a range with no source, a stream's sending side.
+//! - `repair.rs`: a repair's coordinator and its replicas.
+//! - `schema.rs`: schema agreement, keyspaces a joining node has not learned.
+//! - `snapshot.rs`: taking, clearing, restoring snapshots.
+//! - `operations.rs`: operator commands (log levels, drain, secret reloads).
+//! - `serving.rs`: a node that does not take requests for now.
+//! - `timestamp.rs`: client-supplied write timestamps.
+//! - `startup.rs`: settings a node on a simulated network cannot honour.
+
+pub mod operations;
+pub mod repair;
+pub mod schema;
+pub mod serving;
+pub mod snapshot;
+pub mod startup;
+pub mod streaming;
+pub mod timestamp;
+pub mod topology;
 
 use tonic::{Code, Status};
+
+pub use self::operations::OperationError;
+pub use self::repair::RangeRepairError;
+pub use self::schema::SchemaError;
+pub use self::serving::ServingError;
+pub use self::snapshot::SnapshotError;
+pub use self::startup::StartupError;
+pub use self::streaming::RangeStreamError;
+pub use self::timestamp::ClientTimestampError;
+pub use self::topology::{MovementsUnderway, TopologyError};
 
 /// Why a request (or the node) failed.
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +290,43 @@ pub enum NodeError {
     /// The node would start open on a network, or with a weak secret.
     #[error("{0}")]
     Insecure(#[from] crate::start_refusals::InsecureStart),
+
+    /// A topology change was refused or failed.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+
+    /// A range could not be fetched or sent.
+    #[error(transparent)]
+    RangeStream(#[from] RangeStreamError),
+
+    /// A repair, or a replica's part in one, was refused or failed.
+    #[error(transparent)]
+    RangeRepair(#[from] RangeRepairError),
+
+    /// A schema change did not reach agreement, or a keyspace is not known
+    /// yet.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+
+    /// A snapshot could not be taken, cleared or restored.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+
+    /// An operator's command was refused.
+    #[error(transparent)]
+    Operation(#[from] OperationError),
+
+    /// This node does not take requests for now.
+    #[error(transparent)]
+    Serving(#[from] ServingError),
+
+    /// A client-supplied timestamp was refused.
+    #[error(transparent)]
+    ClientTimestamp(#[from] ClientTimestampError),
+
+    /// A setting the node cannot honour where it runs.
+    #[error(transparent)]
+    Startup(#[from] StartupError),
 }
 
 impl From<ringstore_replication::ReplicationError> for NodeError {
@@ -328,6 +402,15 @@ impl NodeError {
             // A stored cell that does not read back: DATA_LOSS, which a
             // coordinator tells from UNAVAILABLE (`is_damaged_replica`).
             NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
+            NodeError::Topology(error) => error.code(),
+            NodeError::RangeStream(error) => error.code(),
+            NodeError::RangeRepair(error) => error.code(),
+            NodeError::Schema(error) => error.code(),
+            NodeError::Snapshot(error) => error.code(),
+            NodeError::Operation(error) => error.code(),
+            NodeError::Serving(error) => error.code(),
+            NodeError::ClientTimestamp(error) => error.code(),
+            NodeError::Startup(error) => error.code(),
             NodeError::InvalidArgument(_)
             | NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
