@@ -22,7 +22,7 @@ use crate::apply_streams::ApplyStreams;
 use crate::clock::TimestampSource;
 use crate::clock_guard::ClockGuard;
 use crate::config::NodeConfig;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, ServingError};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
 use crate::read_flights::ReadFlights;
@@ -133,9 +133,13 @@ impl NodeContext {
     /// `UNAVAILABLE` naming the drain or the disk failure when the node no
     /// longer takes writes.
     pub fn check_serving(&self) -> Result<()> {
-        match self.serving.borrow().refusal() {
-            Some(refusal) => Err(NodeError::Unavailable(refusal)),
-            None => Ok(()),
+        match &*self.serving.borrow() {
+            Serving::Normal => Ok(()),
+            Serving::Drained => Err(ServingError::Drained.into()),
+            Serving::DiskFailed(error) => Err(ServingError::DiskFailed {
+                error: error.clone(),
+            }
+            .into()),
         }
     }
 
