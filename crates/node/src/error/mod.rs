@@ -503,3 +503,146 @@ fn describe(status: &tonic::Status) -> String {
 
 /// The node's result type.
 pub type Result<T, E = NodeError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use ringstore_membership::{Movement, NodeState};
+    use ringstore_placement::{HostId, ReplicationStrategy};
+
+    use super::*;
+
+    fn host(n: u128) -> HostId {
+        HostId::from_u128(n)
+    }
+
+    /// Each typed error keeps the code and the wording its call site's
+    /// String variant had (clients and tests match on both).
+    #[test]
+    fn typed_errors_keep_the_codes_and_wording_of_the_string_variants_they_replace() {
+        let rf3 = ReplicationStrategy::simple(3).expect("a valid strategy");
+        let cases: Vec<(NodeError, Code, &str)> = vec![
+            (
+                TopologyError::OperationRunning.into(),
+                Code::FailedPrecondition,
+                "another topology operation is running on this node",
+            ),
+            (
+                TopologyError::AnotherMovementUnderway(MovementsUnderway {
+                    ring: vec![Movement::Leaving(host(1))],
+                    alters: vec![("ks".into(), rf3.clone())],
+                })
+                .into(),
+                Code::FailedPrecondition,
+                "another range movement is under way (00000000-0000-0000-0000-000000000001 is \
+                 leaving, alter of keyspace ks to SimpleStrategy:3); only one at a time",
+            ),
+            (
+                TopologyError::LiveNodeCannotBeRemoved(host(2)).into(),
+                Code::FailedPrecondition,
+                "is up: removenode is for dead nodes",
+            ),
+            (
+                TopologyError::NotInRing(host(2)).into(),
+                Code::InvalidArgument,
+                "is not in the ring",
+            ),
+            (
+                TopologyError::NotNormal {
+                    state: Some(NodeState::Joining),
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "only a NORMAL node can be decommissioned; this one is JOINING",
+            ),
+            (
+                TopologyError::AlterNeedsEveryNode {
+                    down: vec![host(1), host(2)],
+                }
+                .into(),
+                Code::Unavailable,
+                "down: 00000000-0000-0000-0000-000000000001, 00000000-0000-0000-0000-000000000002",
+            ),
+            (
+                TopologyError::NoPendingRing { doing: "joining" }.into(),
+                Code::Internal,
+                "joining, but gossip shows no pending ring yet",
+            ),
+            (
+                RangeRepairError::AlreadyRunning { job: None }.into(),
+                Code::FailedPrecondition,
+                "a repair is running on this node",
+            ),
+            (
+                RangeRepairError::ListingTimedOut(host(3)).into(),
+                Code::DeadlineExceeded,
+                "did not list its rows in time",
+            ),
+            (
+                SchemaError::NotAgreed {
+                    failures: vec![schema::UnconfirmedPush {
+                        address: "10.0.0.1:7100".parse().expect("an address"),
+                        failure: schema::PushFailure::NoAnswer(std::time::Duration::from_secs(2)),
+                    }],
+                }
+                .into(),
+                Code::DeadlineExceeded,
+                "not yet on every live node (it will spread): 10.0.0.1:7100: no answer within 2s",
+            ),
+            (
+                SnapshotError::TagTaken("t".into()).into(),
+                Code::AlreadyExists,
+                "snapshot t exists already",
+            ),
+            (
+                SnapshotError::NoFiles {
+                    tag: "t".into(),
+                    keyspace: Some("ks".into()),
+                    dir: "/d/snapshots/t".into(),
+                }
+                .into(),
+                Code::InvalidArgument,
+                "snapshot t has no files for keyspace ks in /d/snapshots/t",
+            ),
+            (
+                OperationError::DrainWhileMoving {
+                    state: NodeState::Leaving,
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "this node is leaving the ring (decommission under way): draining it now",
+            ),
+            (
+                ServingError::ClusterStarting {
+                    joining: 1,
+                    members: 1,
+                }
+                .into(),
+                Code::Unavailable,
+                "the cluster is still starting",
+            ),
+            (
+                ClientTimestampError::Negative(-1).into(),
+                Code::InvalidArgument,
+                "timestamp -1 is negative",
+            ),
+            (
+                StartupError::TlsOnSimulatedNetwork.into(),
+                Code::InvalidArgument,
+                "TLS needs the operating system's network",
+            ),
+            (
+                RangeStreamError::NoSource(ringstore_placement::TokenRange::new(
+                    ringstore_placement::Token(0),
+                    ringstore_placement::Token(10),
+                ))
+                .into(),
+                Code::Unavailable,
+                "no replica to fetch range",
+            ),
+        ];
+        for (error, code, wording) in cases {
+            assert_eq!(error.code(), code, "{error}");
+            assert!(error.to_string().contains(wording), "{error}");
+        }
+    }
+}
