@@ -38,7 +38,7 @@ use std::time::Duration;
 use ringstore_membership::{Clock, SystemClock, WallTime};
 use ringstore_storage::{Store, Timestamp};
 
-use crate::error::{NodeError, Result};
+use crate::error::{ClientTimestampError, NodeError, Result};
 
 /// How often the high-water mark is saved.
 pub const SAVE_INTERVAL: Duration = Duration::from_millis(200);
@@ -255,18 +255,16 @@ pub async fn keep_saving(store: Store, source: &TimestampSource) {
 /// `max_client_timestamp_skew_seconds` setting).
 pub fn check_client_timestamp(micros: i64, now: Timestamp, max_skew: Duration) -> Result<()> {
     if micros < 0 {
-        return Err(NodeError::InvalidArgument(format!(
-            "timestamp {micros} is negative"
-        )));
+        return Err(ClientTimestampError::Negative(micros).into());
     }
     let ahead = micros.saturating_sub(now.0);
     if ahead > micros_of(max_skew) {
-        return Err(NodeError::InvalidArgument(format!(
-            "timestamp {micros} is {:.1} s ahead of this node's clock; the limit is {} s \
-             (max_client_timestamp_skew_seconds)",
-            ahead as f64 / 1e6,
-            max_skew.as_secs()
-        )));
+        return Err(ClientTimestampError::TooFarAhead {
+            micros,
+            ahead_micros: ahead,
+            max_skew,
+        }
+        .into());
     }
     Ok(())
 }
@@ -372,7 +370,7 @@ mod tests {
         );
         for bad in [now.0 + 301_000_000, i64::MAX] {
             let error = check_client_timestamp(bad, now, SKEW).unwrap_err();
-            assert!(matches!(error, NodeError::InvalidArgument(_)));
+            assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
             assert!(
                 error
                     .to_string()

@@ -25,7 +25,7 @@ use crate::coordinator::peer_calls::write_queues::ApplyQueues;
 use crate::coordinator::peer_calls::write_streams::ApplyStreams;
 use crate::coordinator::read_flights::ReadFlights;
 use crate::coordinator::read_latencies::ReadLatencies;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, ServingError};
 use crate::handoff::{Handoff, HandoffHost};
 use crate::peers::Peers;
 use crate::repair::state::RepairState;
@@ -134,9 +134,13 @@ impl NodeContext {
     /// `UNAVAILABLE` naming the drain or the disk failure when the node no
     /// longer takes writes.
     pub fn check_serving(&self) -> Result<()> {
-        match self.serving.borrow().refusal() {
-            Some(refusal) => Err(NodeError::Unavailable(refusal)),
-            None => Ok(()),
+        match &*self.serving.borrow() {
+            Serving::Normal => Ok(()),
+            Serving::Drained => Err(ServingError::Drained.into()),
+            Serving::DiskFailed(error) => Err(ServingError::DiskFailed {
+                error: error.clone(),
+            }
+            .into()),
         }
     }
 

@@ -22,7 +22,7 @@ use ringstore_storage::Store;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::error::{NodeError, Result};
+use crate::error::{OperationError, Result};
 use crate::serving::Serving;
 
 /// What draining uses of the node it drains.
@@ -116,15 +116,12 @@ pub async fn drain(context: &impl DrainHost) -> Result<()> {
 fn refuse_during_movement(context: &impl DrainHost) -> Result<()> {
     let view = context.view();
     let state = view.member(context.host_id()).map(|m| m.metadata.state);
-    let moving = match state {
-        Some(NodeState::Joining) => "joining the ring (bootstrap or replace under way)",
-        Some(NodeState::Leaving) => "leaving the ring (decommission under way)",
-        _ => return Ok(()),
-    };
-    Err(NodeError::FailedPrecondition(format!(
-        "this node is {moving}: draining it now would abort that and stop the node; \
-         drain it once `status` shows it UN"
-    )))
+    match state {
+        Some(state @ (NodeState::Joining | NodeState::Leaving)) => {
+            Err(OperationError::DrainWhileMoving { state }.into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Client requests and replica writes under way (client reads included:

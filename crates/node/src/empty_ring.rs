@@ -15,25 +15,19 @@
 
 use ringstore_membership::ClusterView;
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, ServingError};
 
-/// `Err(Unavailable)` when no node of `view` owns a token yet.
+/// `Err(ServingError::ClusterStarting)`, `UNAVAILABLE`, when no node of
+/// `view` owns a token yet.
 pub fn refuse_while_starting(view: &ClusterView) -> Result<()> {
     if view.ring.is_empty() {
-        return Err(NodeError::Unavailable(starting_message(view)));
+        return Err(ServingError::ClusterStarting {
+            joining: view.joining.len(),
+            members: view.members.len(),
+        }
+        .into());
     }
     Ok(())
-}
-
-/// What the refusal says: the joining nodes seen, and when to retry.
-fn starting_message(view: &ClusterView) -> String {
-    let members = view.members.len();
-    let joining = view.joining.len();
-    format!(
-        "the cluster is still starting: no node owns a token yet \
-         ({joining} of {members} known node(s) joining the ring, none UN); \
-         retry once `ringstore status` shows a node UN"
-    )
 }
 
 #[cfg(test)]
@@ -50,9 +44,8 @@ mod tests {
         let mut starting = view(1, vec![member(1, "r1", tokens.clone(), NodeState::Joining)]);
         starting.joining.insert(HostId::from_u128(1), tokens);
         let refused = refuse_while_starting(&starting).unwrap_err();
-        let NodeError::Unavailable(message) = refused else {
-            panic!("expected Unavailable, got {refused:?}");
-        };
+        assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+        let message = refused.to_string();
         assert!(message.contains("still starting"), "{message}");
         assert!(
             message.contains("(1 of 1 known node(s) joining"),

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::error::{NodeError, Result};
+use crate::error::{OperationError, Result};
 
 /// The process's log filter, as the binary set it up.
 pub trait LogLevels: Send + Sync {
@@ -27,9 +27,10 @@ pub fn install(levels: Box<dyn LogLevels>) {
 }
 
 fn control() -> Result<&'static dyn LogLevels> {
-    LOG_LEVELS.get().map(Box::as_ref).ok_or_else(|| {
-        NodeError::FailedPrecondition("this process's log levels cannot be changed".into())
-    })
+    LOG_LEVELS
+        .get()
+        .map(Box::as_ref)
+        .ok_or(OperationError::LogLevelsFixed.into())
 }
 
 /// The filter in force.
@@ -45,24 +46,26 @@ pub fn set(target: &str, level: &str) -> Result<String> {
     const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
     let level = level.to_ascii_lowercase();
     if !LEVELS.contains(&level.as_str()) {
-        return Err(NodeError::InvalidArgument(format!(
-            "unknown log level {level:?}: one of {}",
-            LEVELS.join(", ")
-        )));
+        return Err(OperationError::UnknownLogLevel {
+            level,
+            known: &LEVELS,
+        }
+        .into());
     }
     if !target
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
     {
-        return Err(NodeError::InvalidArgument(format!(
-            "{target:?} is not a module path (letters, digits, _ and ::)"
-        )));
+        return Err(OperationError::NotAModulePath(target.to_string()).into());
     }
     let control = control()?;
     let filter = with_directive(&control.current(), target, &level);
     control
         .replace(&filter)
-        .map_err(|e| NodeError::InvalidArgument(format!("log filter {filter:?}: {e}")))?;
+        .map_err(|reason| OperationError::BadLogFilter {
+            filter: filter.clone(),
+            reason,
+        })?;
     Ok(filter)
 }
 
@@ -90,6 +93,7 @@ fn with_directive(filter: &str, target: &str, level: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::NodeError;
 
     #[test]
     fn a_target_directive_replaces_its_old_one_and_keeps_the_rest() {
@@ -111,11 +115,11 @@ mod tests {
     fn unknown_levels_and_odd_targets_are_refused() {
         assert!(matches!(
             set("ringstore_node", "loud"),
-            Err(NodeError::InvalidArgument(_))
+            Err(NodeError::Operation(OperationError::UnknownLogLevel { .. }))
         ));
         assert!(matches!(
             set("a=b,c", "info"),
-            Err(NodeError::InvalidArgument(_))
+            Err(NodeError::Operation(OperationError::NotAModulePath(_)))
         ));
     }
 }

@@ -37,7 +37,7 @@
 use ringstore_membership::MembershipHandle;
 
 use crate::config::NodeConfig;
-use crate::error::{NodeError, Result};
+use crate::error::{OperationError, Result};
 use crate::peers::Peers;
 use crate::security::ClusterSecrets;
 use crate::tls::TlsHandles;
@@ -89,9 +89,7 @@ pub async fn reload(rotation: &Rotation<'_>) -> Result<Reloaded> {
             .set_secrets(secrets.for_gossip())
             .await?
         {
-            return Err(NodeError::FailedPrecondition(
-                "this node started without a cluster secret: restart it to add one".into(),
-            ));
+            return Err(OperationError::NoClusterSecret.into());
         }
         reloaded.secrets_reloaded = true;
     }

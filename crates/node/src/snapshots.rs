@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use ringstore_placement::{Token, TokenRange};
 use ringstore_storage::{Cell, KeyspaceId, Store};
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, SnapshotError};
 use crate::schema::KeyspaceDef;
 use crate::snapshot_file::{self, TRAILER_BYTES};
 
@@ -72,9 +72,7 @@ pub fn check_tag(tag: &str) -> Result<()> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if !valid {
-        return Err(NodeError::InvalidArgument(format!(
-            "invalid snapshot tag {tag:?}: use 1 to 100 letters, digits, '-', '_' or '.', not starting with '.'"
-        )));
+        return Err(SnapshotError::BadTag(tag.to_string()).into());
     }
     Ok(())
 }
@@ -126,9 +124,7 @@ pub async fn take(
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(NodeError::AlreadyExists(format!(
-                "snapshot {tag} exists already; choose another tag or clear it first"
-            )));
+            return Err(SnapshotError::TagTaken(tag.to_string()).into());
         }
         Err(e) => return Err(io(&dir, e)),
     }
@@ -248,9 +244,7 @@ pub fn clear(context: &impl SnapshotHost, tag: &str, all: bool) -> Result<Vec<St
         (false, false) => {
             check_tag(tag)?;
             if !snapshots_dir(context).join(tag).is_dir() {
-                return Err(NodeError::InvalidArgument(format!(
-                    "there is no snapshot {tag} on this node"
-                )));
+                return Err(SnapshotError::NoSuchSnapshot(tag.to_string()).into());
             }
             vec![tag.to_string()]
         }
@@ -260,9 +254,7 @@ pub fn clear(context: &impl SnapshotHost, tag: &str, all: bool) -> Result<Vec<St
             tags
         }
         _ => {
-            return Err(NodeError::InvalidArgument(
-                "give either a snapshot tag or all, not both or neither".into(),
-            ));
+            return Err(SnapshotError::TagOrAll.into());
         }
     };
     for tag in &tags {
@@ -285,15 +277,12 @@ pub async fn restore(
         .filter(|e| e.tag == tag && (keyspace.is_empty() || e.keyspace == keyspace))
         .collect();
     if in_snapshot.is_empty() {
-        return Err(NodeError::InvalidArgument(format!(
-            "snapshot {tag} has no files{} in {}",
-            if keyspace.is_empty() {
-                String::new()
-            } else {
-                format!(" for keyspace {keyspace}")
-            },
-            snapshots_dir(context).join(tag).display()
-        )));
+        return Err(SnapshotError::NoFiles {
+            tag: tag.to_string(),
+            keyspace: (!keyspace.is_empty()).then(|| keyspace.to_string()),
+            dir: snapshots_dir(context).join(tag),
+        }
+        .into());
     }
     let mut restored = Vec::new();
     for entry in in_snapshot {
@@ -302,8 +291,9 @@ pub async fn restore(
             .join(tag)
             .join(format!("{}{SUFFIX}", entry.keyspace));
         let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
-        let contents = snapshot_file::decode(&bytes).map_err(|e| {
-            NodeError::InvalidArgument(format!("snapshot file {}: {e}", path.display()))
+        let contents = snapshot_file::decode(&bytes).map_err(|e| SnapshotError::BadFile {
+            path: path.clone(),
+            source: Box::new(e),
         })?;
         for chunk in contents.cells.chunks(1000) {
             let writes: Vec<_> = chunk

@@ -1,12 +1,49 @@
 //! The node's errors, and their mapping to gRPC status codes — in one place.
+//!
+//! Each subsystem's refusals and failures are an enum of their own in a file
+//! of this folder, carrying the hosts, keyspaces and counts involved, with
+//! their message and their gRPC code beside them; [`NodeError`] holds each
+//! as one variant and asks it for its code. The files of this folder import
+//! nothing else of the node crate, since every module imports them.
+//!
+//! - `coordinator.rs`: a coordinated read or write, or a call to a replica,
+//!   that fell short (the replication crate's own errors are kept whole).
+//! - `topology.rs`: range movements, bootstrap, replace, join,
+//!   decommission, removenode, cleanup, keyspace alters, previews.
+//! - `streaming.rs`: a range with no source, a stream's sending side.
+//! - `repair.rs`: a repair's coordinator and its replicas.
+//! - `schema.rs`: schema agreement, keyspaces a joining node has not learned.
+//! - `snapshot.rs`: taking, clearing, restoring snapshots.
+//! - `operations.rs`: operator commands (log levels, drain, secret reloads).
+//! - `serving.rs`: a node that does not take requests for now.
+//! - `timestamp.rs`: client-supplied write timestamps.
+//! - `startup.rs`: settings a node on a simulated network cannot honour.
+
+pub mod coordinator;
+pub mod operations;
+pub mod repair;
+pub mod schema;
+pub mod serving;
+pub mod snapshot;
+pub mod startup;
+pub mod streaming;
+pub mod timestamp;
+pub mod topology;
 
 use std::sync::Arc;
 
 use tonic::{Code, Status};
 
-mod coordinator;
-
-pub use coordinator::CoordinatorError;
+pub use self::coordinator::CoordinatorError;
+pub use self::operations::OperationError;
+pub use self::repair::RangeRepairError;
+pub use self::schema::SchemaError;
+pub use self::serving::ServingError;
+pub use self::snapshot::SnapshotError;
+pub use self::startup::StartupError;
+pub use self::streaming::RangeStreamError;
+pub use self::timestamp::ClientTimestampError;
+pub use self::topology::{MovementsUnderway, TopologyError};
 
 /// Why a request (or the node) failed.
 #[derive(Debug, thiserror::Error)]
@@ -272,6 +309,42 @@ pub enum NodeError {
     /// answers as the error it shares.
     #[error(transparent)]
     Shared(Arc<NodeError>),
+    /// A topology change was refused or failed.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+
+    /// A range could not be fetched or sent.
+    #[error(transparent)]
+    RangeStream(#[from] RangeStreamError),
+
+    /// A repair, or a replica's part in one, was refused or failed.
+    #[error(transparent)]
+    RangeRepair(#[from] RangeRepairError),
+
+    /// A schema change did not reach agreement, or a keyspace is not known
+    /// yet.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+
+    /// A snapshot could not be taken, cleared or restored.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+
+    /// An operator's command was refused.
+    #[error(transparent)]
+    Operation(#[from] OperationError),
+
+    /// This node does not take requests for now.
+    #[error(transparent)]
+    Serving(#[from] ServingError),
+
+    /// A client-supplied timestamp was refused.
+    #[error(transparent)]
+    ClientTimestamp(#[from] ClientTimestampError),
+
+    /// A setting the node cannot honour where it runs.
+    #[error(transparent)]
+    Startup(#[from] StartupError),
 }
 
 /// An error several waiters share (one replica round answering many
@@ -345,6 +418,15 @@ impl NodeError {
             NodeError::Shared(shared) => shared.code(),
             NodeError::Coordinator(error) => error.code(),
             NodeError::Replication(error) => replication_code(error),
+            NodeError::Topology(error) => error.code(),
+            NodeError::RangeStream(error) => error.code(),
+            NodeError::RangeRepair(error) => error.code(),
+            NodeError::Schema(error) => error.code(),
+            NodeError::Snapshot(error) => error.code(),
+            NodeError::Operation(error) => error.code(),
+            NodeError::Serving(error) => error.code(),
+            NodeError::ClientTimestamp(error) => error.code(),
+            NodeError::Startup(error) => error.code(),
             NodeError::InvalidArgument(_)
             | NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
@@ -450,3 +532,146 @@ fn describe(status: &tonic::Status) -> String {
 
 /// The node's result type.
 pub type Result<T, E = NodeError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use ringstore_membership::{Movement, NodeState};
+    use ringstore_placement::{HostId, ReplicationStrategy};
+
+    use super::*;
+
+    fn host(n: u128) -> HostId {
+        HostId::from_u128(n)
+    }
+
+    /// Each typed error keeps the code and the wording its call site's
+    /// String variant had (clients and tests match on both).
+    #[test]
+    fn typed_errors_keep_the_codes_and_wording_of_the_string_variants_they_replace() {
+        let rf3 = ReplicationStrategy::simple(3).expect("a valid strategy");
+        let cases: Vec<(NodeError, Code, &str)> = vec![
+            (
+                TopologyError::OperationRunning.into(),
+                Code::FailedPrecondition,
+                "another topology operation is running on this node",
+            ),
+            (
+                TopologyError::AnotherMovementUnderway(MovementsUnderway {
+                    ring: vec![Movement::Leaving(host(1))],
+                    alters: vec![("ks".into(), rf3.clone())],
+                })
+                .into(),
+                Code::FailedPrecondition,
+                "another range movement is under way (00000000-0000-0000-0000-000000000001 is \
+                 leaving, alter of keyspace ks to SimpleStrategy:3); only one at a time",
+            ),
+            (
+                TopologyError::LiveNodeCannotBeRemoved(host(2)).into(),
+                Code::FailedPrecondition,
+                "is up: removenode is for dead nodes",
+            ),
+            (
+                TopologyError::NotInRing(host(2)).into(),
+                Code::InvalidArgument,
+                "is not in the ring",
+            ),
+            (
+                TopologyError::NotNormal {
+                    state: Some(NodeState::Joining),
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "only a NORMAL node can be decommissioned; this one is JOINING",
+            ),
+            (
+                TopologyError::AlterNeedsEveryNode {
+                    down: vec![host(1), host(2)],
+                }
+                .into(),
+                Code::Unavailable,
+                "down: 00000000-0000-0000-0000-000000000001, 00000000-0000-0000-0000-000000000002",
+            ),
+            (
+                TopologyError::NoPendingRing { doing: "joining" }.into(),
+                Code::Internal,
+                "joining, but gossip shows no pending ring yet",
+            ),
+            (
+                RangeRepairError::AlreadyRunning { job: None }.into(),
+                Code::FailedPrecondition,
+                "a repair is running on this node",
+            ),
+            (
+                RangeRepairError::ListingTimedOut(host(3)).into(),
+                Code::DeadlineExceeded,
+                "did not list its rows in time",
+            ),
+            (
+                SchemaError::NotAgreed {
+                    failures: vec![schema::UnconfirmedPush {
+                        address: "10.0.0.1:7100".parse().expect("an address"),
+                        failure: schema::PushFailure::NoAnswer(std::time::Duration::from_secs(2)),
+                    }],
+                }
+                .into(),
+                Code::DeadlineExceeded,
+                "not yet on every live node (it will spread): 10.0.0.1:7100: no answer within 2s",
+            ),
+            (
+                SnapshotError::TagTaken("t".into()).into(),
+                Code::AlreadyExists,
+                "snapshot t exists already",
+            ),
+            (
+                SnapshotError::NoFiles {
+                    tag: "t".into(),
+                    keyspace: Some("ks".into()),
+                    dir: "/d/snapshots/t".into(),
+                }
+                .into(),
+                Code::InvalidArgument,
+                "snapshot t has no files for keyspace ks in /d/snapshots/t",
+            ),
+            (
+                OperationError::DrainWhileMoving {
+                    state: NodeState::Leaving,
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "this node is leaving the ring (decommission under way): draining it now",
+            ),
+            (
+                ServingError::ClusterStarting {
+                    joining: 1,
+                    members: 1,
+                }
+                .into(),
+                Code::Unavailable,
+                "the cluster is still starting",
+            ),
+            (
+                ClientTimestampError::Negative(-1).into(),
+                Code::InvalidArgument,
+                "timestamp -1 is negative",
+            ),
+            (
+                StartupError::TlsOnSimulatedNetwork.into(),
+                Code::InvalidArgument,
+                "TLS needs the operating system's network",
+            ),
+            (
+                RangeStreamError::NoSource(ringstore_placement::TokenRange::new(
+                    ringstore_placement::Token(0),
+                    ringstore_placement::Token(10),
+                ))
+                .into(),
+                Code::Unavailable,
+                "no replica to fetch range",
+            ),
+        ];
+        for (error, code, wording) in cases {
+            assert_eq!(error.code(), code, "{error}");
+            assert!(error.to_string().contains(wording), "{error}");
+        }
+    }
+}

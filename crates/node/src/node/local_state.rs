@@ -14,7 +14,7 @@ use ringstore_streaming::StreamOperation;
 
 use crate::clock::{self, Resumed, TimestampSource, WallClock};
 use crate::config::{DurabilityMode, NodeConfig};
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 use crate::handoff::Handoff;
 use crate::known_members;
 use crate::platform::Disk;
@@ -78,10 +78,7 @@ impl LocalState {
             });
         }
         if config.replace_address.is_some() && config.initial_token.is_some() {
-            return Err(NodeError::InvalidArgument(
-                "replace_address and initial_token exclude each other: a replacement takes the dead node's tokens"
-                    .into(),
-            ));
+            return Err(TopologyError::ReplaceWithInitialToken.into());
         }
         let fresh = persisted::saved_tokens(&store)?.is_none();
         if fresh {

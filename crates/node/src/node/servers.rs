@@ -33,7 +33,7 @@ use super::tasks::wait_for;
 use crate::client_auth::{ClientAuthLayer, Gate};
 use crate::config::NodeConfig;
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, StartupError};
 use crate::internode_auth::{InternodeAuthLayer, PeerDirectory};
 use crate::metrics_http::{self, MetricsAccess};
 use crate::platform::{Accepted, Keepalive, Listener, Network};
@@ -80,10 +80,7 @@ impl Listeners {
             Network::Os => Self::bind_os(config).await,
             Network::Simulated(transport) => {
                 if let Some(address) = config.metrics_bind_address() {
-                    return Err(NodeError::InvalidArgument(format!(
-                        "metrics_address {address}: the metrics port needs the operating \
-                         system's network, and this node runs on a simulated one"
-                    )));
+                    return Err(StartupError::MetricsOnSimulatedNetwork(address).into());
                 }
                 let listen = |address| async move {
                     let listener = transport
@@ -180,11 +177,7 @@ pub(super) fn serve(
         }
         Sockets::Simulated { client, internode } => {
             if security.tls.client.is_some() || security.tls.internode.is_some() {
-                return Err(NodeError::InvalidArgument(
-                    "TLS needs the operating system's network, and this node runs on a \
-                     simulated one"
-                        .into(),
-                ));
+                return Err(StartupError::TlsOnSimulatedNetwork.into());
             }
             Ok(vec![
                 serve_client(context, Accepted::stream(client), &security, stopped),

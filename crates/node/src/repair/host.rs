@@ -20,6 +20,7 @@ use ringstore_streaming::{StreamThrottle, Streams};
 use tokio::sync::watch;
 
 use crate::config::RepairConfig;
+use crate::error::MovementsUnderway;
 use crate::peers::Peers;
 use crate::repair::state::RepairState;
 use crate::schema::KeyspaceDef;
@@ -56,7 +57,7 @@ pub trait RepairHost: Send + Sync {
     /// The range movements under way on the ring, described (none: the
     /// ring is settled). The topology subsystem's judgement: a unit is not
     /// repaired while ranges move.
-    fn movements_under_way(&self) -> Option<String>;
+    fn movements_under_way(&self) -> Option<MovementsUnderway>;
     /// Internode clients, to call the replicas.
     fn peers(&self) -> &Peers;
     /// The node's metrics: repair calls' latency and the stages of tree
@@ -114,7 +115,7 @@ impl<H: RepairHost + ?Sized> RepairHost for Arc<H> {
         (**self).replica_map(keyspace)
     }
 
-    fn movements_under_way(&self) -> Option<String> {
+    fn movements_under_way(&self) -> Option<MovementsUnderway> {
         (**self).movements_under_way()
     }
 

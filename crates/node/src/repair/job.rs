@@ -16,7 +16,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, RangeRepairError, Result};
 use crate::repair::RepairHost;
 use crate::repair::state::{JobProgress, JobState};
 use crate::repair::unit::{DownReplicas, SECOND_PASS_PATIENCE, repair_unit};
@@ -66,9 +66,7 @@ pub async fn start(host: Arc<dyn RepairHost>, scope: RepairScope) -> Result<Uuid
         .map_err(|_| already_running(&*host))?;
     let units = plan_units(&*host, &scope);
     if units.is_empty() {
-        return Err(NodeError::FailedPrecondition(
-            "nothing to repair: the ring is empty or the sub-range holds no range".into(),
-        ));
+        return Err(RangeRepairError::NothingToRepair.into());
     }
     let job = RepairJob::new(Uuid::new_v4(), host.now(), scope.options, units);
     save(&*host, &job).await?;
@@ -128,17 +126,14 @@ pub async fn wait_for_ring_members(host: &dyn RepairHost) {
 }
 
 fn already_running(host: &dyn RepairHost) -> NodeError {
-    let id = host
+    let job = host
         .repair()
         .progress
         .borrow()
         .as_ref()
         .filter(|p| p.state == JobState::Running)
-        .map(|p| p.job.id.to_string());
-    NodeError::FailedPrecondition(match id {
-        Some(id) => format!("repair {id} is running on this node; see `ringstore repair status`"),
-        None => "a repair is running on this node; see `ringstore repair status`".into(),
-    })
+        .map(|p| p.job.id);
+    RangeRepairError::AlreadyRunning { job }.into()
 }
 
 /// Runs `job`'s pending units one by one, checkpointing after each.

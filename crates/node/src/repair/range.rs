@@ -38,7 +38,7 @@ use uuid::Uuid;
 
 use crate::convert::range_to_pb;
 use crate::convert::{cell_from_pb, cell_to_pb, listed_row_from_pb};
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, RangeRepairError, Result};
 use crate::peers::PeerClient;
 use crate::repair::RepairHost;
 
@@ -104,11 +104,7 @@ impl<'a> RangeRepair<'a> {
             let member = view
                 .member(host)
                 .filter(|_| view.is_up(host))
-                .ok_or_else(|| {
-                    NodeError::Unavailable(format!(
-                        "replica {host} of range {range} is down: every replica must take part"
-                    ))
-                })?;
+                .ok_or(RangeRepairError::ReplicaDown { host, range })?;
             replicas.push(Replica {
                 host,
                 generation: member.metadata.stamp.generation,
@@ -239,9 +235,7 @@ impl<'a> RangeRepair<'a> {
             let lister = &self.replicas[replica];
             let next = tokio::time::timeout(CALL_TIMEOUT, listings[replica].message());
             let page = tokio::select! {
-                page = next => page.map_err(|_| {
-                    NodeError::Timeout(format!("replica {} did not list its rows in time", lister.host))
-                })?,
+                page = next => page.map_err(|_| RangeRepairError::ListingTimedOut(lister.host))?,
                 gone = until_gone(lister) => return Err(gone),
             }
             .map_err(|status| lost_or_failed(lister.host, "ListRows", status))?;
@@ -345,10 +339,11 @@ impl<'a> RangeRepair<'a> {
             })
             .await?;
         if let Some(refused) = response.refused.first() {
-            return Err(NodeError::FailedPrecondition(format!(
-                "replica {} refused a repaired row: {}",
-                replica.host, refused.message
-            )));
+            return Err(RangeRepairError::RowRefused {
+                host: replica.host,
+                reason: refused.message.clone(),
+            }
+            .into());
         }
         self.report.rows_sent += rows;
         Ok(())
@@ -505,9 +500,7 @@ pub async fn end_session(
     let calls = addresses.into_iter().map(|(host, address)| {
         let request = request.clone();
         async move {
-            let address = address.ok_or_else(|| {
-                NodeError::Unavailable(format!("replica {host} is down: its session stays open"))
-            })?;
+            let address = address.ok_or(RangeRepairError::SessionLeftOpen(host))?;
             let mut client = node.peers().client(address);
             let mut request = tonic::Request::new(request);
             request.set_timeout(END_TIMEOUT);

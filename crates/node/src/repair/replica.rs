@@ -19,7 +19,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use crate::convert::row_version_to_pb;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, RangeRepairError, Result};
 use crate::repair::RepairHost;
 
 /// Bytes read between two calls to the validation throttle.
@@ -118,19 +118,16 @@ pub fn tree_nodes(
         .repair()
         .trees
         .get(session, keyspace, range)
-        .ok_or_else(|| {
-            NodeError::FailedPrecondition(format!(
-                "no repair tree of range {range} for session {session} (never built, or expired)"
-            ))
-        })?;
+        .ok_or(RangeRepairError::NoTree { range, session })?;
     nodes
         .iter()
         .map(|&node| {
             tree.node(node as usize).ok_or_else(|| {
-                NodeError::InvalidArgument(format!(
-                    "the tree of depth {} has no node {node}",
-                    tree.depth()
-                ))
+                RangeRepairError::NoTreeNode {
+                    depth: tree.depth(),
+                    node,
+                }
+                .into()
             })
         })
         .collect()
@@ -213,9 +210,10 @@ pub async fn read_cells(
                     .and_then(|c| c.value.as_ref())
                     .map_or(0, Vec::len);
             if bytes > MAX_READ_BYTES {
-                return Err(NodeError::InvalidArgument(format!(
-                    "the cells asked for exceed {MAX_READ_BYTES} bytes; ask for fewer keys"
-                )));
+                return Err(RangeRepairError::ReadTooLarge {
+                    max: MAX_READ_BYTES,
+                }
+                .into());
             }
             cells.push((key, cell));
         }

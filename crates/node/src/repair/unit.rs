@@ -30,7 +30,7 @@ use ringstore_repair::{RepairOptions, UnitReport, UnitState};
 use ringstore_storage::{KeyspaceId, Timestamp};
 use uuid::Uuid;
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, RangeRepairError, Result};
 use crate::repair::RepairHost;
 use crate::repair::range::{RangeRepair, end_session};
 
@@ -164,9 +164,7 @@ fn unit_pieces(
     options: RepairOptions,
 ) -> Result<Vec<(TokenRange, Vec<HostId>)>> {
     if let Some(movements) = host.movements_under_way() {
-        return Err(NodeError::FailedPrecondition(format!(
-            "range movements are under way ({movements}); repair once they are over"
-        )));
+        return Err(RangeRepairError::MovementsUnderway(movements).into());
     }
     let definition = host
         .keyspaces()

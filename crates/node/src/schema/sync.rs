@@ -11,7 +11,8 @@ use futures::future::join_all;
 use ringstore_membership::{Liveness, NodeState};
 use ringstore_proto::v1 as pb;
 
-use crate::error::{NodeError, Result};
+use crate::error::schema::{PushFailure, UnconfirmedPush};
+use crate::error::{NodeError, Result, SchemaError};
 use crate::schema::host::SchemaHost;
 use crate::schema::store::snapshot_of;
 use crate::schema::wire::schema_entry_from_pb;
@@ -57,12 +58,18 @@ pub async fn push_to_live_nodes(host: &dyn SchemaHost) -> Result<()> {
                 let result = tokio::time::timeout(timeout, client.push_schema(snapshot)).await;
                 match result {
                     Ok(Ok(_)) => Ok(()),
-                    Ok(Err(status)) => Err(format!("{address}: {}", status.message())),
-                    Err(_) => Err(format!("{address}: no answer within {timeout:?}")),
+                    Ok(Err(status)) => Err(UnconfirmedPush {
+                        address,
+                        failure: PushFailure::Refused(Box::new(status)),
+                    }),
+                    Err(_) => Err(UnconfirmedPush {
+                        address,
+                        failure: PushFailure::NoAnswer(timeout),
+                    }),
                 }
             }
         });
-    let failures: Vec<String> = join_all(pushes)
+    let failures: Vec<UnconfirmedPush> = join_all(pushes)
         .await
         .into_iter()
         .filter_map(|r| r.err())
@@ -70,10 +77,7 @@ pub async fn push_to_live_nodes(host: &dyn SchemaHost) -> Result<()> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(NodeError::Timeout(format!(
-            "the schema change is applied here but not yet on every live node (it will spread): {}",
-            failures.join("; ")
-        )))
+        Err(SchemaError::NotAgreed { failures }.into())
     }
 }
 
@@ -208,10 +212,7 @@ pub async fn keyspace_catching_up(host: &dyn SchemaHost, name: &str) -> Result<K
     }
     match keyspace(host, name) {
         Err(NodeError::KeyspaceNotFound(_)) if joining_without_agreement(host) => {
-            Err(NodeError::Unavailable(format!(
-                "this node is joining and has not learned keyspace {name:?} from the cluster yet; \
-                 ask another node"
-            )))
+            Err(SchemaError::KeyspaceNotLearned(name.to_string()).into())
         }
         found => found,
     }

@@ -12,7 +12,7 @@ use super::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
 use crate::convert::{
     keyspace_id_from_pb, speculative_retry_from_pb, strategy_from_pb, strategy_to_pb,
 };
-use crate::error::NodeError;
+use crate::error::{NodeError, SchemaError};
 
 /// A keyspace's wire form.
 pub fn keyspace_to_pb(keyspace: &KeyspaceDef) -> pb::Keyspace {
@@ -55,9 +55,7 @@ pub fn schema_entry_to_pb(entry: &SchemaEntry) -> pb::SchemaEntry {
 
 /// A schema entry from its wire form.
 pub fn schema_entry_from_pb(entry: pb::SchemaEntry) -> Result<SchemaEntry, NodeError> {
-    let keyspace = entry
-        .keyspace
-        .ok_or_else(|| NodeError::InvalidArgument("schema entry without keyspace".into()))?;
+    let keyspace = entry.keyspace.ok_or(SchemaError::EntryWithoutKeyspace)?;
     Ok(SchemaEntry {
         keyspace: keyspace_from_pb(keyspace)?,
         timestamp: Timestamp(entry.timestamp_micros),

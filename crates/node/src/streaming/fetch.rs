@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tonic::Streaming;
 
 use crate::convert::{cell_from_pb, range_to_pb};
-use crate::error::{NodeError, Result};
+use crate::error::{RangeStreamError, Result};
 use crate::streaming::host::StreamHost;
 
 /// How long a stream may go without a message before it counts as failed.
@@ -60,9 +60,10 @@ pub async fn fetch_ranges<H: StreamHost>(
     let _no_fold = context.store().hold_fold();
     let mut groups: BTreeMap<(KeyspaceId, HostId), Vec<RangeFetch>> = BTreeMap::new();
     for fetch in fetches {
-        let preferred = *fetch.sources.first().ok_or_else(|| {
-            NodeError::Unavailable(format!("no replica to fetch range {} from", fetch.range))
-        })?;
+        let preferred = *fetch
+            .sources
+            .first()
+            .ok_or(RangeStreamError::NoSource(fetch.range))?;
         groups
             .entry((fetch.keyspace, preferred))
             .or_default()

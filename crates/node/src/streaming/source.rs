@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::convert::cell_to_pb;
-use crate::error::NodeError;
+use crate::error::streaming::SendFailure;
+use crate::error::{NodeError, RangeStreamError};
 use crate::streaming::host::StreamHost;
 use ringstore_streaming::{
     Chunk, Chunker, Direction, EntryChecksum, Session, SessionInfo, StreamOperation,
@@ -41,15 +42,19 @@ pub fn send_range<H: StreamHost + 'static>(
             ranges_total: 1,
             bytes_total: 0,
         });
-        let outcome = stream(&*context, keyspace, range, &sender, &session).await;
-        if let Err(error) = &outcome {
-            tracing::debug!(%range, %error, "stopped sending a range");
-            let _ = sender
-                .send(Err(Status::from(NodeError::Internal(error.clone()))))
-                .await;
-        } else {
-            session.range_done();
-        }
+        let outcome = match stream(&*context, keyspace, range, &sender, &session).await {
+            Ok(()) => {
+                session.range_done();
+                Ok(())
+            }
+            Err(source) => {
+                let error = NodeError::from(RangeStreamError::Send { range, source });
+                tracing::debug!(%range, %error, "stopped sending a range");
+                let outcome = Err(error.to_string());
+                let _ = sender.send(Err(Status::from(error))).await;
+                outcome
+            }
+        };
         session.finish(outcome);
     });
     receiver
@@ -69,7 +74,7 @@ async fn stream(
     range: TokenRange,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
     session: &Session,
-) -> Result<(), String> {
+) -> Result<(), SendFailure> {
     // The scan and the chunking run on the blocking pool (sled may block on
     // I/O), at most two chunks ahead of the throttled sender.
     let (chunks, mut scanned) = offload::channel(2);
@@ -83,8 +88,8 @@ async fn stream(
                 // The scan stopped early: its error says why.
                 return Err(match scan.await {
                     Ok(Err(error)) => error,
-                    Ok(Ok(())) => "the scan ended without its checksum".into(),
-                    Err(error) => format!("the scan failed: {error}"),
+                    Ok(Ok(())) => SendFailure::NoChecksum,
+                    Err(error) => SendFailure::ScanTask(error),
                 });
             }
         }
@@ -100,7 +105,7 @@ async fn stream(
     sender
         .send(Ok(end))
         .await
-        .map_err(|_| "the receiver went away".to_string())
+        .map_err(|_| SendFailure::ReceiverGone)
 }
 
 /// Scans `range` of `keyspace` in token order and hands its chunks, then the
@@ -110,16 +115,16 @@ fn scan_chunks(
     keyspace: KeyspaceId,
     range: TokenRange,
     chunks: &Feed<Scanned>,
-) -> Result<(), String> {
-    let gone = |_| "the sender went away".to_string();
+) -> Result<(), SendFailure> {
+    let gone = |_| SendFailure::SenderGone;
     let mut chunker = Chunker::new(CHUNK_BYTES);
-    for entry in store.scan(keyspace, range).map_err(|e| e.to_string())? {
+    for entry in store.scan(keyspace, range).map_err(SendFailure::Scan)? {
         // A cell that does not read back (counted and logged by the store)
         // fails the stream, naming its key, rather than leave a hole in
         // what the receiver is told is the whole range: the receiver's
         // fetch resumes after its last chunk from another replica once
         // this one has failed a few times (`ringstore_streaming::fetch`).
-        let (token, key, cell) = entry.map_err(|e| e.to_string())?;
+        let (token, key, cell) = entry.map_err(SendFailure::Scan)?;
         if let Some(chunk) = chunker.push(token, key, cell) {
             chunks.send(Scanned::Chunk(chunk)).map_err(gone)?;
         }
@@ -138,7 +143,7 @@ async fn send_chunk(
     chunk: Chunk,
     sender: &mpsc::Sender<Result<pb::StreamChunk, Status>>,
     session: &Session,
-) -> Result<(), String> {
+) -> Result<(), SendFailure> {
     let bytes = chunk.bytes;
     context.stream_throttle().acquire(bytes).await;
     let message = pb::StreamChunk {
@@ -157,7 +162,7 @@ async fn send_chunk(
     sender
         .send(Ok(message))
         .await
-        .map_err(|_| "the receiver went away".to_string())?;
+        .map_err(|_| SendFailure::ReceiverGone)?;
     session.add_bytes(bytes);
     Ok(())
 }

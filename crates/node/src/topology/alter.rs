@@ -51,7 +51,7 @@ use ringstore_storage::KeyspaceId;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 use tokio::sync::oneshot;
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 use crate::schema::KeyspaceDef;
 use crate::streaming::fetch::RangeFetch;
 use crate::topology::cleanup::clean_keyspace;
@@ -85,9 +85,10 @@ pub async fn alter<H: TopologyHost>(
     target: ReplicationStrategy,
     announced: Option<oneshot::Sender<Result<KeyspaceDef>>>,
 ) -> Result<Altered> {
-    let operation = context.operation().try_lock().map_err(|_| {
-        NodeError::FailedPrecondition("another topology operation is running on this node".into())
-    });
+    let operation = context
+        .operation()
+        .try_lock()
+        .map_err(|_| NodeError::from(TopologyError::OperationRunning));
     let pending = match operation {
         Ok(guard) => announce(&**context, name, &target)
             .await
@@ -104,9 +105,10 @@ pub async fn alter<H: TopologyHost>(
         (Err(error), None) => return Err(error),
         (Err(error), Some(announced)) => {
             let _ = announced.send(Err(error));
-            return Err(NodeError::FailedPrecondition(format!(
-                "the alter of keyspace {name} was refused"
-            )));
+            return Err(TopologyError::AlterRefused {
+                keyspace: name.to_string(),
+            }
+            .into());
         }
     };
     let Some(target) = pending.pending_strategy.clone() else {
@@ -136,10 +138,11 @@ async fn announce(
             return Ok(keyspace);
         }
         Some(pending) => {
-            return Err(NodeError::FailedPrecondition(format!(
-                "keyspace {name} is being altered to {pending}; finish that alter first \
-                 (ask for it again to resume it)"
-            )));
+            return Err(TopologyError::AlterPending {
+                keyspace: name.to_string(),
+                pending: pending.clone(),
+            }
+            .into());
         }
         None if keyspace.strategy == *target => return Ok(keyspace),
         None => {}
@@ -147,9 +150,7 @@ async fn announce(
     ensure_no_movement(context)?;
     ensure_every_node_up(context)?;
     if !strategy_fits(&context.view().ring, target) {
-        return Err(NodeError::FailedPrecondition(format!(
-            "replication {target} needs more nodes (in some data center) than the ring has"
-        )));
+        return Err(TopologyError::StrategyDoesNotFit(target.clone()).into());
     }
     let pending = KeyspaceDef {
         pending_strategy: Some(target.clone()),
@@ -205,20 +206,17 @@ async fn move_data<H: TopologyHost>(
 /// lose ranges, and each coordinator must learn the pending placement.
 fn ensure_every_node_up(context: &impl TopologyHost) -> Result<()> {
     let view = context.view();
-    let down: Vec<String> = view
+    let down: Vec<HostId> = view
         .ring
         .hosts()
         .iter()
         .filter(|h| !view.is_up(h.id))
-        .map(|h| h.id.to_string())
+        .map(|h| h.id)
         .collect();
     if down.is_empty() {
         return Ok(());
     }
-    Err(NodeError::Unavailable(format!(
-        "a keyspace alter needs every node up; down: {}",
-        down.join(", ")
-    )))
+    Err(TopologyError::AlterNeedsEveryNode { down }.into())
 }
 
 /// Merges `keyspace` as this node's newest schema entry for it.
@@ -236,11 +234,10 @@ async fn push_until_agreed(context: &impl TopologyHost) -> Result<()> {
 /// then may replicas that lost ranges delete them.
 async fn push_committed(context: &impl TopologyHost) -> Result<()> {
     push_until_agreed(context).await.map_err(|error| {
-        NodeError::Unavailable(format!(
-            "the data has moved and the new replication is committed, but not every \
-             node confirmed it, so no copy was deleted: run `cleanup` on each node \
-             once `keyspace list` shows the new replication everywhere ({error})"
-        ))
+        TopologyError::AlterCommittedUnconfirmed {
+            source: Box::new(error),
+        }
+        .into()
     })
 }
 

@@ -16,7 +16,7 @@ use ringstore_membership::{Liveness, NodeState, Takeovers};
 use ringstore_placement::HostId;
 use ringstore_streaming::StreamOperation;
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, TopologyError};
 use crate::streaming::fetch::fetch_ranges;
 use crate::topology::host::TopologyHost;
 use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
@@ -41,9 +41,10 @@ pub async fn stream_and_complete<H: TopologyHost>(
     let replaced = view
         .member(context.host_id())
         .and_then(|m| m.metadata.takeovers.replaces);
-    let pending = view.pending_ring.clone().ok_or_else(|| {
-        NodeError::Internal("joining, but gossip shows no pending ring yet".into())
-    })?;
+    let pending = view
+        .pending_ring
+        .clone()
+        .ok_or(TopologyError::NoPendingRing { doing: "joining" })?;
     let unavailable: Vec<HostId> = replaced.into_iter().collect();
     let fetches = transfers(&**context, &view.ring, &pending, &unavailable)
         .remove(&context.host_id())
@@ -93,9 +94,11 @@ pub async fn replace<H: TopologyHost>(context: Arc<H>, address: String) -> Resul
     let view = context.view();
     let tokens = view.ring.tokens_of(dead);
     if tokens.is_empty() {
-        return Err(NodeError::FailedPrecondition(format!(
-            "node {dead} ({address}) owns no tokens: there is nothing to replace"
-        )));
+        return Err(TopologyError::NothingToReplace {
+            dead,
+            address: address.to_string(),
+        }
+        .into());
     }
     wait_for_no_movement(&*context).await;
     let operation = StreamOperation::Replace { replaced: dead };
@@ -127,9 +130,10 @@ async fn find_replaced(context: &impl TopologyHost, address: &str) -> Result<Hos
         .ok()
         .or_else(|| address.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()));
     if by_id.is_none() && by_ip.is_none() {
-        return Err(NodeError::InvalidArgument(format!(
-            "replace_address {address:?} is neither a host id nor an IP address"
-        )));
+        return Err(TopologyError::BadReplaceAddress {
+            address: address.to_string(),
+        }
+        .into());
     }
     let deadline = tokio::time::Instant::now() + FIND_PATIENCE;
     loop {
@@ -154,15 +158,17 @@ async fn find_replaced(context: &impl TopologyHost, address: &str) -> Result<Hos
         match (dead, matching.first()) {
             (Some(member), _) => return Ok(member.metadata.host_id),
             (None, Some(member)) if tokio::time::Instant::now() >= deadline => {
-                return Err(NodeError::FailedPrecondition(format!(
-                    "node {} ({address}) is up: only a dead node can be replaced",
-                    member.metadata.host_id
-                )));
+                return Err(TopologyError::ReplacedNodeUp {
+                    host: member.metadata.host_id,
+                    address: address.to_string(),
+                }
+                .into());
             }
             (None, None) if tokio::time::Instant::now() >= deadline => {
-                return Err(NodeError::FailedPrecondition(format!(
-                    "no node {address} is known to the cluster: nothing to replace"
-                )));
+                return Err(TopologyError::UnknownReplaceAddress {
+                    address: address.to_string(),
+                }
+                .into());
             }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }

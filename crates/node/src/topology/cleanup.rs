@@ -24,7 +24,7 @@ use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicaMap, Token, TokenRange};
 use ringstore_storage::offload::{self, Feed};
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 use crate::schema::KeyspaceDef;
 use crate::topology::host::TopologyHost;
 use crate::topology::movements_under_way;
@@ -60,9 +60,10 @@ pub async fn cleanup<H: TopologyHost>(
     context: &Arc<H>,
     keyspace: Option<&str>,
 ) -> Result<Vec<Cleaned>> {
-    let _operation = context.operation().try_lock().map_err(|_| {
-        NodeError::FailedPrecondition("another topology operation is running on this node".into())
-    })?;
+    let _operation = context
+        .operation()
+        .try_lock()
+        .map_err(|_| TopologyError::OperationRunning)?;
     let keyspaces = match keyspace {
         Some(name) => vec![context.keyspace(name)?],
         None => context.keyspaces(),
@@ -78,21 +79,13 @@ pub async fn cleanup<H: TopologyHost>(
 /// under way, no pending ranges.
 fn ensure_settled(view: &ClusterView) -> Result<()> {
     if view.ring.is_empty() {
-        return Err(NodeError::FailedPrecondition(
-            "the ring is empty: this node has not joined yet".into(),
-        ));
+        return Err(TopologyError::CleanupBeforeJoin.into());
     }
     if let Some(movements) = movements_under_way(view) {
-        return Err(NodeError::FailedPrecondition(format!(
-            "cleanup is refused while a range movement is under way ({movements}): \
-             run it once the movement is done"
-        )));
+        return Err(TopologyError::CleanupDuringMovement(movements).into());
     }
     if view.pending_ring.is_some() {
-        return Err(NodeError::FailedPrecondition(
-            "cleanup is refused while the ring has pending ranges: run it once the movement is done"
-                .into(),
-        ));
+        return Err(TopologyError::CleanupWithPendingRanges.into());
     }
     Ok(())
 }
@@ -104,11 +97,11 @@ fn ensure_unchanged(decided: &ClusterView, now: &ClusterView, so_far: &Cleaned) 
     if same_ring && ensure_settled(now).is_ok() {
         return Ok(());
     }
-    Err(NodeError::FailedPrecondition(format!(
-        "the ring changed while cleaning keyspace {}: stopped after removing {} keys; \
-         run cleanup again once the ring is settled",
-        so_far.keyspace, so_far.keys_removed
-    )))
+    Err(TopologyError::RingChangedDuringCleanup {
+        keyspace: so_far.keyspace.clone(),
+        keys_removed: so_far.keys_removed,
+    }
+    .into())
 }
 
 /// Cleans one keyspace. The caller holds the node's topology operation lock
@@ -120,11 +113,11 @@ pub(crate) async fn clean_keyspace<H: TopologyHost>(
     let view = context.view();
     ensure_settled(&view)?;
     if let Some(pending) = &keyspace.pending_strategy {
-        return Err(NodeError::FailedPrecondition(format!(
-            "cleanup of keyspace {} is refused while it is being altered to {pending}: \
-             run it once the alter is done",
-            keyspace.name
-        )));
+        return Err(TopologyError::CleanupDuringAlter {
+            keyspace: keyspace.name.clone(),
+            pending: pending.clone(),
+        }
+        .into());
     }
     let map = ReplicaMap::new(view.ring.clone(), &keyspace.strategy);
     let mut outcome = Cleaned {

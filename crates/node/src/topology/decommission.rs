@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ringstore_membership::NodeState;
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, TopologyError};
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::{ensure_enough_replicas, ensure_no_movement};
 use crate::topology::persisted::mark_decommissioned;
@@ -27,16 +27,14 @@ pub struct Decommissioned {
 /// the node announces `Left` and asks to be stopped. On failure before
 /// `Left`, the node goes back to `Normal` and keeps its ranges.
 pub async fn decommission<H: TopologyHost>(context: &Arc<H>) -> Result<Decommissioned> {
-    let _operation = context.operation().try_lock().map_err(|_| {
-        NodeError::FailedPrecondition("another topology operation is running on this node".into())
-    })?;
+    let _operation = context
+        .operation()
+        .try_lock()
+        .map_err(|_| TopologyError::OperationRunning)?;
     let view = context.view();
     let state = view.member(context.host_id()).map(|m| m.metadata.state);
     if state != Some(NodeState::Normal) {
-        return Err(NodeError::FailedPrecondition(format!(
-            "only a NORMAL node can be decommissioned; this one is {}",
-            state.map_or("unknown".into(), |s| s.to_string().to_uppercase())
-        )));
+        return Err(TopologyError::NotNormal { state }.into());
     }
     ensure_no_movement(&**context)?;
     let after = view

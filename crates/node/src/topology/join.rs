@@ -43,7 +43,7 @@ use ringstore_placement::allocation::balanced_tokens;
 use ringstore_placement::{ReplicationStrategy, Ring, RingMember, Token};
 use ringstore_streaming::StreamOperation;
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 use crate::topology::bootstrap;
 use crate::topology::host::{TokenAllocation, TopologyHost};
 use crate::topology::join_turn::{
@@ -66,6 +66,10 @@ const MIN_QUIET: Duration = Duration::from_secs(1);
 /// longest wait for quiet gossip, after which they all choose.
 const COHORT_PATIENCE_RING_DELAYS: u32 = 20;
 
+/// How many times a fresh node chooses tokens before it gives up, each time
+/// after another node took some of those it chose.
+const CHOOSE_ATTEMPTS: u32 = 5;
+
 /// Waits for this fresh node's turn (or, in a new cluster, for nothing),
 /// takes `fixed` tokens (`initial_token`) or allocates balanced ones against
 /// the ring it sees (or the cohort before it), saves them, gossips them as
@@ -82,7 +86,7 @@ pub async fn join<H: TopologyHost>(
     // Set once this node has chosen as a member of a new cluster's cohort:
     // it stays one when it has to choose again.
     let mut cohort = false;
-    for attempt in 1..=5 {
+    for attempt in 1..=CHOOSE_ATTEMPTS {
         wait_until_quiet(&*context, ring_delay.max(MIN_QUIET)).await;
         let view = context.view();
         let tokens = match (&fixed, join_turn(&view, context.host_id())) {
@@ -144,10 +148,10 @@ pub async fn join<H: TopologyHost>(
             return Ok(tokens);
         }
         if fixed.is_some() {
-            return Err(NodeError::InvalidArgument(format!(
-                "{} of the initial_token tokens are already owned by other nodes",
-                tokens.len() - owned
-            )));
+            return Err(TopologyError::InitialTokensTaken {
+                taken: tokens.len() - owned,
+            }
+            .into());
         }
         tracing::warn!(
             attempt,
@@ -159,9 +163,10 @@ pub async fn join<H: TopologyHost>(
             .update_local(|m| m.tokens.clear())
             .await?;
     }
-    Err(NodeError::Internal(
-        "could not choose tokens that no other node holds".into(),
-    ))
+    Err(TopologyError::NoFreeTokens {
+        attempts: CHOOSE_ATTEMPTS,
+    }
+    .into())
 }
 
 /// Waits until no live member of this node's cohort is still choosing
@@ -218,7 +223,7 @@ fn allocation_strategy(allocation: &TokenAllocation) -> Result<ReplicationStrate
         allocation.location.dc.as_str(),
         allocation.local_replication_factor,
     )])
-    .map_err(|e| NodeError::InvalidArgument(e.to_string()))
+    .map_err(|e| TopologyError::AllocationSettings(e).into())
 }
 
 /// Waits until who is starting ([`who_is_starting`]: the members, their

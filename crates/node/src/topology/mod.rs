@@ -51,9 +51,9 @@
 //!   it, so no topology module names its context.
 //!
 //! This file holds only pure checks of a view or a ring (repair asks
-//! [`movements_under_way`] too) and imports nothing of the node, so that
-//! what imports it is not drawn into a circle through the node's error and
-//! context types.
+//! [`movements_under_way`] too) and imports nothing of the node but the
+//! error folder (which imports nothing of it either), so that what imports
+//! it is not drawn into a circle through the node's context types.
 
 pub mod alter;
 pub mod bootstrap;
@@ -74,20 +74,17 @@ use std::collections::BTreeMap;
 use ringstore_membership::ClusterView;
 use ringstore_placement::{ReplicationStrategy, Ring};
 
+use crate::error::MovementsUnderway;
+
 /// The range movements live nodes of `view` show under way (joins,
-/// leaves, removals, replacements), described for an error; `None` if none.
-pub fn movements_under_way(view: &ClusterView) -> Option<String> {
-    let movements = view.movements();
-    if movements.is_empty() {
-        return None;
-    }
-    Some(
-        movements
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
-    )
+/// leaves, removals, replacements), for an error or a log line; `None` if
+/// none.
+pub fn movements_under_way(view: &ClusterView) -> Option<MovementsUnderway> {
+    let ring = view.movements();
+    (!ring.is_empty()).then(|| MovementsUnderway {
+        ring,
+        alters: Vec::new(),
+    })
 }
 
 /// Whether `ring` has enough nodes for `strategy`: its replication factor in

@@ -5,9 +5,9 @@
 //! a ring stay in the module root ([`movements_under_way`],
 //! [`strategy_fits`]), which imports nothing of the node.
 
-use ringstore_placement::Ring;
+use ringstore_placement::{ReplicationStrategy, Ring};
 
-use crate::error::{NodeError, Result};
+use crate::error::{MovementsUnderway, Result, TopologyError};
 use crate::topology::host::TopologyHost;
 use crate::topology::{movements_under_way, strategy_fits};
 
@@ -17,25 +17,22 @@ pub fn ensure_no_movement(context: &impl TopologyHost) -> Result<()> {
     let under_way = movements_under_way(&context.view()).or_else(|| alters_under_way(context));
     match under_way {
         None => Ok(()),
-        Some(movements) => Err(NodeError::FailedPrecondition(format!(
-            "another range movement is under way ({movements}); only one at a time: \
-             try again once it is done"
-        ))),
+        Some(movements) => Err(TopologyError::AnotherMovementUnderway(movements).into()),
     }
 }
 
 /// The keyspace alters the schema shows under way, described for an error
 /// or a log line; `None` if none.
-pub fn alters_under_way(context: &impl TopologyHost) -> Option<String> {
-    let alters: Vec<String> = context
+pub fn alters_under_way(context: &impl TopologyHost) -> Option<MovementsUnderway> {
+    let alters: Vec<(String, ReplicationStrategy)> = context
         .keyspaces()
         .into_iter()
-        .filter_map(|k| {
-            let pending = k.pending_strategy.as_ref()?;
-            Some(format!("alter of keyspace {} to {pending}", k.name))
-        })
+        .filter_map(|k| Some((k.name, k.pending_strategy?)))
         .collect();
-    (!alters.is_empty()).then(|| alters.join(", "))
+    (!alters.is_empty()).then(|| MovementsUnderway {
+        ring: Vec::new(),
+        alters,
+    })
 }
 
 /// Refuses a change that would leave fewer nodes than a keyspace's
@@ -47,11 +44,11 @@ pub fn ensure_enough_replicas(context: &impl TopologyHost, after: &Ring) -> Resu
             .write_strategies()
             .any(|s| !strategy_fits(after, s))
         {
-            return Err(NodeError::FailedPrecondition(format!(
-                "keyspace {} replicates to more nodes than would remain ({}): lower its replication first",
-                keyspace.name,
-                after.hosts().len()
-            )));
+            return Err(TopologyError::TooFewNodesWouldRemain {
+                keyspace: keyspace.name.clone(),
+                remaining: after.hosts().len(),
+            }
+            .into());
         }
     }
     Ok(())

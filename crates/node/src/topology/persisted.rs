@@ -10,7 +10,7 @@ use ringstore_placement::{HostId, Token};
 use ringstore_storage::Store;
 use ringstore_streaming::StreamOperation;
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 
 /// The key of the tokens in the storage's system tree.
 const TOKENS_META_KEY: &str = "tokens";
@@ -56,12 +56,11 @@ pub async fn startup_tokens(
             let mut wanted = configured.to_vec();
             wanted.sort_unstable();
             if wanted != saved {
-                return Err(NodeError::InvalidArgument(format!(
-                    "initial_token lists {} tokens that differ from the {} this node saved at its first start; \
-                     a node cannot change its tokens (remove initial_token, or use a fresh data directory)",
-                    wanted.len(),
-                    saved.len()
-                )));
+                return Err(TopologyError::InitialTokensChanged {
+                    configured: wanted.len(),
+                    saved: saved.len(),
+                }
+                .into());
             }
             Ok(Some(saved))
         }

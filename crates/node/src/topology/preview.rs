@@ -19,7 +19,7 @@ use ringstore_proto::v1 as pb;
 use ringstore_storage::KeyspaceId;
 
 use crate::convert::range_to_pb;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, TopologyError};
 use crate::schema::KeyspaceDef;
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::ensure_enough_replicas;
@@ -119,9 +119,7 @@ pub async fn preview<H: TopologyHost>(context: &Arc<H>, change: &Change) -> Resu
     let view = context.view();
     let before = view.ring.clone();
     if before.is_empty() {
-        return Err(NodeError::FailedPrecondition(
-            "the ring is empty: there is nothing to plan yet".into(),
-        ));
+        return Err(TopologyError::NothingToPlan.into());
     }
     let (after, description, unavailable) = match change {
         Change::Join {
@@ -133,9 +131,9 @@ pub async fn preview<H: TopologyHost>(context: &Arc<H>, change: &Change) -> Resu
                 location.dc.as_str(),
                 context.token_allocation().local_replication_factor,
             )])
-            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+            .map_err(TopologyError::AllocationSettings)?;
             let tokens = balanced_tokens(&before, host, location, *num_tokens as usize, &strategy)
-                .map_err(|e| NodeError::InvalidArgument(format!("cannot allocate tokens: {e}")))?;
+                .map_err(TopologyError::TokensNotAllocated)?;
             let after = before
                 .with_member(
                     before.epoch() + 1,
@@ -150,9 +148,7 @@ pub async fn preview<H: TopologyHost>(context: &Arc<H>, change: &Change) -> Resu
         }
         Change::Decommission(host) | Change::Removenode(host) => {
             if !before.contains_host(*host) {
-                return Err(NodeError::InvalidArgument(format!(
-                    "node {host} is not in the ring"
-                )));
+                return Err(TopologyError::NotInRing(*host).into());
             }
             let removing = matches!(change, Change::Removenode(_));
             let description = if removing {
@@ -170,9 +166,7 @@ pub async fn preview<H: TopologyHost>(context: &Arc<H>, change: &Change) -> Resu
         Change::Alter { keyspace, strategy } => {
             let current = context.keyspace(keyspace)?;
             if !strategy_fits(&before, strategy) {
-                return Err(NodeError::FailedPrecondition(format!(
-                    "replication {strategy} needs more nodes (in some data center) than the ring has"
-                )));
+                return Err(TopologyError::StrategyDoesNotFit(strategy.clone()).into());
             }
             let description = format!(
                 "alter of keyspace {keyspace} from {} to {strategy}: each new replica streams \

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ringstore_membership::Liveness;
 use ringstore_placement::HostId;
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, TopologyError};
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::{ensure_enough_replicas, ensure_no_movement};
 use crate::topology::persisted::save_takeovers;
@@ -18,27 +18,20 @@ use ringstore_streaming::{FetchTotals, StreamOperation};
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the
 /// surviving replicas, then gossips `dead` as removed. Any live node may run it.
 pub async fn removenode<H: TopologyHost>(context: &Arc<H>, dead: HostId) -> Result<FetchTotals> {
-    let _operation = context.operation().try_lock().map_err(|_| {
-        NodeError::FailedPrecondition("another topology operation is running on this node".into())
-    })?;
+    let _operation = context
+        .operation()
+        .try_lock()
+        .map_err(|_| TopologyError::OperationRunning)?;
     let view = context.view();
     if dead == context.host_id() {
-        return Err(NodeError::FailedPrecondition(
-            "a node cannot remove itself: use decommission".into(),
-        ));
+        return Err(TopologyError::CannotRemoveSelf.into());
     }
-    let member = view.member(dead).ok_or_else(|| {
-        NodeError::InvalidArgument(format!("no node {dead} is known to the cluster"))
-    })?;
+    let member = view.member(dead).ok_or(TopologyError::UnknownNode(dead))?;
     if member.liveness == Liveness::Up {
-        return Err(NodeError::FailedPrecondition(format!(
-            "node {dead} is up: removenode is for dead nodes; decommission a live one"
-        )));
+        return Err(TopologyError::LiveNodeCannotBeRemoved(dead).into());
     }
     if view.removed.contains(&dead) || !view.ring.contains_host(dead) {
-        return Err(NodeError::FailedPrecondition(format!(
-            "node {dead} is not in the ring (already removed or never joined)"
-        )));
+        return Err(TopologyError::AlreadyRemoved(dead).into());
     }
     ensure_no_movement(&**context)?;
     let after = view.ring.without_host(view.ring.epoch() + 1, dead);

@@ -18,7 +18,7 @@ use ringstore_membership::ClusterView;
 use ringstore_placement::{HostId, Ring};
 use ringstore_proto::v1 as pb;
 
-use crate::error::{NodeError, Result};
+use crate::error::{Result, TopologyError};
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::alters_under_way;
 
@@ -199,7 +199,7 @@ pub async fn wait_until_connected(context: &impl TopologyHost) {
 /// pending ring. `doing` names the movement for the error when there is none.
 pub async fn announced_movement(
     context: &impl TopologyHost,
-    doing: &str,
+    doing: &'static str,
 ) -> Result<(Arc<ClusterView>, Arc<Ring>)> {
     wait_ring_delay(context).await;
     wait_until_announced(context).await;
@@ -207,6 +207,6 @@ pub async fn announced_movement(
     let pending = view
         .pending_ring
         .clone()
-        .ok_or_else(|| NodeError::Internal(format!("{doing}, but gossip shows no pending ring")))?;
+        .ok_or(TopologyError::NoPendingRing { doing })?;
     Ok((view, pending))
 }

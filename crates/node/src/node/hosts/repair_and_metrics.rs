@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::config::RepairConfig;
 use crate::context::NodeContext;
+use crate::error::MovementsUnderway;
 use crate::metrics::{HintNumbers, MetricsHost};
 use crate::peers::Peers;
 use crate::repair::RepairHost;
@@ -61,7 +62,7 @@ impl RepairHost for NodeContext {
         self.placement(keyspace).1
     }
 
-    fn movements_under_way(&self) -> Option<String> {
+    fn movements_under_way(&self) -> Option<MovementsUnderway> {
         movements_under_way(&NodeContext::view(self))
     }
 
