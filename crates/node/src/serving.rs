@@ -24,21 +24,4 @@ impl Serving {
     pub fn is_normal(&self) -> bool {
         *self == Serving::Normal
     }
-
-    /// The sentence a refused write carries, `None` while serving.
-    pub fn refusal(&self) -> Option<String> {
-        match self {
-            Serving::Normal => None,
-            Serving::Drained => Some(
-                "this node is drained (ringstore drain): it accepts no writes; send them to \
-                 another node, or restart this one"
-                    .into(),
-            ),
-            Serving::DiskFailed(error) => Some(format!(
-                "this node's storage failed ({error}) and it stopped taking writes \
-                 (disk_failure_policy = stop); send them to another node, and restart this \
-                 one once its disk is mended"
-            )),
-        }
-    }
 }
