@@ -90,7 +90,12 @@ async fn read_unmeasured<H: CoordinatorHost>(
     context
         .metrics()
         .coordinator_request(CoordinatorOp::Read, local);
-    let plan = plan_read(level, &keyspace.strategy, &dc_of(context.as_ref()), &natural)?;
+    let plan = plan_read(
+        level,
+        &keyspace.strategy,
+        &dc_of(context.as_ref()),
+        &natural,
+    )?;
     let mut tracker = ReadTracker::new(&plan);
     let latencies = context.read_latencies();
     let before_estimate = Duration::from_millis(context.read_timeout_ms() / 2);
