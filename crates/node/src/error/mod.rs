@@ -1,4 +1,24 @@
 //! The node's errors, and their mapping to gRPC status codes — in one place.
+//!
+//! [`NodeError`] is what every module returns. The errors of one domain are
+//! an enum of their own in a file beside this one, with the data they are
+//! about (lengths and limits, names, the field that is wrong) and their
+//! gRPC code (`code()`), which [`NodeError::code`] asks for. Those files
+//! import nothing from the rest of the crate, which every module imports.
+
+mod deadline;
+mod keyspace_request;
+mod operator;
+mod request;
+mod scan;
+mod users;
+
+pub use deadline::ExpiredRequest;
+pub use keyspace_request::KeyspaceRequestError;
+pub use operator::OperatorError;
+pub use request::RequestError;
+pub use scan::{ResumeTokenFault, ScanError};
+pub use users::UserError;
 
 use tonic::{Code, Status};
 
@@ -9,6 +29,30 @@ pub enum NodeError {
     /// oversized value, bad consistency level, bad replication settings).
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// A malformed or out-of-bounds request field.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+
+    /// A request read after its client's deadline.
+    #[error(transparent)]
+    Expired(#[from] ExpiredRequest),
+
+    /// A keyspace that cannot be created or altered as asked.
+    #[error(transparent)]
+    KeyspaceRequest(#[from] KeyspaceRequestError),
+
+    /// A request of the `Users` service that its rules refuse.
+    #[error(transparent)]
+    User(#[from] UserError),
+
+    /// A scan that cannot be served.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+
+    /// An operator's request (admin, topology, repair) refused.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
 
     /// The empty key, which has no token.
     #[error("key must not be empty")]
@@ -328,6 +372,12 @@ impl NodeError {
             // A stored cell that does not read back: DATA_LOSS, which a
             // coordinator tells from UNAVAILABLE (`is_damaged_replica`).
             NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
+            NodeError::Request(error) => error.code(),
+            NodeError::Expired(error) => error.code(),
+            NodeError::KeyspaceRequest(error) => error.code(),
+            NodeError::User(error) => error.code(),
+            NodeError::Scan(error) => error.code(),
+            NodeError::Operator(error) => error.code(),
             NodeError::InvalidArgument(_)
             | NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
