@@ -86,7 +86,7 @@ pub enum RequestError {
     },
 
     /// A field that should hold a host id (a UUID) and does not.
-    #[error("{field} {text:?} is not a host id (a UUID): {source}")]
+    #[error("{field}: {text:?} is not a host id (a UUID): {source}")]
     BadHostId {
         /// Which field (`host_id`, `sources`, `target_host_id`...).
         field: &'static str,

@@ -13,7 +13,7 @@ use ringstore_proto::v1::admin_server::Admin;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
-use crate::error::NodeError;
+use crate::error::{NodeError, OperatorError, RequestError};
 use crate::log_levels;
 use crate::services::{node_stats, top_partitions};
 use crate::snapshots;
@@ -206,9 +206,9 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::InfoResponse>, Status> {
         let context = &self.context;
         let view = context.view();
-        let local = view.member(context.host_id).ok_or_else(|| {
-            NodeError::Internal("the local node is missing from its own view".into())
-        })?;
+        let local = view
+            .member(context.host_id)
+            .ok_or_else(|| NodeError::from(OperatorError::LocalNodeMissing))?;
         let m = &local.metadata;
         Ok(Response::new(pb::InfoResponse {
             host_id: context.host_id.to_string(),
@@ -285,7 +285,7 @@ impl Admin for AdminService {
         let request = request.into_inner();
         let keyspace = self.context.keyspace(&request.keyspace)?;
         let token = Murmur3Partitioner::token(&request.key)
-            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+            .map_err(|e| NodeError::from(RequestError::KeyWithoutToken(e)))?;
         let (view, map) = self.context.placement(&keyspace);
         let endpoints = map
             .replicas(token)
@@ -390,8 +390,12 @@ impl Admin for AdminService {
         let target = if host.is_empty() {
             None
         } else {
-            Some(host.parse::<HostId>().map_err(|e| {
-                NodeError::InvalidArgument(format!("invalid host id {host:?}: {e}"))
+            Some(host.parse::<HostId>().map_err(|source| {
+                NodeError::from(RequestError::BadHostId {
+                    field: "host_id",
+                    text: host.clone(),
+                    source,
+                })
             })?)
         };
         let removed = self.context.handoff.truncate(target)?;
