@@ -452,6 +452,26 @@ impl From<NodeError> for Status {
     }
 }
 
+/// A domain error goes back to a gRPC client as its [`NodeError`] would.
+macro_rules! status_as_node_error {
+    ($($domain:ty),* $(,)?) => {$(
+        impl From<$domain> for Status {
+            fn from(error: $domain) -> Status {
+                NodeError::from(error).into()
+            }
+        }
+    )*};
+}
+
+status_as_node_error!(
+    RequestError,
+    ExpiredRequest,
+    KeyspaceRequestError,
+    UserError,
+    ScanError,
+    OperatorError,
+);
+
 /// What went wrong with a peer's call: the status message and, for a
 /// failure in the transport (refused connection, TLS handshake), its
 /// innermost cause, which says what the message ("transport error") does not.

@@ -108,3 +108,36 @@ impl OperatorError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sampler_full_of_sessions_is_unavailable_and_a_bad_setting_invalid() {
+        assert_eq!(
+            OperatorError::from(SampleError::TooManySessions).code(),
+            tonic::Code::Unavailable
+        );
+        assert_eq!(
+            OperatorError::from(SampleError::NoOperation).code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            OperatorError::OperationRunning.code(),
+            tonic::Code::FailedPrecondition
+        );
+    }
+
+    #[test]
+    fn a_sampling_duration_out_of_range_names_the_bounds() {
+        let error = OperatorError::SamplingDuration {
+            asked_ms: 0,
+            max: Duration::from_secs(600),
+        };
+        assert_eq!(
+            error.to_string(),
+            "duration must be between 1 ms and 600 s, not 0 ms"
+        );
+    }
+}

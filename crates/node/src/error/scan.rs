@@ -164,3 +164,41 @@ impl ScanError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_resume_token_says_what_is_wrong_and_what_to_pass() {
+        let error = ScanError::BadResumeToken(ResumeTokenFault::OutsideRange {
+            start: Token(1),
+            end: Token(5),
+        });
+        assert_eq!(error.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            error.to_string(),
+            "invalid resume_token (it lies outside the range (1, 5]): pass the resume_token of \
+             the previous page of the same scan, or none to start over"
+        );
+    }
+
+    #[test]
+    fn codes_follow_whose_fault_it_is() {
+        let keyspace = "ks".to_string();
+        assert_eq!(
+            ScanError::NoReplica { keyspace }.code(),
+            tonic::Code::Unavailable
+        );
+        let replica = SocketAddr::from(([127, 0, 0, 1], 7000));
+        assert_eq!(
+            ScanError::RowWithoutCell { replica }.code(),
+            tonic::Code::Internal
+        );
+        let failed = ScanError::RepairFailed {
+            failed: 1,
+            replicas: 2,
+        };
+        assert_eq!(failed.code(), tonic::Code::DeadlineExceeded);
+    }
+}

@@ -55,3 +55,36 @@ impl UserError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_that_exists_already_is_named_as_text_and_is_already_exists() {
+        let name = UserName::new("alice").expect("a valid name");
+        let error = UserError::AlreadyExists(name);
+        assert_eq!(error.to_string(), "user \"alice\" already exists");
+        assert_eq!(error.code(), tonic::Code::AlreadyExists);
+    }
+
+    #[test]
+    fn refusals_of_the_caller_are_permission_denied() {
+        let user = UserName::new("bob").expect("a valid name");
+        let needs = UserError::NotSuperuser {
+            user: user.clone(),
+            needed_for: "creating a superuser",
+        };
+        assert_eq!(needs.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            needs.to_string(),
+            "user bob is not a superuser, which creating a superuser needs"
+        );
+        let denied = UserError::from(Denied::NotSuperuser { user });
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            UserError::DropsItself(UserName::new("c").expect("valid")).code(),
+            tonic::Code::FailedPrecondition
+        );
+    }
+}

@@ -208,7 +208,7 @@ impl Admin for AdminService {
         let view = context.view();
         let local = view
             .member(context.host_id)
-            .ok_or_else(|| NodeError::from(OperatorError::LocalNodeMissing))?;
+            .ok_or(OperatorError::LocalNodeMissing)?;
         let m = &local.metadata;
         Ok(Response::new(pb::InfoResponse {
             host_id: context.host_id.to_string(),
@@ -284,8 +284,8 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::GetEndpointsResponse>, Status> {
         let request = request.into_inner();
         let keyspace = self.context.keyspace(&request.keyspace)?;
-        let token = Murmur3Partitioner::token(&request.key)
-            .map_err(|e| NodeError::from(RequestError::KeyWithoutToken(e)))?;
+        let token =
+            Murmur3Partitioner::token(&request.key).map_err(RequestError::KeyWithoutToken)?;
         let (view, map) = self.context.placement(&keyspace);
         let endpoints = map
             .replicas(token)
@@ -390,13 +390,14 @@ impl Admin for AdminService {
         let target = if host.is_empty() {
             None
         } else {
-            Some(host.parse::<HostId>().map_err(|source| {
-                NodeError::from(RequestError::BadHostId {
-                    field: "host_id",
-                    text: host.clone(),
-                    source,
-                })
-            })?)
+            Some(
+                host.parse::<HostId>()
+                    .map_err(|source| RequestError::BadHostId {
+                        field: "host_id",
+                        text: host.clone(),
+                        source,
+                    })?,
+            )
         };
         let removed = self.context.handoff.truncate(target)?;
         Ok(Response::new(pb::TruncateHintsResponse { removed }))

@@ -392,7 +392,7 @@ impl Internode for InternodeService {
             .context
             .operation
             .try_lock()
-            .map_err(|_| NodeError::from(OperatorError::OperationRunning))?;
+            .map_err(|_| OperatorError::OperationRunning)?;
         let cleaned = clean_keyspace(&self.context, &keyspace).await?;
         Ok(Response::new(pb::CleanupKeyspaceResponse {
             keys_removed: cleaned.keys_removed,
@@ -406,13 +406,14 @@ impl Internode for InternodeService {
         request: Request<pb::MetadataSeenRequest>,
     ) -> Result<Response<pb::MetadataSeenResponse>, Status> {
         let host_id = request.into_inner().host_id;
-        let host = host_id.parse().map(HostId).map_err(|source| {
-            NodeError::from(RequestError::BadHostId {
+        let host = host_id
+            .parse()
+            .map(HostId)
+            .map_err(|source| RequestError::BadHostId {
                 field: "host_id",
                 text: host_id.clone(),
                 source,
-            })
-        })?;
+            })?;
         let view = self.context.view();
         let response = match view.member(host) {
             Some(member) => pb::MetadataSeenResponse {
@@ -436,16 +437,14 @@ impl Internode for InternodeService {
         let mut hints = Vec::new();
         for hint in request.into_inner().hints {
             let target = hint.target_host_id.parse().map(HostId).map_err(|source| {
-                NodeError::from(RequestError::BadHostId {
-                    field: "hint target",
+                RequestError::BadHostId {
+                    field: "target_host_id",
                     text: hint.target_host_id.clone(),
                     source,
-                })
+                }
             })?;
             check_key(&hint.key)?;
-            let cell = hint
-                .cell
-                .ok_or_else(|| NodeError::from(RequestError::NoCell { what: "hint" }))?;
+            let cell = hint.cell.ok_or(RequestError::NoCell { what: "hint" })?;
             hints.push(Hint {
                 target,
                 keyspace: keyspace_id_from_pb(&hint.keyspace_id)?,
@@ -469,11 +468,9 @@ impl Internode for InternodeService {
         let depth = u8::try_from(request.depth)
             .ok()
             .filter(|&d| d <= MAX_DEPTH)
-            .ok_or_else(|| {
-                NodeError::from(RequestError::TreeTooDeep {
-                    depth: request.depth,
-                    max: MAX_DEPTH,
-                })
+            .ok_or(RequestError::TreeTooDeep {
+                depth: request.depth,
+                max: MAX_DEPTH,
             })?;
         let tree = replica::build_tree(&self.context, session, keyspace, range, depth).await?;
         Ok(Response::new(pb::BuildTreeResponse {

@@ -39,8 +39,7 @@ impl SchemaApi for SchemaService {
         request: Request<pb::CreateKeyspaceRequest>,
     ) -> Result<Response<pb::CreateKeyspaceResponse>, Status> {
         let request = request.into_inner();
-        validate_keyspace_name(&request.name)
-            .map_err(|reason| NodeError::from(KeyspaceRequestError::BadName(reason)))?;
+        validate_keyspace_name(&request.name).map_err(KeyspaceRequestError::BadName)?;
         let strategy = strategy_from_pb(request.replication)?;
         let speculative_retry = speculative_retry_from_pb(request.speculative_retry.as_deref())?;
         let schema = self.context.schema.current();
@@ -51,10 +50,10 @@ impl SchemaApi for SchemaService {
                     keyspace: Some(keyspace_to_pb(existing)),
                 }));
             }
-            return Err(NodeError::from(KeyspaceRequestError::AlreadyExists {
+            return Err(KeyspaceRequestError::AlreadyExists {
                 name: existing.name.clone(),
                 strategy: existing.strategy.clone(),
-            })
+            }
             .into());
         }
         let keyspace = KeyspaceDef {
@@ -113,7 +112,7 @@ impl SchemaApi for SchemaService {
         if request.return_at_once {
             let keyspace = announcement
                 .await
-                .map_err(|_| NodeError::from(KeyspaceRequestError::AlterNotAnnounced))??;
+                .map_err(|_| KeyspaceRequestError::AlterNotAnnounced)??;
             return Ok(Response::new(pb::AlterKeyspaceResponse {
                 keyspace: Some(keyspace_to_pb(&keyspace)),
                 ..Default::default()

@@ -137,9 +137,7 @@ impl Topology for TopologyService {
     ) -> Result<Response<pb::SetStreamThroughputResponse>, Status> {
         let mib = request.into_inner().mib_per_sec;
         if mib > 1 << 20 {
-            return Err(
-                NodeError::from(OperatorError::ThroughputTooHigh { mib_per_sec: mib }).into(),
-            );
+            return Err(OperatorError::ThroughputTooHigh { mib_per_sec: mib }.into());
         }
         let previous = self.context.stream_throttle.set_mib_per_sec(mib);
         tracing::info!(previous, now = mib, "stream throughput changed (MiB/s)");
@@ -155,7 +153,7 @@ impl Topology for TopologyService {
         let change = match request.into_inner().change {
             Some(pb::plan_request::Change::Join(join)) => {
                 if join.datacenter.is_empty() || join.rack.is_empty() {
-                    return Err(NodeError::from(OperatorError::JoinWithoutLocation).into());
+                    return Err(OperatorError::JoinWithoutLocation.into());
                 }
                 let num_tokens = if join.num_tokens == 0 {
                     self.context.config.num_tokens
@@ -163,10 +161,10 @@ impl Topology for TopologyService {
                     join.num_tokens
                 };
                 if num_tokens > MAX_NUM_TOKENS {
-                    return Err(NodeError::from(OperatorError::NumTokensOutOfRange {
+                    return Err(OperatorError::NumTokensOutOfRange {
                         num_tokens,
                         max: MAX_NUM_TOKENS,
-                    })
+                    }
                     .into());
                 }
                 Change::Join {
@@ -183,7 +181,7 @@ impl Topology for TopologyService {
                 strategy: strategy_from_pb(alter.replication)?,
             },
             None => {
-                return Err(NodeError::from(OperatorError::NoChangeToPlan).into());
+                return Err(OperatorError::NoChangeToPlan.into());
             }
         };
         let plan = preview(&self.context, &change).await?;

@@ -164,7 +164,7 @@ impl Users for UsersService {
         let _change = self.changes.lock().await;
         store::ensure_keyspace(&self.context).await?;
         if store::read_user(&self.context, &name).await?.is_some() {
-            return Err(NodeError::from(UserError::AlreadyExists(name)).into());
+            return Err(UserError::AlreadyExists(name).into());
         }
         let record = ringstore_access::UserRecord {
             name: name.clone(),
@@ -189,7 +189,7 @@ impl Users for UsersService {
         let caller = caller(&request);
         let name = UserName::new(&request.into_inner().name).map_err(NodeError::from)?;
         if caller.as_ref().is_some_and(|p| p.user.name == name) {
-            return Err(NodeError::from(UserError::DropsItself(name)).into());
+            return Err(UserError::DropsItself(name).into());
         }
         let _change = self.changes.lock().await;
         let record = self.existing(&name).await?;
@@ -250,7 +250,7 @@ impl Users for UsersService {
         };
         may_set(None)?;
         if name.as_str() == DEFAULT_SUPERUSER && r.new_password == DEFAULT_PASSWORD {
-            return Err(NodeError::from(UserError::DefaultPasswordAgain).into());
+            return Err(UserError::DefaultPasswordAgain.into());
         }
         let hash = hash(r.new_password).await?;
         let _change = self.changes.lock().await;
