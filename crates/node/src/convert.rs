@@ -9,38 +9,42 @@ use ringstore_repair::{ListedRow, RowVersion};
 use ringstore_replication::{ConsistencyLevel, SpeculativeRetry};
 use ringstore_storage::{Cell, KeyspaceId, Timestamp};
 
-use crate::error::NodeError;
+use crate::error::{KeyspaceRequestError, NodeError, RequestError};
 
 /// A strategy from its wire form.
 pub fn strategy_from_pb(
     replication: Option<pb::Replication>,
 ) -> Result<ReplicationStrategy, NodeError> {
-    let invalid = |m: String| NodeError::InvalidArgument(m);
+    use KeyspaceRequestError as E;
     match replication.and_then(|r| r.strategy) {
-        None => Err(invalid(
-            "replication is required (SimpleStrategy or NetworkTopologyStrategy)".into(),
-        )),
+        None => Err(E::NoReplication.into()),
         Some(pb::replication::Strategy::Simple(simple)) => {
-            ReplicationStrategy::simple(simple.replication_factor)
-                .map_err(|e| invalid(format!("SimpleStrategy: {e}")))
+            ReplicationStrategy::simple(simple.replication_factor).map_err(|source| {
+                E::BadStrategy {
+                    strategy: "SimpleStrategy",
+                    source,
+                }
+                .into()
+            })
         }
         Some(pb::replication::Strategy::NetworkTopology(nts)) => {
             if nts.replication_factors.is_empty() {
-                return Err(invalid(
-                    "NetworkTopologyStrategy needs at least one data center".into(),
-                ));
+                return Err(E::NoDataCenter.into());
             }
             if let Some(dc) = nts
                 .replication_factors
                 .keys()
                 .find(|dc| dc.trim().is_empty())
             {
-                return Err(invalid(format!(
-                    "NetworkTopologyStrategy: invalid data center name {dc:?}"
-                )));
+                return Err(E::BadDataCenterName(dc.clone()).into());
             }
-            ReplicationStrategy::network_topology(nts.replication_factors)
-                .map_err(|e| invalid(format!("NetworkTopologyStrategy: {e}")))
+            ReplicationStrategy::network_topology(nts.replication_factors).map_err(|source| {
+                E::BadStrategy {
+                    strategy: "NetworkTopologyStrategy",
+                    source,
+                }
+                .into()
+            })
         }
     }
 }
@@ -77,9 +81,13 @@ pub fn speculative_retry_from_pb(text: Option<&str>) -> Result<SpeculativeRetry,
 
 /// A keyspace id from its text form.
 pub fn keyspace_id_from_pb(id: &str) -> Result<KeyspaceId, NodeError> {
-    id.parse::<uuid::Uuid>()
-        .map(KeyspaceId)
-        .map_err(|e| NodeError::InvalidArgument(format!("invalid keyspace id {id:?}: {e}")))
+    id.parse::<uuid::Uuid>().map(KeyspaceId).map_err(|source| {
+        RequestError::BadKeyspaceId {
+            text: id.to_string(),
+            source,
+        }
+        .into()
+    })
 }
 
 /// A cell's wire form.
@@ -133,8 +141,7 @@ pub fn listed_row_from_pb(row: pb::RowVersionMessage) -> ListedRow {
 /// A wire consistency level; unspecified means `ONE`.
 pub fn level_from_pb(level: i32) -> Result<ConsistencyLevel, NodeError> {
     use pb::ConsistencyLevel as P;
-    let level = P::try_from(level)
-        .map_err(|_| NodeError::InvalidArgument(format!("unknown consistency level {level}")))?;
+    let level = P::try_from(level).map_err(|_| RequestError::UnknownConsistencyLevel(level))?;
     Ok(match level {
         P::Unspecified | P::One => ConsistencyLevel::One,
         P::Any => ConsistencyLevel::Any,
@@ -166,8 +173,7 @@ pub fn ranges_from_pb(ranges: Vec<pb::TokenRangeMessage>) -> Result<Vec<TokenRan
 
 /// A range from an internode message.
 pub fn range_from_pb(range: Option<pb::TokenRangeMessage>) -> Result<TokenRange, NodeError> {
-    let range =
-        range.ok_or_else(|| NodeError::InvalidArgument("a token range is required".into()))?;
+    let range = range.ok_or(RequestError::NoTokenRange)?;
     Ok(TokenRange::new(Token(range.start), Token(range.end)))
 }
 

@@ -53,7 +53,7 @@ use ringstore_proto::SENT_AT_HEADER;
 use ringstore_storage::Timestamp;
 use tonic::metadata::MetadataMap;
 
-use crate::error::{NodeError, Result};
+use crate::error::{ExpiredRequest, RequestError, Result};
 
 /// The standard gRPC header of a call's relative deadline.
 const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
@@ -81,10 +81,8 @@ impl ClientDeadline {
             .ok()
             .and_then(|text| text.parse::<i64>().ok())
             .filter(|&micros| micros > 0)
-            .ok_or_else(|| {
-                NodeError::InvalidArgument(format!(
-                    "{SENT_AT_HEADER} must be a positive count of microseconds since the epoch"
-                ))
+            .ok_or(RequestError::BadSentAt {
+                field: SENT_AT_HEADER,
             })?;
         let timeout = metadata
             .get(GRPC_TIMEOUT_HEADER)
@@ -105,9 +103,10 @@ impl ClientDeadline {
             return Ok(None);
         };
         if sent_at <= 0 {
-            return Err(NodeError::InvalidArgument(
-                "sent_at_micros must be a positive count of microseconds since the epoch".into(),
-            ));
+            return Err(RequestError::BadSentAt {
+                field: "sent_at_micros",
+            }
+            .into());
         }
         Ok(Some(ClientDeadline {
             sent_at: Timestamp(sent_at),
@@ -127,15 +126,13 @@ impl ClientDeadline {
         if late_by <= micros(allowance) {
             return Ok(());
         }
-        Err(NodeError::Timeout(format!(
-            "the request was read {} ms after its deadline (sent at {} µs by the client's \
-             clock, waiting {} ms; allowed clock bound {} ms): refused, nothing was written. \
-             A paused or overloaded coordinator, or a client clock behind the node's",
-            late_by / 1000,
-            self.sent_at.0,
-            self.timeout.as_millis(),
-            allowance.as_millis()
-        )))
+        Err(ExpiredRequest {
+            late_by: Duration::from_micros(late_by.unsigned_abs()),
+            sent_at_micros: self.sent_at.0,
+            timeout: self.timeout,
+            allowance,
+        }
+        .into())
     }
 }
 
@@ -237,7 +234,13 @@ mod tests {
         for bad in ["soon", "-5", "0", "1e6"] {
             let map = metadata(&[(SENT_AT_HEADER, bad), ("grpc-timeout", "2S")]);
             let error = ClientDeadline::from_metadata(&map).unwrap_err();
-            assert!(matches!(error, NodeError::InvalidArgument(_)), "{bad}");
+            assert!(
+                matches!(
+                    error,
+                    crate::error::NodeError::Request(RequestError::BadSentAt { .. })
+                ),
+                "{bad}"
+            );
             assert!(error.to_string().contains(SENT_AT_HEADER), "{error}");
         }
         assert!(ClientDeadline::from_fields(Some(-1), Some(10)).is_err());
@@ -259,7 +262,7 @@ mod tests {
         deadline.check(Timestamp(9_000_000), BOUND).unwrap();
         // Past the bound: refused, as a timeout, saying why.
         let error = deadline.check(Timestamp(11_500_001), BOUND).unwrap_err();
-        assert!(matches!(error, NodeError::Timeout(_)), "{error:?}");
+        assert_eq!(error.code(), tonic::Code::DeadlineExceeded, "{error:?}");
         assert!(error.to_string().contains("nothing was written"), "{error}");
         let error = deadline.check(Timestamp(14_000_000), BOUND).unwrap_err();
         assert!(error.to_string().contains("read 3000 ms after"), "{error}");

@@ -142,7 +142,7 @@ fn pb_schema_entry() -> impl Strategy<Value = pb::SchemaEntry> {
 }
 
 fn is_invalid_argument(error: &NodeError) -> bool {
-    matches!(error, NodeError::InvalidArgument(_))
+    error.code() == tonic::Code::InvalidArgument
 }
 
 /// Runs every wire→domain conversion the node applies to `bytes` decoded as

@@ -122,7 +122,7 @@ async fn admit(
     };
     principal
         .check(&rule.need(keyspace.as_deref()), is_password_change(&path))
-        .map_err(|denied| Refused::Denied(denied.to_string()))?;
+        .map_err(Refused::Denied)?;
     request.extensions_mut().insert::<Principal>(principal);
     Ok(request)
 }

@@ -1,6 +1,6 @@
 //! Why the client-auth layer refuses a request, and the status it answers.
 
-use ringstore_client_auth::Throttled;
+use ringstore_client_auth::{Denied, Throttled};
 use ringstore_metrics::AuthRefusal;
 use tonic::Status;
 
@@ -14,8 +14,9 @@ pub enum Refused {
     /// Too many failed logins from its source or as its user, or too many
     /// password checks pending: refused without a check.
     Throttled(Throttled),
-    /// The user lacks the permission (the message names it).
-    Denied(String),
+    /// The user lacks the permission (its message names the user, the
+    /// permission and the keyspace).
+    Denied(Denied),
     /// The request does not decode.
     Malformed(String),
     /// The users could not be read (too few `system_auth` replicas up).
@@ -36,7 +37,7 @@ impl Refused {
             Refused::Throttled(throttled) => {
                 Status::resource_exhausted(format!("login refused unchecked: {throttled}"))
             }
-            Refused::Denied(message) => Status::permission_denied(message.clone()),
+            Refused::Denied(denied) => Status::permission_denied(denied.to_string()),
             Refused::Malformed(message) => Status::invalid_argument(message.clone()),
             Refused::Unavailable(status) => status.clone(),
         }

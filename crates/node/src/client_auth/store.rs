@@ -16,7 +16,7 @@ use ringstore_storage::{Cell, Timestamp};
 
 use super::gate::GateHost;
 use super::host::AuthHost;
-use crate::error::{NodeError, Result};
+use crate::error::{KeyspaceRequestError, Result};
 use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
 
@@ -32,7 +32,7 @@ pub async fn ensure_keyspace(host: &impl AuthHost) -> Result<KeyspaceDef> {
         return Ok(existing.clone());
     }
     let strategy = ReplicationStrategy::simple(host.auth_replication_factor())
-        .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+        .map_err(KeyspaceRequestError::AuthReplication)?;
     let keyspace = KeyspaceDef {
         id: schema.id_for_new_keyspace(AUTH_KEYSPACE),
         name: AUTH_KEYSPACE.to_string(),

@@ -93,7 +93,7 @@ impl StreamAuth {
         }
         grants
             .check(path, keyspace)
-            .map_err(|denied| self.counted(Refused::Denied(denied.to_string())))
+            .map_err(|denied| self.counted(Refused::Denied(denied)))
     }
 
     fn counted(&self, refused: Refused) -> Refused {

@@ -6,6 +6,12 @@
 //! as one variant and asks it for its code. The files of this folder import
 //! nothing else of the node crate, since every module imports them.
 //!
+//! - `request.rs`: malformed or out-of-bounds requests (sizes, ids, levels).
+//! - `deadline.rs`: a request that arrived after its sender stopped waiting.
+//! - `keyspace_request.rs`: a keyspace definition that cannot be created.
+//! - `users.rs`: users, grants and permission refusals.
+//! - `scan.rs`: scans, their pages and resume tokens.
+//! - `operator.rs`: operator settings and samplings out of bounds.
 //! - `coordinator.rs`: a coordinated read or write, or a call to a replica,
 //!   that fell short (the replication crate's own errors are kept whole).
 //! - `topology.rs`: range movements, bootstrap, replace, join,
@@ -20,8 +26,13 @@
 //! - `startup.rs`: settings a node on a simulated network cannot honour.
 
 pub mod coordinator;
+pub mod deadline;
+pub mod keyspace_request;
 pub mod operations;
+pub mod operator;
 pub mod repair;
+pub mod request;
+pub mod scan;
 pub mod schema;
 pub mod serving;
 pub mod snapshot;
@@ -29,8 +40,16 @@ pub mod startup;
 pub mod streaming;
 pub mod timestamp;
 pub mod topology;
+pub mod users;
 
 use std::sync::Arc;
+
+pub use self::deadline::ExpiredRequest;
+pub use self::keyspace_request::KeyspaceRequestError;
+pub use self::operator::OperatorError;
+pub use self::request::RequestError;
+pub use self::scan::{ResumeTokenFault, ScanError};
+pub use self::users::UserError;
 
 use tonic::{Code, Status};
 
@@ -52,6 +71,30 @@ pub enum NodeError {
     /// oversized value, bad consistency level, bad replication settings).
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// A malformed or out-of-bounds request field.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+
+    /// A request read after its client's deadline.
+    #[error(transparent)]
+    Expired(#[from] ExpiredRequest),
+
+    /// A keyspace that cannot be created or altered as asked.
+    #[error(transparent)]
+    KeyspaceRequest(#[from] KeyspaceRequestError),
+
+    /// A request of the `Users` service that its rules refuse.
+    #[error(transparent)]
+    User(#[from] UserError),
+
+    /// A scan that cannot be served.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+
+    /// An operator's request (admin, topology, repair) refused.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
 
     /// The empty key, which has no token.
     #[error("key must not be empty")]
@@ -427,6 +470,12 @@ impl NodeError {
             NodeError::Serving(error) => error.code(),
             NodeError::ClientTimestamp(error) => error.code(),
             NodeError::Startup(error) => error.code(),
+            NodeError::Request(error) => error.code(),
+            NodeError::Expired(error) => error.code(),
+            NodeError::KeyspaceRequest(error) => error.code(),
+            NodeError::User(error) => error.code(),
+            NodeError::Scan(error) => error.code(),
+            NodeError::Operator(error) => error.code(),
             NodeError::InvalidArgument(_)
             | NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
@@ -513,6 +562,26 @@ fn replication_code(error: &ringstore_replication::ReplicationError) -> Code {
         _ => Code::Unavailable,
     }
 }
+
+/// A domain error goes back to a gRPC client as its [`NodeError`] would.
+macro_rules! status_as_node_error {
+    ($($domain:ty),* $(,)?) => {$(
+        impl From<$domain> for Status {
+            fn from(error: $domain) -> Status {
+                NodeError::from(error).into()
+            }
+        }
+    )*};
+}
+
+status_as_node_error!(
+    RequestError,
+    ExpiredRequest,
+    KeyspaceRequestError,
+    UserError,
+    ScanError,
+    OperatorError,
+);
 
 /// What went wrong with a peer's call: the status message and, for a
 /// failure in the transport (refused connection, TLS handshake), its

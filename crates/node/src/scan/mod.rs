@@ -51,7 +51,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
 use crate::coordinator::peer_calls::write_call;
 use crate::empty_ring;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, ScanError};
 use crate::schema::KeyspaceDef;
 
 /// Rows per page when the client names none.
@@ -143,10 +143,10 @@ fn piece(
     empty_ring::refuse_while_starting(&view)?;
     let replicas = map.replicas(first);
     if replicas.is_empty() {
-        return Err(NodeError::Unavailable(format!(
-            "no replica to scan: keyspace {} places none on this ring",
-            keyspace.name
-        )));
+        return Err(ScanError::NoReplica {
+            keyspace: keyspace.name.clone(),
+        }
+        .into());
     }
     let range = replicas.range();
     // The ring range (s, e] holds `first`; unless it wraps past Token::MAX
@@ -196,7 +196,13 @@ async fn read_pages(
                     .and_then(|page| {
                         check_page(&request.point, request.last, request.limit, &page)
                             .map(|()| page)
-                            .map_err(|e| NodeError::Internal(format!("replica {host}: {e}")))
+                            .map_err(|source| {
+                                ScanError::BadPage {
+                                    replica: host,
+                                    source,
+                                }
+                                .into()
+                            })
                     });
                 let _ = sender.send((host, page)).await;
             });
@@ -292,11 +298,14 @@ async fn read_page_on(
         .rows
         .into_iter()
         .map(|entry| {
-            let token = Murmur3Partitioner::token(&entry.key)
-                .map_err(|e| NodeError::Internal(format!("{address}: a bad key: {e}")))?;
+            let token =
+                Murmur3Partitioner::token(&entry.key).map_err(|source| ScanError::BadRowKey {
+                    replica: address,
+                    source,
+                })?;
             let cell = entry
                 .cell
-                .ok_or_else(|| NodeError::Internal(format!("{address}: a row without a cell")))?;
+                .ok_or(ScanError::RowWithoutCell { replica: address })?;
             Ok(RangeRow {
                 token,
                 key: entry.key,
@@ -325,17 +334,17 @@ async fn repair(
     let timeout = Duration::from_millis(context.config.timeouts.write_ms);
     let results = tokio::time::timeout(timeout, futures::future::join_all(writes))
         .await
-        .map_err(|_| {
-            NodeError::Timeout(format!(
-                "scan read repair of {count} rows did not finish within {timeout:?}"
-            ))
+        .map_err(|_| ScanError::RepairTimedOut {
+            rows: count,
+            timeout,
         })?;
     let failed = results.iter().filter(|r| r.is_err()).count();
     if failed > 0 {
-        return Err(NodeError::Timeout(format!(
-            "scan read repair failed on {failed} of {} stale replicas",
-            results.len()
-        )));
+        return Err(ScanError::RepairFailed {
+            failed,
+            replicas: results.len(),
+        }
+        .into());
     }
     context.metrics.read_repaired(count as u64);
     tracing::debug!(count, "scan read repair done");

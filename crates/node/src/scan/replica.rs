@@ -7,24 +7,23 @@ use ringstore_replication::{RangeRow, ReplicaPage, RowPosition, ScanPoint};
 use ringstore_storage::KeyspaceId;
 
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, ScanError};
 use crate::limits::check_key;
 use crate::scan::MAX_PAGE_SIZE;
 
 /// A `ReadRange` request checked: `((after, limit), last)`.
 pub fn request_from_pb(r: &pb::ReadRangeRequest) -> Result<((ScanPoint, usize), Token)> {
-    let invalid = NodeError::InvalidArgument;
     let limit = r.limit as usize;
     if limit == 0 || limit > MAX_PAGE_SIZE {
-        return Err(invalid(format!(
-            "limit {limit} must be between 1 and {MAX_PAGE_SIZE}"
-        )));
+        return Err(ScanError::LimitOutOfRange {
+            limit,
+            max: MAX_PAGE_SIZE,
+        }
+        .into());
     }
     let (after, last) = (Token(r.after_token), Token(r.last_token));
     if last < after {
-        return Err(invalid(format!(
-            "last_token {last} is before after_token {after}"
-        )));
+        return Err(ScanError::TokensReversed { after, last }.into());
     }
     let point = match &r.after_key {
         Some(key) => {

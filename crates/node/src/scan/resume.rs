@@ -12,7 +12,7 @@
 use ringstore_placement::Token;
 use ringstore_replication::{RowPosition, ScanPoint};
 
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, ResumeTokenFault, ScanError};
 use crate::limits::check_key;
 
 const VERSION: u8 = 1;
@@ -40,23 +40,18 @@ pub fn encode(point: &ScanPoint) -> Vec<u8> {
 /// The point a resume token names, checked to lie within the scan's range
 /// `(start, end]`: a point after `start`'s rows and before `end`'s last.
 pub fn decode(bytes: &[u8], start: Token, end: Token) -> Result<ScanPoint> {
-    let invalid = |why: &str| {
-        NodeError::InvalidArgument(format!(
-            "invalid resume_token ({why}): pass the resume_token of the previous page of the \
-             same scan, or none to start over"
-        ))
-    };
+    let invalid = |fault: ResumeTokenFault| NodeError::from(ScanError::BadResumeToken(fault));
     let Some((body, crc)) = bytes.split_last_chunk::<CHECKSUM>() else {
-        return Err(invalid("too short"));
+        return Err(invalid(ResumeTokenFault::TooShort));
     };
     if body.len() < HEADER {
-        return Err(invalid("too short"));
+        return Err(invalid(ResumeTokenFault::TooShort));
     }
     if crc32fast::hash(body) != u32::from_be_bytes(*crc) {
-        return Err(invalid("its checksum does not match"));
+        return Err(invalid(ResumeTokenFault::Checksum));
     }
     if body[0] != VERSION {
-        return Err(invalid(&format!("unknown version {}", body[0])));
+        return Err(invalid(ResumeTokenFault::UnknownVersion(body[0])));
     }
     let token = Token(i64::from_be_bytes(
         body[2..HEADER].try_into().expect("8 bytes"),
@@ -65,22 +60,20 @@ pub fn decode(bytes: &[u8], start: Token, end: Token) -> Result<ScanPoint> {
     let point = match body[1] {
         AFTER_TOKEN if key.is_empty() => ScanPoint::AfterToken(token),
         AFTER_ROW => {
-            check_key(key).map_err(|_| invalid("its key is empty or too long"))?;
+            check_key(key).map_err(|_| invalid(ResumeTokenFault::BadKey))?;
             ScanPoint::AfterRow(RowPosition {
                 token,
                 key: key.to_vec(),
             })
         }
-        _ => return Err(invalid("unknown kind")),
+        _ => return Err(invalid(ResumeTokenFault::UnknownKind)),
     };
     let inside = match &point {
         ScanPoint::AfterToken(t) => start <= *t && *t < end,
         ScanPoint::AfterRow(row) => start < row.token && row.token <= end,
     };
     if !inside {
-        return Err(invalid(&format!(
-            "it lies outside the range ({start}, {end}]"
-        )));
+        return Err(invalid(ResumeTokenFault::OutsideRange { start, end }));
     }
     Ok(point)
 }

@@ -13,7 +13,7 @@ use ringstore_proto::v1::admin_server::Admin;
 use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
-use crate::error::NodeError;
+use crate::error::{NodeError, OperatorError, RequestError};
 use crate::log_levels;
 use crate::services::{node_stats, top_partitions};
 use crate::snapshots;
@@ -206,9 +206,9 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::InfoResponse>, Status> {
         let context = &self.context;
         let view = context.view();
-        let local = view.member(context.host_id).ok_or_else(|| {
-            NodeError::Internal("the local node is missing from its own view".into())
-        })?;
+        let local = view
+            .member(context.host_id)
+            .ok_or(OperatorError::LocalNodeMissing)?;
         let m = &local.metadata;
         Ok(Response::new(pb::InfoResponse {
             host_id: context.host_id.to_string(),
@@ -284,8 +284,8 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::GetEndpointsResponse>, Status> {
         let request = request.into_inner();
         let keyspace = self.context.keyspace(&request.keyspace)?;
-        let token = Murmur3Partitioner::token(&request.key)
-            .map_err(|e| NodeError::InvalidArgument(e.to_string()))?;
+        let token =
+            Murmur3Partitioner::token(&request.key).map_err(RequestError::KeyWithoutToken)?;
         let (view, map) = self.context.placement(&keyspace);
         let endpoints = map
             .replicas(token)
@@ -390,9 +390,14 @@ impl Admin for AdminService {
         let target = if host.is_empty() {
             None
         } else {
-            Some(host.parse::<HostId>().map_err(|e| {
-                NodeError::InvalidArgument(format!("invalid host id {host:?}: {e}"))
-            })?)
+            Some(
+                host.parse::<HostId>()
+                    .map_err(|source| RequestError::BadHostId {
+                        field: "host_id",
+                        text: host.clone(),
+                        source,
+                    })?,
+            )
         };
         let removed = self.context.handoff.truncate(target)?;
         Ok(Response::new(pb::TruncateHintsResponse { removed }))

@@ -33,7 +33,7 @@ use crate::context::NodeContext;
 use crate::convert::level_from_pb;
 use crate::coordinator;
 use crate::deadline::ClientDeadline;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, RequestError, Result};
 use crate::limits::{MAX_TTL_SECONDS, check_key};
 use crate::schema::KeyspaceDef;
 use crate::schema::sync::keyspace_catching_up;
@@ -67,9 +67,7 @@ impl ClientService {
 
     async fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
         if name.is_empty() {
-            return Err(NodeError::InvalidArgument(
-                "keyspace must not be empty".into(),
-            ));
+            return Err(RequestError::EmptyKeyspaceName.into());
         }
         keyspace_catching_up(&self.context, name).await
     }
@@ -108,18 +106,20 @@ impl ClientService {
         if let Some(value) = &value
             && value.len() > self.context.config.max_value_bytes
         {
-            return Err(NodeError::InvalidArgument(format!(
-                "value is {} bytes; the limit is {} bytes (max_value_bytes)",
-                value.len(),
-                self.context.config.max_value_bytes
-            )));
+            return Err(RequestError::ValueTooLong {
+                len: value.len(),
+                max: self.context.config.max_value_bytes,
+            }
+            .into());
         }
         let ttl = match ttl {
             None | Some(0) => None,
             Some(ttl) if ttl > MAX_TTL_SECONDS => {
-                return Err(NodeError::InvalidArgument(format!(
-                    "ttl of {ttl} seconds exceeds the maximum of {MAX_TTL_SECONDS}"
-                )));
+                return Err(RequestError::TtlTooLong {
+                    ttl,
+                    max: MAX_TTL_SECONDS,
+                }
+                .into());
             }
             Some(ttl) => Some(ttl),
         };
@@ -174,21 +174,19 @@ fn check_expiry(
         return Ok(None);
     };
     if !has_value {
-        return Err(NodeError::InvalidArgument(
-            "expires_at_micros is only for values, not deletes".into(),
-        ));
+        return Err(RequestError::ExpiryOnDelete.into());
     }
     if ttl.is_some_and(|t| t > 0) {
-        return Err(NodeError::InvalidArgument(
-            "give ttl_seconds or expires_at_micros, not both".into(),
-        ));
+        return Err(RequestError::TtlAndExpiry.into());
     }
     let latest = now.plus_seconds(MAX_TTL_SECONDS);
     if at <= 0 || Timestamp(at) > latest {
-        return Err(NodeError::InvalidArgument(format!(
-            "expires_at_micros {at} must be positive and at most {MAX_TTL_SECONDS} seconds \
-             from now ({latest})"
-        )));
+        return Err(RequestError::ExpiryOutOfRange {
+            at,
+            max_seconds: MAX_TTL_SECONDS,
+            latest,
+        }
+        .into());
     }
     Ok(Some(Timestamp(at)))
 }
@@ -197,22 +195,22 @@ fn check_expiry(
 /// (keys plus values).
 fn check_batch_size(config: &NodeConfig, mutations: &[pb::Mutation]) -> Result<()> {
     if mutations.len() > config.max_batch_mutations {
-        return Err(NodeError::InvalidArgument(format!(
-            "the batch has {} mutations; the limit is {} (max_batch_mutations)",
-            mutations.len(),
-            config.max_batch_mutations
-        )));
+        return Err(RequestError::TooManyMutations {
+            count: mutations.len(),
+            max: config.max_batch_mutations,
+        }
+        .into());
     }
     let bytes: usize = mutations
         .iter()
         .map(|m| m.key.len() + m.value.as_ref().map_or(0, Vec::len))
         .sum();
     if bytes > config.max_batch_bytes {
-        return Err(NodeError::InvalidArgument(format!(
-            "the batch holds {bytes} bytes of keys and values; the limit is {} bytes \
-             (max_batch_bytes)",
-            config.max_batch_bytes
-        )));
+        return Err(RequestError::BatchTooLarge {
+            bytes,
+            max: config.max_batch_bytes,
+        }
+        .into());
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb};
 use crate::convert::{range_from_pb, ranges_from_pb};
 use crate::deadline;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, OperatorError, RequestError, Result};
 use crate::internode_auth::Caller;
 use crate::limits::check_key;
 use crate::repair::replica;
@@ -170,7 +170,7 @@ impl InternodeService {
         check_key(&mutation.key)?;
         let cell = mutation
             .cell
-            .ok_or_else(|| NodeError::InvalidArgument("mutation without a cell".into()))?;
+            .ok_or(RequestError::NoCell { what: "mutation" })?;
         Ok((id, mutation.key, cell_from_pb(cell)))
     }
 }
@@ -334,8 +334,13 @@ impl Internode for InternodeService {
                 .sources
                 .iter()
                 .map(|s| {
-                    s.parse().map(HostId).map_err(|_| {
-                        NodeError::InvalidArgument(format!("source {s:?} is not a host id"))
+                    s.parse().map(HostId).map_err(|source| {
+                        RequestError::BadHostId {
+                            field: "source",
+                            text: s.clone(),
+                            source,
+                        }
+                        .into()
                     })
                 })
                 .collect::<Result<Vec<HostId>>>()?;
@@ -383,11 +388,11 @@ impl Internode for InternodeService {
             .keyspace_by_id(id)
             .cloned()
             .ok_or_else(|| NodeError::KeyspaceNotFound(id.to_string()))?;
-        let _operation = self.context.operation.try_lock().map_err(|_| {
-            NodeError::FailedPrecondition(
-                "another topology operation is running on this node".into(),
-            )
-        })?;
+        let _operation = self
+            .context
+            .operation
+            .try_lock()
+            .map_err(|_| OperatorError::OperationRunning)?;
         let cleaned = clean_keyspace(&self.context, &keyspace).await?;
         Ok(Response::new(pb::CleanupKeyspaceResponse {
             keys_removed: cleaned.keys_removed,
@@ -404,7 +409,11 @@ impl Internode for InternodeService {
         let host = host_id
             .parse()
             .map(HostId)
-            .map_err(|_| NodeError::InvalidArgument(format!("{host_id:?} is not a host id")))?;
+            .map_err(|source| RequestError::BadHostId {
+                field: "host_id",
+                text: host_id.clone(),
+                source,
+            })?;
         let view = self.context.view();
         let response = match view.member(host) {
             Some(member) => pb::MetadataSeenResponse {
@@ -427,16 +436,15 @@ impl Internode for InternodeService {
     ) -> Result<Response<pb::TakeHintsResponse>, Status> {
         let mut hints = Vec::new();
         for hint in request.into_inner().hints {
-            let target = hint.target_host_id.parse().map(HostId).map_err(|_| {
-                NodeError::InvalidArgument(format!(
-                    "hint target {:?} is not a host id",
-                    hint.target_host_id
-                ))
+            let target = hint.target_host_id.parse().map(HostId).map_err(|source| {
+                RequestError::BadHostId {
+                    field: "target_host_id",
+                    text: hint.target_host_id.clone(),
+                    source,
+                }
             })?;
             check_key(&hint.key)?;
-            let cell = hint
-                .cell
-                .ok_or_else(|| NodeError::InvalidArgument("hint without a cell".into()))?;
+            let cell = hint.cell.ok_or(RequestError::NoCell { what: "hint" })?;
             hints.push(Hint {
                 target,
                 keyspace: keyspace_id_from_pb(&hint.keyspace_id)?,
@@ -460,11 +468,9 @@ impl Internode for InternodeService {
         let depth = u8::try_from(request.depth)
             .ok()
             .filter(|&d| d <= MAX_DEPTH)
-            .ok_or_else(|| {
-                NodeError::InvalidArgument(format!(
-                    "tree depth {} is over the limit of {MAX_DEPTH}",
-                    request.depth
-                ))
+            .ok_or(RequestError::TreeTooDeep {
+                depth: request.depth,
+                max: MAX_DEPTH,
             })?;
         let tree = replica::build_tree(&self.context, session, keyspace, range, depth).await?;
         Ok(Response::new(pb::BuildTreeResponse {
@@ -544,13 +550,16 @@ impl Internode for InternodeService {
 /// The stream operation a request names; anything else is refused.
 fn stream_operation(name: &str) -> Result<StreamOperation> {
     name.parse()
-        .map_err(|e: ringstore_streaming::UnknownOperation| {
-            NodeError::InvalidArgument(e.to_string())
-        })
+        .map_err(|e: ringstore_streaming::UnknownOperation| RequestError::from(e).into())
 }
 
 /// A repair session id from its wire form.
 fn session_from_pb(id: &str) -> Result<uuid::Uuid> {
-    id.parse()
-        .map_err(|_| NodeError::InvalidArgument(format!("repair session id {id:?} is not a UUID")))
+    id.parse().map_err(|source| {
+        RequestError::BadSessionId {
+            text: id.to_string(),
+            source,
+        }
+        .into()
+    })
 }

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{OperatorError, Result};
 use crate::repair::gc;
 use crate::repair::job::{self, RepairScope};
 use crate::repair::scheduler::{gc_grace_of, scheduled_ranges};
@@ -51,9 +51,7 @@ fn sub_range(start: Option<i64>, end: Option<i64>) -> Result<Option<TokenRange>>
     match (start, end) {
         (None, None) => Ok(None),
         (Some(start), Some(end)) => Ok(Some(TokenRange::new(Token(start), Token(end)))),
-        _ => Err(NodeError::InvalidArgument(
-            "give both --start-token and --end-token, or neither".into(),
-        )),
+        _ => Err(OperatorError::HalfSubRange.into()),
     }
 }
 

@@ -27,7 +27,7 @@ use tonic::Status;
 use crate::context::NodeContext;
 use crate::convert::cell_to_pb;
 use crate::coordinator::local_reads::read_own_copy;
-use crate::error::{NodeError, Result};
+use crate::error::{RequestError, Result};
 use crate::limits::check_key;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
@@ -68,10 +68,11 @@ fn answer_in_order(
     mut read_one: impl FnMut(&pb::ReplicaRead) -> Result<(Option<pb::Cell>, u64)>,
 ) -> Result<Vec<pb::ReadResult>> {
     if reads.len() > MAX_READS_PER_CALL {
-        return Err(NodeError::InvalidArgument(format!(
-            "a ReadMany of {} reads; the limit is {MAX_READS_PER_CALL}",
-            reads.len()
-        )));
+        return Err(RequestError::TooManyReads {
+            count: reads.len(),
+            max: MAX_READS_PER_CALL,
+        }
+        .into());
     }
     let mut answered_bytes = 0usize;
     let results = reads
@@ -113,6 +114,7 @@ fn result_of(outcome: Result<(Option<pb::Cell>, u64)>) -> pb::ReadResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::NodeError;
 
     fn reads(count: usize) -> Vec<pb::ReplicaRead> {
         (0..count)
@@ -181,7 +183,7 @@ mod tests {
     fn a_refused_read_fails_alone() {
         let results = answer_in_order(&reads(3), |read| {
             if read.key == b"key1" {
-                Err(NodeError::InvalidArgument("bad key".into()))
+                Err(NodeError::EmptyKey)
             } else {
                 Ok((None, 9))
             }
@@ -189,7 +191,7 @@ mod tests {
         .unwrap();
         let refused: Vec<&str> = results.iter().map(|r| r.refused.as_str()).collect();
         assert_eq!(refused[0], "");
-        assert!(refused[1].contains("bad key"), "{refused:?}");
+        assert!(refused[1].contains("key must not be empty"), "{refused:?}");
         assert_eq!(refused[2], "");
         assert_eq!(results[2].digest, 9);
     }
@@ -201,7 +203,7 @@ mod tests {
         assert!(refused.refused.contains('k'), "{}", refused.refused);
         assert!(refused.cell.is_none() && !refused.deferred);
 
-        let invalid = result_of(Err(NodeError::InvalidArgument("key too long".into())));
+        let invalid = result_of(Err(NodeError::KeyTooLong { len: 9, max: 8 }));
         assert_eq!(invalid.refused_code, tonic::Code::InvalidArgument as i32);
 
         // A damaged copy: DATA_LOSS, which the coordinator reads around.

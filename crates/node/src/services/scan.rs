@@ -9,7 +9,7 @@ use ringstore_proto::v1 as pb;
 use ringstore_replication::{ConsistencyLevel, ScanPoint};
 
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{RequestError, Result, ScanError};
 use crate::scan::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, resume, scan_page};
 use crate::schema::sync::keyspace_catching_up;
 
@@ -19,10 +19,7 @@ fn range_of(r: &pb::ScanRequest) -> Result<(Token, Token)> {
     let start = Token(r.start_token.unwrap_or(i64::MIN));
     let end = Token(r.end_token.unwrap_or(i64::MAX));
     if start >= end {
-        return Err(NodeError::InvalidArgument(format!(
-            "start_token {start} must be below end_token {end} (the range is (start, end] and \
-             does not wrap)"
-        )));
+        return Err(ScanError::EmptyRange { start, end }.into());
     }
     Ok((start, end))
 }
@@ -30,12 +27,12 @@ fn range_of(r: &pb::ScanRequest) -> Result<(Token, Token)> {
 fn page_size_of(r: &pb::ScanRequest) -> Result<usize> {
     match r.page_size {
         None => Ok(DEFAULT_PAGE_SIZE),
-        Some(0) => Err(NodeError::InvalidArgument(
-            "page_size must be at least 1".into(),
-        )),
-        Some(n) if n as usize > MAX_PAGE_SIZE => Err(NodeError::InvalidArgument(format!(
-            "page_size {n} exceeds the maximum of {MAX_PAGE_SIZE}"
-        ))),
+        Some(0) => Err(ScanError::ZeroPageSize.into()),
+        Some(n) if n as usize > MAX_PAGE_SIZE => Err(ScanError::PageTooLarge {
+            size: n,
+            max: MAX_PAGE_SIZE,
+        }
+        .into()),
         Some(n) => Ok(n as usize),
     }
 }
@@ -47,9 +44,7 @@ pub async fn run(
     level: ConsistencyLevel,
 ) -> Result<pb::ScanResponse> {
     if r.keyspace.is_empty() {
-        return Err(NodeError::InvalidArgument(
-            "keyspace must not be empty".into(),
-        ));
+        return Err(RequestError::EmptyKeyspaceName.into());
     }
     let keyspace = keyspace_catching_up(context, &r.keyspace).await?;
     level.check_valid_for_reads()?;

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
 use crate::convert::{speculative_retry_from_pb, strategy_from_pb};
-use crate::error::NodeError;
+use crate::error::{KeyspaceRequestError, NodeError};
 use crate::schema::sync::{merge_and_publish, push_with_retries};
 use crate::schema::wire::keyspace_to_pb;
 use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, validate_keyspace_name};
@@ -39,7 +39,7 @@ impl SchemaApi for SchemaService {
         request: Request<pb::CreateKeyspaceRequest>,
     ) -> Result<Response<pb::CreateKeyspaceResponse>, Status> {
         let request = request.into_inner();
-        validate_keyspace_name(&request.name).map_err(NodeError::InvalidArgument)?;
+        validate_keyspace_name(&request.name).map_err(KeyspaceRequestError::BadName)?;
         let strategy = strategy_from_pb(request.replication)?;
         let speculative_retry = speculative_retry_from_pb(request.speculative_retry.as_deref())?;
         let schema = self.context.schema.current();
@@ -50,10 +50,10 @@ impl SchemaApi for SchemaService {
                     keyspace: Some(keyspace_to_pb(existing)),
                 }));
             }
-            return Err(NodeError::AlreadyExists(format!(
-                "keyspace {:?} already exists with {}",
-                existing.name, existing.strategy
-            ))
+            return Err(KeyspaceRequestError::AlreadyExists {
+                name: existing.name.clone(),
+                strategy: existing.strategy.clone(),
+            }
             .into());
         }
         let keyspace = KeyspaceDef {
@@ -112,7 +112,7 @@ impl SchemaApi for SchemaService {
         if request.return_at_once {
             let keyspace = announcement
                 .await
-                .map_err(|_| NodeError::Internal("the alter stopped before announcing".into()))??;
+                .map_err(|_| KeyspaceRequestError::AlterNotAnnounced)??;
             return Ok(Response::new(pb::AlterKeyspaceResponse {
                 keyspace: Some(keyspace_to_pb(&keyspace)),
                 ..Default::default()

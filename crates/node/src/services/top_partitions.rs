@@ -8,7 +8,7 @@ use ringstore_hotkeys::{MAX_CAPACITY, Operation, OperationSample};
 use ringstore_proto::v1 as pb;
 
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{OperatorError, Result};
 
 /// The longest sampling one call may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
@@ -29,12 +29,7 @@ pub async fn top_partitions(
     let session = context
         .hot_keys
         .start(keyspace.id, &asked.operations, asked.capacity)
-        .map_err(|error| match error {
-            ringstore_hotkeys::SampleError::TooManySessions => {
-                NodeError::Unavailable(error.to_string())
-            }
-            _ => NodeError::InvalidArgument(error.to_string()),
-        })?;
+        .map_err(OperatorError::Sampling)?;
     tokio::time::sleep(asked.duration).await;
     let samples = session.finish(asked.top);
     Ok(pb::TopPartitionsResponse {
@@ -54,30 +49,29 @@ impl Asked {
     fn from_pb(request: &pb::TopPartitionsRequest) -> Result<Asked> {
         let duration = Duration::from_millis(request.duration_ms);
         if duration.is_zero() || duration > MAX_DURATION {
-            return Err(NodeError::InvalidArgument(format!(
-                "duration must be between 1 ms and {} s, not {} ms",
-                MAX_DURATION.as_secs(),
-                request.duration_ms
-            )));
+            return Err(OperatorError::SamplingDuration {
+                asked_ms: request.duration_ms,
+                max: MAX_DURATION,
+            }
+            .into());
         }
         let capacity = match request.capacity {
             0 => DEFAULT_CAPACITY,
             n => n as usize,
         };
         if capacity > MAX_CAPACITY {
-            return Err(NodeError::InvalidArgument(format!(
-                "capacity must be between 1 and {MAX_CAPACITY}, not {capacity}"
-            )));
+            return Err(OperatorError::SamplingCapacity {
+                capacity,
+                max: MAX_CAPACITY,
+            }
+            .into());
         }
         let top = match request.top {
             0 => DEFAULT_TOP.min(capacity),
             n => n as usize,
         };
         if top > capacity {
-            return Err(NodeError::InvalidArgument(format!(
-                "cannot list the top {top} keys with a capacity of {capacity}: \
-                 raise the capacity or list fewer"
-            )));
+            return Err(OperatorError::TopOverCapacity { top, capacity }.into());
         }
         Ok(Asked {
             duration,
@@ -97,9 +91,7 @@ fn operations_from_pb(operations: &[i32]) -> Result<Vec<Operation>> {
         .map(|&value| match pb::SampledOperation::try_from(value) {
             Ok(pb::SampledOperation::Writes) => Ok(Operation::Writes),
             Ok(pb::SampledOperation::Reads) => Ok(Operation::Reads),
-            _ => Err(NodeError::InvalidArgument(format!(
-                "unknown sampled operation {value} (expected writes or reads)"
-            ))),
+            _ => Err(OperatorError::UnknownSampledOperation(value).into()),
         })
         .collect()
 }

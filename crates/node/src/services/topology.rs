@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use crate::context::NodeContext;
 use crate::convert::strategy_from_pb;
-use crate::error::NodeError;
+use crate::error::{NodeError, OperatorError, RequestError};
 use crate::topology::preview::{Change, preview};
 use crate::topology::{cleanup, decommission, removenode};
 use ringstore_streaming::SessionState;
@@ -27,10 +27,18 @@ impl TopologyService {
     }
 }
 
+/// The most tokens a join plan may give the new node.
+const MAX_NUM_TOKENS: u32 = 1024;
+
 fn host_id(text: &str) -> Result<HostId, NodeError> {
-    text.parse()
-        .map(HostId)
-        .map_err(|_| NodeError::InvalidArgument(format!("{text:?} is not a host id (a UUID)")))
+    text.parse().map(HostId).map_err(|source| {
+        RequestError::BadHostId {
+            field: "host",
+            text: text.to_string(),
+            source,
+        }
+        .into()
+    })
 }
 
 #[tonic::async_trait]
@@ -129,10 +137,7 @@ impl Topology for TopologyService {
     ) -> Result<Response<pb::SetStreamThroughputResponse>, Status> {
         let mib = request.into_inner().mib_per_sec;
         if mib > 1 << 20 {
-            return Err(NodeError::InvalidArgument(format!(
-                "{mib} MiB/s is beyond any network; use 0 for unthrottled"
-            ))
-            .into());
+            return Err(OperatorError::ThroughputTooHigh { mib_per_sec: mib }.into());
         }
         let previous = self.context.stream_throttle.set_mib_per_sec(mib);
         tracing::info!(previous, now = mib, "stream throughput changed (MiB/s)");
@@ -148,20 +153,18 @@ impl Topology for TopologyService {
         let change = match request.into_inner().change {
             Some(pb::plan_request::Change::Join(join)) => {
                 if join.datacenter.is_empty() || join.rack.is_empty() {
-                    return Err(NodeError::InvalidArgument(
-                        "a join plan needs a data center and a rack".into(),
-                    )
-                    .into());
+                    return Err(OperatorError::JoinWithoutLocation.into());
                 }
                 let num_tokens = if join.num_tokens == 0 {
                     self.context.config.num_tokens
                 } else {
                     join.num_tokens
                 };
-                if num_tokens > 1024 {
-                    return Err(NodeError::InvalidArgument(format!(
-                        "num_tokens {num_tokens} is out of range (1 to 1024)"
-                    ))
+                if num_tokens > MAX_NUM_TOKENS {
+                    return Err(OperatorError::NumTokensOutOfRange {
+                        num_tokens,
+                        max: MAX_NUM_TOKENS,
+                    }
                     .into());
                 }
                 Change::Join {
@@ -178,10 +181,7 @@ impl Topology for TopologyService {
                 strategy: strategy_from_pb(alter.replication)?,
             },
             None => {
-                return Err(NodeError::InvalidArgument(
-                    "say which change to plan: join, decommission, removenode or alter".into(),
-                )
-                .into());
+                return Err(OperatorError::NoChangeToPlan.into());
             }
         };
         let plan = preview(&self.context, &change).await?;

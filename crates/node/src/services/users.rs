@@ -22,7 +22,7 @@ use tonic::{Request, Response, Status};
 
 use crate::client_auth::{Gate, store};
 use crate::context::NodeContext;
-use crate::error::{NodeError, Result};
+use crate::error::{NodeError, Result, UserError};
 
 /// Serves `Users` from a node's context.
 pub struct UsersService {
@@ -93,25 +93,24 @@ fn caller<T>(request: &Request<T>) -> Option<Principal> {
     request.extensions().get::<Principal>().cloned()
 }
 
-fn require_superuser(caller: &Option<Principal>, what: &str) -> Result<()> {
+fn require_superuser(caller: &Option<Principal>, needed_for: &'static str) -> Result<()> {
     match caller {
-        Some(principal) if !principal.user.superuser => Err(NodeError::PermissionDenied(format!(
-            "user {} is not a superuser, which {what} needs",
-            principal.user.name
-        ))),
+        Some(principal) if !principal.user.superuser => Err(UserError::NotSuperuser {
+            user: principal.user.name.clone(),
+            needed_for,
+        }
+        .into()),
         _ => Ok(()),
     }
 }
 
 fn denied(denied: Denied) -> NodeError {
-    NodeError::PermissionDenied(denied.to_string())
+    UserError::Denied(denied).into()
 }
 
 fn scope_of(keyspace: &str) -> Result<Scope> {
     if keyspace == AUTH_KEYSPACE {
-        return Err(NodeError::InvalidArgument(format!(
-            "nothing can be granted on {AUTH_KEYSPACE}: its data is for superusers only"
-        )));
+        return Err(UserError::GrantOnAuthKeyspace.into());
     }
     Ok(Scope::parse(if keyspace.is_empty() {
         "all"
@@ -127,9 +126,7 @@ fn permission_from_pb(permission: i32) -> Result<Permission> {
         Ok(P::Write) => Ok(Permission::Write),
         Ok(P::Schema) => Ok(Permission::Schema),
         Ok(P::Admin) => Ok(Permission::Admin),
-        Ok(P::Unspecified) | Err(_) => Err(NodeError::InvalidArgument(format!(
-            "unknown permission {permission} (expected read, write, schema or admin)"
-        ))),
+        Ok(P::Unspecified) | Err(_) => Err(UserError::UnknownPermission(permission).into()),
     }
 }
 
@@ -167,7 +164,7 @@ impl Users for UsersService {
         let _change = self.changes.lock().await;
         store::ensure_keyspace(&self.context).await?;
         if store::read_user(&self.context, &name).await?.is_some() {
-            return Err(NodeError::AlreadyExists(format!("user {name:?} already exists")).into());
+            return Err(UserError::AlreadyExists(name).into());
         }
         let record = ringstore_client_auth::UserRecord {
             name: name.clone(),
@@ -192,10 +189,7 @@ impl Users for UsersService {
         let caller = caller(&request);
         let name = UserName::new(&request.into_inner().name).map_err(NodeError::from)?;
         if caller.as_ref().is_some_and(|p| p.user.name == name) {
-            return Err(NodeError::FailedPrecondition(format!(
-                "user {name} cannot drop itself: log in as another user"
-            ))
-            .into());
+            return Err(UserError::DropsItself(name).into());
         }
         let _change = self.changes.lock().await;
         let record = self.existing(&name).await?;
@@ -256,10 +250,7 @@ impl Users for UsersService {
         };
         may_set(None)?;
         if name.as_str() == DEFAULT_SUPERUSER && r.new_password == DEFAULT_PASSWORD {
-            return Err(NodeError::InvalidArgument(format!(
-                "{DEFAULT_SUPERUSER}'s new password must not be its public default"
-            ))
-            .into());
+            return Err(UserError::DefaultPasswordAgain.into());
         }
         let hash = hash(r.new_password).await?;
         let _change = self.changes.lock().await;
