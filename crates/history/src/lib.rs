@@ -139,8 +139,10 @@
 //!   tombstone reads as nothing, as it should; an older value that came
 //!   back after a purge is caught by the rules above, not named as a GC
 //!   fault.
-//! - Linearizability is not checked (Cassandra-style QUORUM does not give
-//!   it: two concurrent reads may see an in-flight write in either order).
+//! - Linearizability is not checked here (Cassandra-style QUORUM does not
+//!   give it: two concurrent reads may see an in-flight write in either
+//!   order); lightweight transactions, which promise it, are judged by
+//!   [`linearizable`], a checker for a compare-and-set register per key.
 
 #![deny(missing_docs)]
 
@@ -148,6 +150,7 @@ mod check;
 mod final_state;
 mod history;
 mod key;
+pub mod linearizable;
 mod order;
 mod reads;
 mod violation;
