@@ -30,10 +30,15 @@ pub enum KeyspaceRequestError {
     #[error("NetworkTopologyStrategy: invalid data center name {0:?}")]
     BadDataCenterName(String),
 
-    /// A keyspace name the schema does not accept. The message is the
-    /// schema's (`schema::validate_keyspace_name`), which gives it as text.
-    #[error("{0}")]
-    BadName(String),
+    /// A keyspace name the schema does not accept
+    /// (`schema::validate_keyspace_name`).
+    #[error("keyspace name {name:?} {rule}")]
+    BadName {
+        /// The name asked for.
+        name: String,
+        /// The rule it breaks.
+        rule: KeyspaceNameRule,
+    },
 
     /// `auth.replication_factor` makes no strategy for `system_auth`.
     #[error("auth.replication_factor: {0}")]
@@ -64,8 +69,25 @@ impl KeyspaceRequestError {
             | KeyspaceRequestError::BadStrategy { .. }
             | KeyspaceRequestError::NoDataCenter
             | KeyspaceRequestError::BadDataCenterName(_)
-            | KeyspaceRequestError::BadName(_)
+            | KeyspaceRequestError::BadName { .. }
             | KeyspaceRequestError::AuthReplication(_) => tonic::Code::InvalidArgument,
         }
     }
+}
+
+/// A rule of keyspace names (the message reads "keyspace name "x" <rule>").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyspaceNameRule {
+    /// 1 to 48 characters.
+    #[error("must be 1 to 48 characters")]
+    Length,
+    /// Letters, digits and underscores only.
+    #[error("may contain only letters, digits and underscores")]
+    Characters,
+    /// `ALL`, in any case, names every keyspace in grants.
+    #[error("is reserved: ALL names every keyspace in grants")]
+    ReservedAll,
+    /// Names beginning with `system` are the node's own.
+    #[error("is reserved: names beginning with \"system\" are the node's own")]
+    ReservedSystem,
 }

@@ -45,7 +45,7 @@ pub mod users;
 use std::sync::Arc;
 
 pub use self::deadline::ExpiredRequest;
-pub use self::keyspace_request::KeyspaceRequestError;
+pub use self::keyspace_request::{KeyspaceNameRule, KeyspaceRequestError};
 pub use self::operator::OperatorError;
 pub use self::request::RequestError;
 pub use self::scan::{ResumeTokenFault, ScanError};
@@ -67,11 +67,6 @@ pub use self::topology::{MovementsUnderway, TopologyError};
 /// Why a request (or the node) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    /// The request is malformed or out of bounds (empty or oversized key,
-    /// oversized value, bad consistency level, bad replication settings).
-    #[error("{0}")]
-    InvalidArgument(String),
-
     /// A malformed or out-of-bounds request field.
     #[error(transparent)]
     Request(#[from] RequestError),
@@ -112,28 +107,6 @@ pub enum NodeError {
     /// No keyspace of that name.
     #[error("keyspace {0:?} does not exist")]
     KeyspaceNotFound(String),
-
-    /// The keyspace exists already (with other settings).
-    #[error("{0}")]
-    AlreadyExists(String),
-
-    /// Too few replicas are known to be up for the consistency level; nothing was sent.
-    #[error("{0}")]
-    Unavailable(String),
-
-    /// Not enough replicas answered in time. For a write this is
-    /// indeterminate: it may still be applied.
-    #[error("{0}")]
-    Timeout(String),
-
-    /// A replica or peer failed in a way that is not the client's fault.
-    #[error("{0}")]
-    Internal(String),
-
-    /// The cluster is not in a state that allows the operation (another
-    /// range movement under way, a live node to remove...).
-    #[error("{0}")]
-    FailedPrecondition(String),
 
     /// A replica taking part in a repair went down or restarted while the
     /// repair ran (a call to it may never answer; its trees are gone). The
@@ -298,10 +271,6 @@ pub enum NodeError {
     /// No user of that name.
     #[error("user {0:?} does not exist")]
     UserNotFound(String),
-
-    /// The caller lacks the permission the request needs.
-    #[error("{0}")]
-    PermissionDenied(String),
 
     /// The node is being shut down.
     #[error("the node is shutting down")]
@@ -476,36 +445,28 @@ impl NodeError {
             NodeError::User(error) => error.code(),
             NodeError::Scan(error) => error.code(),
             NodeError::Operator(error) => error.code(),
-            NodeError::InvalidArgument(_)
-            | NodeError::EmptyKey
+            NodeError::EmptyKey
             | NodeError::KeyTooLong { .. }
             | NodeError::Repair(ringstore_repair::RepairError::UnknownGcMode(_)) => {
                 Code::InvalidArgument
             }
             NodeError::KeyspaceNotFound(_) | NodeError::UserNotFound(_) => Code::NotFound,
-            NodeError::PermissionDenied(_) => Code::PermissionDenied,
             NodeError::Access(error) => match error {
                 ringstore_client_auth::AccessError::CorruptRecord(_)
                 | ringstore_client_auth::AccessError::UnknownVersion(_)
                 | ringstore_client_auth::AccessError::Hashing(_) => Code::Internal,
                 _ => Code::InvalidArgument,
             },
-            NodeError::AlreadyExists(_) => Code::AlreadyExists,
             // UNAVAILABLE, not FAILED_PRECONDITION: nothing was applied, the
             // condition is this node's alone and clears by itself, so the
             // client should retry — on another coordinator.
-            NodeError::Unavailable(_)
-            | NodeError::ReplicaLost(_)
+            NodeError::ReplicaLost(_)
             | NodeError::RingBehind { .. }
             | NodeError::ShuttingDown
             | NodeError::ClockSkewed { .. }
             | NodeError::TimestampsAhead { .. } => Code::Unavailable,
-            NodeError::Timeout(_) => Code::DeadlineExceeded,
-            NodeError::FailedPrecondition(_) | NodeError::Decommissioned { .. } => {
-                Code::FailedPrecondition
-            }
-            NodeError::Internal(_)
-            | NodeError::Peer { .. }
+            NodeError::Decommissioned { .. } => Code::FailedPrecondition,
+            NodeError::Peer { .. }
             | NodeError::NoAddress(_)
             | NodeError::CorruptRecord { .. }
             | NodeError::Task { .. }

@@ -46,6 +46,8 @@ use ringstore_placement::{ReplicationStrategy, cassandra_murmur3_x64_128};
 use ringstore_replication::SpeculativeRetry;
 use ringstore_storage::{KeyspaceId, Timestamp};
 
+use crate::error::{KeyspaceNameRule, KeyspaceRequestError};
+
 /// A keyspace as the schema defines it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyspaceDef {
@@ -210,25 +212,25 @@ impl Schema {
 /// granted alone) and `system…` (the node's own keyspaces), except
 /// `system_auth` itself, which an operator may create ahead with the
 /// replication it wants.
-pub fn validate_keyspace_name(name: &str) -> Result<(), String> {
+pub fn validate_keyspace_name(name: &str) -> Result<(), KeyspaceRequestError> {
+    let broken = |rule| {
+        Err(KeyspaceRequestError::BadName {
+            name: name.to_string(),
+            rule,
+        })
+    };
     if name.is_empty() || name.len() > 48 {
-        return Err(format!("keyspace name {name:?} must be 1 to 48 characters"));
+        return broken(KeyspaceNameRule::Length);
     }
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!(
-            "keyspace name {name:?} may contain only letters, digits and underscores"
-        ));
+        return broken(KeyspaceNameRule::Characters);
     }
     let lower = name.to_ascii_lowercase();
     if lower == "all" {
-        return Err(format!(
-            "keyspace name {name:?} is reserved: ALL names every keyspace in grants"
-        ));
+        return broken(KeyspaceNameRule::ReservedAll);
     }
     if lower.starts_with("system") && name != ringstore_client_auth::AUTH_KEYSPACE {
-        return Err(format!(
-            "keyspace name {name:?} is reserved: names beginning with \"system\" are the node's own"
-        ));
+        return broken(KeyspaceNameRule::ReservedSystem);
     }
     Ok(())
 }
@@ -335,12 +337,15 @@ mod tests {
             let refused = validate_keyspace_name(reserved)
                 .err()
                 .unwrap_or_else(|| panic!("keyspace name {reserved:?} was accepted"));
-            assert!(refused.contains("reserved"), "{reserved}: {refused}");
+            assert!(
+                refused.to_string().contains("reserved"),
+                "{reserved}: {refused}"
+            );
         }
         // system_auth itself may be created ahead, with the strategy wanted.
-        assert_eq!(validate_keyspace_name("system_auth"), Ok(()));
+        assert!(validate_keyspace_name("system_auth").is_ok());
         for fine in ["allowed", "al", "my_system", "sys"] {
-            assert_eq!(validate_keyspace_name(fine), Ok(()), "{fine}");
+            assert!(validate_keyspace_name(fine).is_ok(), "{fine}");
         }
     }
 }

@@ -39,7 +39,7 @@ impl SchemaApi for SchemaService {
         request: Request<pb::CreateKeyspaceRequest>,
     ) -> Result<Response<pb::CreateKeyspaceResponse>, Status> {
         let request = request.into_inner();
-        validate_keyspace_name(&request.name).map_err(KeyspaceRequestError::BadName)?;
+        validate_keyspace_name(&request.name)?;
         let strategy = strategy_from_pb(request.replication)?;
         let speculative_retry = speculative_retry_from_pb(request.speculative_retry.as_deref())?;
         let schema = self.context.schema.current();
