@@ -51,33 +51,14 @@ pub trait DiskFailureHost: Send + Sync {
     fn request_stop(&self);
 }
 
-/// The disk failure task holds its context in an `Arc`.
-impl<H: DiskFailureHost + ?Sized> DiskFailureHost for Arc<H> {
-    fn store(&self) -> &Store {
-        (**self).store()
-    }
-
-    fn disk_failure_policy(&self) -> DiskFailurePolicy {
-        (**self).disk_failure_policy()
-    }
-
-    fn serving(&self) -> &Sender<Serving> {
-        (**self).serving()
-    }
-
-    fn request_stop(&self) {
-        (**self).request_stop();
-    }
-}
-
 /// Waits for the store's first failure and applies the policy.
-pub async fn watch(context: impl DiskFailureHost) {
+pub async fn watch<H: DiskFailureHost>(context: Arc<H>) {
     let mut failure = context.store().failure();
     let Ok(error) = failure.wait_for(Option::is_some).await else {
         return;
     };
     let error = error.as_ref().expect("waited for Some").to_string();
-    apply(&context, context.disk_failure_policy(), error);
+    apply(context.as_ref(), context.disk_failure_policy(), error);
 }
 
 /// Acts on a storage failure described by `error`.

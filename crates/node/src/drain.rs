@@ -44,39 +44,6 @@ pub trait DrainHost: Send + Sync {
     /// Its gossip agent, to see it stop (its handle then answers nothing).
     fn membership(&self) -> &MembershipHandle;
 }
-
-/// A host held in an `Arc` is a host: the admin service holds its context
-/// that way.
-impl<H: DrainHost + ?Sized> DrainHost for Arc<H> {
-    fn host_id(&self) -> HostId {
-        (**self).host_id()
-    }
-
-    fn view(&self) -> Arc<ClusterView> {
-        (**self).view()
-    }
-
-    fn serving(&self) -> &watch::Sender<Serving> {
-        (**self).serving()
-    }
-
-    fn write_timeout_ms(&self) -> u64 {
-        (**self).write_timeout_ms()
-    }
-
-    fn metrics(&self) -> &NodeMetrics {
-        (**self).metrics()
-    }
-
-    fn store(&self) -> &Store {
-        (**self).store()
-    }
-
-    fn membership(&self) -> &MembershipHandle {
-        (**self).membership()
-    }
-}
-
 /// How long drain waits for the gossip task to stop.
 const GOSSIP_STOP_LIMIT: Duration = Duration::from_secs(5);
 

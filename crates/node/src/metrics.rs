@@ -9,7 +9,6 @@
 //! the repair subsystem, whose part of the page the host makes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use ringstore_hints::{HintCounters, TargetStats};
@@ -69,56 +68,8 @@ pub struct HintNumbers {
     pub paused: bool,
 }
 
-/// A host held in an `Arc` is a host: the node's services and the metrics
-/// server hold it that way, and pass it as it is.
-impl<H: MetricsHost + ?Sized> MetricsHost for Arc<H> {
-    fn metrics(&self) -> &NodeMetrics {
-        (**self).metrics()
-    }
-
-    fn membership(&self) -> &MembershipHandle {
-        (**self).membership()
-    }
-
-    fn store(&self) -> &Store {
-        (**self).store()
-    }
-
-    fn keyspaces(&self) -> Vec<KeyspaceDef> {
-        (**self).keyspaces()
-    }
-
-    fn schema_version(&self) -> String {
-        (**self).schema_version()
-    }
-
-    fn hints(&self) -> HintNumbers {
-        (**self).hints()
-    }
-
-    fn streams(&self) -> &Streams {
-        (**self).streams()
-    }
-
-    fn stream_throttle(&self) -> &StreamThrottle {
-        (**self).stream_throttle()
-    }
-
-    fn started(&self) -> Instant {
-        (**self).started()
-    }
-
-    fn refused_writes(&self) -> u64 {
-        (**self).refused_writes()
-    }
-
-    fn repair_sample(&self) -> RepairSample {
-        (**self).repair_sample()
-    }
-}
-
 /// The page a scrape gets, in the Prometheus text format.
-pub async fn page(host: &impl MetricsHost) -> Result<String> {
+pub async fn page(host: &dyn MetricsHost) -> Result<String> {
     // A drained node's gossip has stopped: its counters are then unknown.
     let gossip = host.membership().stats().await.unwrap_or_default();
     let keyspaces = sizes(host);

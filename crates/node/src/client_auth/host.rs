@@ -2,8 +2,8 @@
 //! from the running node, and nothing more: the [`AuthHost`] trait.
 //!
 //! Users are client data in the replicated `system_auth` keyspace, so the
-//! host extends the schema's ([`SchemaHost`]: the keyspace is created, and
-//! spread, like any other) with reads and writes through the coordinator,
+//! host hands out the schema's ([`SchemaHost`]: the keyspace is created, and
+//! spread, like any other) and adds reads and writes through the coordinator,
 //! the clock that stamps and ages them, and the metrics the login gate
 //! counts in. The node implements it (in `node/hosts/schema_and_auth.rs`),
 //! so no client-auth module names the node's context or the coordinator,
@@ -18,7 +18,12 @@ use crate::error::Result;
 use crate::schema::{KeyspaceDef, SchemaHost};
 
 /// The node as the users store sees it (see the module docs).
-pub trait AuthHost: SchemaHost {
+pub trait AuthHost: Send + Sync {
+    /// What the schema's functions take.
+    type Schema: SchemaHost;
+    /// The node as the schema sees it: where `system_auth` is created and
+    /// from where it is spread.
+    fn schema_host(&self) -> &Self::Schema;
     /// `auth.replication_factor`: the SimpleStrategy replication a node
     /// creates `system_auth` with when its schema lacks it.
     fn auth_replication_factor(&self) -> u32;

@@ -18,7 +18,7 @@ use super::gate::GateHost;
 use super::host::AuthHost;
 use crate::error::{KeyspaceRequestError, Result};
 use crate::schema::sync::{merge_and_publish, push_to_live_nodes};
-use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry};
+use crate::schema::{DEFAULT_GC_GRACE_SECONDS, KeyspaceDef, SchemaEntry, SchemaHost};
 
 /// Reads and writes of users are at this level.
 pub const LEVEL: ConsistencyLevel = ConsistencyLevel::Quorum;
@@ -27,7 +27,7 @@ pub const LEVEL: ConsistencyLevel = ConsistencyLevel::Quorum;
 /// this node's schema does not have it. Nodes creating it at once derive
 /// the same keyspace id from the name, so they agree on one keyspace.
 pub async fn ensure_keyspace(host: &impl AuthHost) -> Result<KeyspaceDef> {
-    let schema = host.schema().current();
+    let schema = host.schema_host().schema().current();
     if let Some(existing) = schema.keyspace(AUTH_KEYSPACE) {
         return Ok(existing.clone());
     }
@@ -46,8 +46,8 @@ pub async fn ensure_keyspace(host: &impl AuthHost) -> Result<KeyspaceDef> {
         timestamp: host.next_timestamp(),
         dropped: false,
     };
-    merge_and_publish(host, vec![entry]).await?;
-    if let Err(error) = push_to_live_nodes(host).await {
+    merge_and_publish(host.schema_host(), vec![entry]).await?;
+    if let Err(error) = push_to_live_nodes(host.schema_host()).await {
         // It spreads by schema pulls anyway.
         tracing::debug!(%error, "system_auth not yet on every node");
     }
@@ -57,7 +57,11 @@ pub async fn ensure_keyspace(host: &impl AuthHost) -> Result<KeyspaceDef> {
 
 /// The keyspace, if this node's schema has it (none: there are no users).
 fn keyspace(host: &impl AuthHost) -> Option<KeyspaceDef> {
-    host.schema().current().keyspace(AUTH_KEYSPACE).cloned()
+    host.schema_host()
+        .schema()
+        .current()
+        .keyspace(AUTH_KEYSPACE)
+        .cloned()
 }
 
 async fn read_value(host: &impl AuthHost, key: &[u8]) -> Result<Option<Vec<u8>>> {

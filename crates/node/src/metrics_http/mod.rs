@@ -112,7 +112,7 @@ async fn scrape(State(scrape): State<Scrape>, headers: HeaderMap) -> Response {
                 .into_response();
         }
     }
-    match crate::metrics::page(&scrape.context).await {
+    match crate::metrics::page(scrape.context.as_ref()).await {
         Ok(page) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], page).into_response(),
         Err(error) => {
             tracing::warn!(%error, "cannot render the metrics page");

@@ -9,7 +9,6 @@
 //! (client authentication's, which creates `system_auth`). The background
 //! exchange, which outlives its caller, takes an `Arc<dyn SchemaHost>`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ringstore_membership::MembershipHandle;
@@ -41,32 +40,4 @@ pub trait SchemaHost: Send + Sync {
     /// The schema timeout (`timeouts.schema_ms`): how long a push to, or a
     /// pull from, one peer may take.
     fn schema_timeout(&self) -> Duration;
-}
-
-/// A host held in an `Arc` is a host: the node's services hold their
-/// context that way, and pass it as it is.
-impl<H: SchemaHost + ?Sized> SchemaHost for Arc<H> {
-    fn host_id(&self) -> HostId {
-        (**self).host_id()
-    }
-
-    fn schema(&self) -> &SchemaStore {
-        (**self).schema()
-    }
-
-    fn store(&self) -> &Store {
-        (**self).store()
-    }
-
-    fn membership(&self) -> &MembershipHandle {
-        (**self).membership()
-    }
-
-    fn peers(&self) -> &Peers {
-        (**self).peers()
-    }
-
-    fn schema_timeout(&self) -> Duration {
-        (**self).schema_timeout()
-    }
 }

@@ -439,7 +439,7 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::DrainRequest>,
     ) -> Result<Response<pb::DrainResponse>, Status> {
-        crate::drain::drain(&self.context).await?;
+        crate::drain::drain(self.context.as_ref()).await?;
         Ok(Response::new(pb::DrainResponse {}))
     }
 
@@ -495,7 +495,7 @@ impl Admin for AdminService {
         _: Request<pb::MetricsRequest>,
     ) -> Result<Response<pb::MetricsResponse>, Status> {
         Ok(Response::new(pb::MetricsResponse {
-            text: crate::metrics::page(&self.context).await?,
+            text: crate::metrics::page(self.context.as_ref()).await?,
         }))
     }
 }

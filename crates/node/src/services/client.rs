@@ -69,7 +69,7 @@ impl ClientService {
         if name.is_empty() {
             return Err(RequestError::EmptyKeyspaceName.into());
         }
-        keyspace_catching_up(&self.context, name).await
+        keyspace_catching_up(self.context.as_ref(), name).await
     }
 
     /// Refuses a write whose client's `deadline` had passed, allowing the

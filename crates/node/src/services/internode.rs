@@ -263,7 +263,7 @@ impl Internode for InternodeService {
             .into_iter()
             .map(schema_entry_from_pb)
             .collect::<Result<Vec<_>>>()?;
-        merge_and_publish(&self.context, entries).await?;
+        merge_and_publish(self.context.as_ref(), entries).await?;
         Ok(Response::new(pb::SchemaAck {
             schema_version: self.context.schema.current().version().to_string(),
         }))
@@ -472,7 +472,8 @@ impl Internode for InternodeService {
                 depth: request.depth,
                 max: MAX_DEPTH,
             })?;
-        let tree = replica::build_tree(&self.context, session, keyspace, range, depth).await?;
+        let tree =
+            replica::build_tree(self.context.as_ref(), session, keyspace, range, depth).await?;
         Ok(Response::new(pb::BuildTreeResponse {
             root: tree.root(),
             rows: tree.rows(),
@@ -488,7 +489,13 @@ impl Internode for InternodeService {
         let session = session_from_pb(&request.session_id)?;
         let keyspace = keyspace_id_from_pb(&request.keyspace_id)?;
         let range = range_from_pb(request.range)?;
-        let hashes = replica::tree_nodes(&self.context, session, keyspace, range, &request.nodes)?;
+        let hashes = replica::tree_nodes(
+            self.context.as_ref(),
+            session,
+            keyspace,
+            range,
+            &request.nodes,
+        )?;
         Ok(Response::new(pb::TreeNodesResponse { hashes }))
     }
 
@@ -501,7 +508,7 @@ impl Internode for InternodeService {
         let request = request.into_inner();
         let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let ranges = ranges_from_pb(request.ranges)?;
-        let pages = replica::list_rows(&self.context, keyspace, ranges);
+        let pages = replica::list_rows(self.context.as_ref(), keyspace, ranges);
         Ok(Response::new(ReceiverStream::new(pages)))
     }
 
@@ -514,7 +521,7 @@ impl Internode for InternodeService {
         for key in &request.keys {
             check_key(key)?;
         }
-        let cells = replica::read_cells(&self.context, keyspace, request.keys)
+        let cells = replica::read_cells(self.context.as_ref(), keyspace, request.keys)
             .await?
             .into_iter()
             .map(|(key, cell)| pb::KeyCell {
@@ -542,7 +549,7 @@ impl Internode for InternodeService {
             })
             .collect::<Result<Vec<_>>>()?;
         let began = Timestamp(request.began_micros);
-        replica::end_session(&self.context, session, &repaired, began).await?;
+        replica::end_session(self.context.as_ref(), session, &repaired, began).await?;
         Ok(Response::new(pb::EndRepairSessionResponse {}))
     }
 }

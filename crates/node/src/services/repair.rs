@@ -157,10 +157,10 @@ impl Repair for RepairService {
             .borrow()
             .as_ref()
             .map(|p| progress_to_pb(context, p));
-        let ranges = scheduled_ranges(context);
+        let ranges = scheduled_ranges(context.as_ref());
         let now = context.clock.now();
         let since = Timestamp(now.0 - context.started.elapsed().as_micros() as i64);
-        let late = overdue(&ranges, gc_grace_of(context), since, now);
+        let late = overdue(&ranges, gc_grace_of(context.as_ref()), since, now);
         let ranges = ranges
             .iter()
             .enumerate()
@@ -186,7 +186,7 @@ impl Repair for RepairService {
         request: Request<pb::GarbageCollectRequest>,
     ) -> Result<Response<pb::GarbageCollectResponse>, Status> {
         let keyspaces = self.keyspaces(&request.into_inner().keyspace)?;
-        let keyspaces = gc::collect(&self.context, &keyspaces)
+        let keyspaces = gc::collect(self.context.as_ref(), &keyspaces)
             .await?
             .into_iter()
             .map(|c| pb::GarbageCollected {

@@ -46,7 +46,7 @@ pub async fn run(
     if r.keyspace.is_empty() {
         return Err(RequestError::EmptyKeyspaceName.into());
     }
-    let keyspace = keyspace_catching_up(context, &r.keyspace).await?;
+    let keyspace = keyspace_catching_up(context.as_ref(), &r.keyspace).await?;
     level.check_valid_for_reads()?;
     let (start, end) = range_of(&r)?;
     let page_size = page_size_of(&r)?;

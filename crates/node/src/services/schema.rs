@@ -70,8 +70,8 @@ impl SchemaApi for SchemaService {
             timestamp: self.context.clock.next(),
             dropped: false,
         };
-        merge_and_publish(&self.context, vec![entry]).await?;
-        push_with_retries(&self.context, CREATE_DROP_PUSH_ATTEMPTS).await?;
+        merge_and_publish(self.context.as_ref(), vec![entry]).await?;
+        push_with_retries(self.context.as_ref(), CREATE_DROP_PUSH_ATTEMPTS).await?;
         tracing::info!(name = %keyspace.name, id = %keyspace.id, strategy = %keyspace.strategy, "keyspace created");
         Ok(Response::new(pb::CreateKeyspaceResponse {
             keyspace: Some(keyspace_to_pb(&keyspace)),
@@ -90,8 +90,8 @@ impl SchemaApi for SchemaService {
             timestamp: self.context.clock.next(),
             dropped: true,
         };
-        merge_and_publish(&self.context, vec![entry]).await?;
-        push_with_retries(&self.context, CREATE_DROP_PUSH_ATTEMPTS).await?;
+        merge_and_publish(self.context.as_ref(), vec![entry]).await?;
+        push_with_retries(self.context.as_ref(), CREATE_DROP_PUSH_ATTEMPTS).await?;
         tracing::info!(name = %keyspace.name, id = %keyspace.id, "keyspace dropped");
         Ok(Response::new(pb::DropKeyspaceResponse {}))
     }

@@ -52,6 +52,12 @@ impl SchemaHost for NodeContext {
 }
 
 impl AuthHost for Arc<NodeContext> {
+    type Schema = NodeContext;
+
+    fn schema_host(&self) -> &NodeContext {
+        self
+    }
+
     fn auth_replication_factor(&self) -> u32 {
         self.config.auth.replication_factor
     }
