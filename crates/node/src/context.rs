@@ -181,14 +181,6 @@ impl NodeContext {
         self.hot_keys.record(&id, sampled, key);
     }
 
-    /// The internode address of `host`, from the current view.
-    pub(crate) fn internode_address(&self, host: HostId) -> Result<std::net::SocketAddr> {
-        self.view()
-            .member(host)
-            .map(|m| m.metadata.internode_addr)
-            .ok_or(NodeError::NoAddress(host))
-    }
-
     /// A keyspace id, as a replica receives it, that the schema has not
     /// dropped. An id this node does not know yet is accepted: its schema
     /// may lag, and data lives by id.

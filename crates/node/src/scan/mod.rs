@@ -17,6 +17,12 @@
 //! tombstones or empty pieces returns a short page rather than running
 //! long), or at the end of the range.
 //!
+//! A scan is coordinated as a point read is, with the same parts of the
+//! node: its functions take the coordinator's host ([`CoordinatorHost`]:
+//! the view, the replica maps, the peers, the store, the clock, the
+//! metrics), and the replica's side ([`replica::read_range`]) only the
+//! store.
+//!
 //! # Invariants
 //! - Memory is bounded whatever the range: one round holds at most one
 //!   page per replica asked (each bounded in rows and bytes) and the page
@@ -47,8 +53,8 @@ use ringstore_replication::{
 };
 use tokio::sync::mpsc;
 
-use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb};
+use crate::coordinator::CoordinatorHost;
 use crate::coordinator::peer_calls::write_call;
 use crate::empty_ring;
 use crate::error::{NodeError, Result, ScanError};
@@ -75,8 +81,8 @@ pub struct Page {
 
 /// Reads the page of `keyspace` that starts strictly after `from` and ends
 /// at most at token `end`: up to `page_size` live rows, at `level`.
-pub async fn scan_page(
-    context: &Arc<NodeContext>,
+pub(crate) async fn scan_page<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     from: ScanPoint,
     end: Token,
@@ -90,7 +96,7 @@ pub async fn scan_page(
         let Some(first) = point.first_token().filter(|&t| t <= end) else {
             return Ok(Page { rows, resume: None });
         };
-        let (candidates, last) = piece(context, keyspace, first, end)?;
+        let (candidates, last) = piece(context.as_ref(), keyspace, first, end)?;
         let want = page_size - rows.len();
         let max_bytes = (MAX_PAGE_BYTES - bytes) as u64;
         let merged = {
@@ -105,7 +111,7 @@ pub async fn scan_page(
                 max_bytes,
             )
             .await?;
-            merge_pages(&point, &pages, want, context.clock.now())
+            merge_pages(&point, &pages, want, context.now())
         };
         if !merged.repairs.is_empty() {
             let mut by_host: BTreeMap<HostId, Vec<RangeRow>> = BTreeMap::new();
@@ -133,13 +139,16 @@ pub async fn scan_page(
 
 /// The piece holding token `first`: its replicas (with DC and liveness),
 /// and its last token within the scan's range, which ends at `end`.
-fn piece(
-    context: &NodeContext,
+fn piece<H: CoordinatorHost>(
+    context: &H,
     keyspace: &KeyspaceDef,
     first: Token,
     end: Token,
 ) -> Result<(Vec<ReplicaCandidate>, Token)> {
-    let (view, map) = context.placement(keyspace);
+    let view = context.view();
+    let map = context
+        .replica_maps()
+        .replica_map(&view.ring, keyspace.id, &keyspace.strategy);
     empty_ring::refuse_while_starting(&view)?;
     let replicas = map.replicas(first);
     if replicas.is_empty() {
@@ -166,8 +175,8 @@ fn piece(
 /// Asks the replicas the level needs for their pages after `point` up to
 /// `last` (topping up on failure or timeout) and returns the pages.
 #[allow(clippy::too_many_arguments)]
-async fn read_pages(
-    context: &Arc<NodeContext>,
+async fn read_pages<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     level: ConsistencyLevel,
     candidates: &[ReplicaCandidate],
@@ -176,7 +185,7 @@ async fn read_pages(
     limit: usize,
     max_bytes: u64,
 ) -> Result<Vec<(HostId, ReplicaPage)>> {
-    let dc = context.config.dc.as_str().into();
+    let dc = context.dc().into();
     let plan = plan_read(level, &keyspace.strategy, &dc, candidates)?;
     let mut tracker = RangeReadTracker::new(&plan);
     let request = Arc::new(PageRequest {
@@ -191,7 +200,7 @@ async fn read_pages(
         for host in hosts {
             let (context, request, sender) = (context.clone(), request.clone(), sender.clone());
             tokio::spawn(async move {
-                let page = read_page_on(&context, host, &request)
+                let page = read_page_on(context.as_ref(), host, &request)
                     .await
                     .and_then(|page| {
                         check_page(&request.point, request.last, request.limit, &page)
@@ -209,7 +218,7 @@ async fn read_pages(
         }
     };
     ask(tracker.requests());
-    let round = Duration::from_millis(context.config.timeouts.read_ms);
+    let round = Duration::from_millis(context.read_timeout_ms());
     let deadline = tokio::time::sleep(round);
     tokio::pin!(deadline);
     loop {
@@ -247,8 +256,8 @@ struct PageRequest {
 }
 
 /// Replica `host`'s page (locally when it is this node).
-async fn read_page_on(
-    context: &NodeContext,
+async fn read_page_on<H: CoordinatorHost>(
+    context: &H,
     host: HostId,
     request: &PageRequest,
 ) -> Result<ReplicaPage> {
@@ -259,9 +268,9 @@ async fn read_page_on(
         limit,
         max_bytes,
     } = request;
-    if host == context.host_id {
+    if host == context.host_id() {
         return replica::read_range(
-            context,
+            context.store(),
             keyspace.id,
             point.clone(),
             *last,
@@ -277,7 +286,7 @@ async fn read_page_on(
     };
     let started = Instant::now();
     let response = context
-        .peers
+        .peers()
         .client(address)
         .read_range(pb::ReadRangeRequest {
             keyspace_id: keyspace.id.to_string(),
@@ -289,7 +298,7 @@ async fn read_page_on(
         })
         .await;
     context
-        .metrics
+        .metrics()
         .internode(address, InternodeRpc::ReadRange, started.elapsed());
     let response = response
         .map_err(NodeError::peer(address, "read range"))?
@@ -321,17 +330,17 @@ async fn read_page_on(
 
 /// Writes the winners to the stale replicas, one `Apply` per replica, and
 /// waits for all of them within the write timeout (blocking read repair).
-async fn repair(
-    context: &Arc<NodeContext>,
+async fn repair<H: CoordinatorHost>(
+    context: &Arc<H>,
     keyspace: &KeyspaceDef,
     by_host: BTreeMap<HostId, Vec<RangeRow>>,
 ) -> Result<()> {
-    let _stage = context.metrics.stage(Stage::ReadRepair);
+    let _stage = context.metrics().stage(Stage::ReadRepair);
     let count: usize = by_host.values().map(Vec::len).sum();
     let writes = by_host
         .into_iter()
-        .map(|(host, rows)| apply_rows_on(context, host, keyspace, rows));
-    let timeout = Duration::from_millis(context.config.timeouts.write_ms);
+        .map(|(host, rows)| apply_rows_on(context.as_ref(), host, keyspace, rows));
+    let timeout = Duration::from_millis(context.write_timeout_ms());
     let results = tokio::time::timeout(timeout, futures::future::join_all(writes))
         .await
         .map_err(|_| ScanError::RepairTimedOut {
@@ -346,24 +355,24 @@ async fn repair(
         }
         .into());
     }
-    context.metrics.read_repaired(count as u64);
+    context.metrics().read_repaired(count as u64);
     tracing::debug!(count, "scan read repair done");
     Ok(())
 }
 
 /// Applies `rows` on replica `host` (locally when it is this node).
-async fn apply_rows_on(
-    context: &NodeContext,
+async fn apply_rows_on<H: CoordinatorHost>(
+    context: &H,
     host: HostId,
     keyspace: &KeyspaceDef,
     rows: Vec<RangeRow>,
 ) -> Result<()> {
-    if host == context.host_id {
+    if host == context.host_id() {
         let writes: Vec<_> = rows
             .into_iter()
             .map(|row| (keyspace.id, row.key, row.cell))
             .collect();
-        context.store.apply_many(&writes).await?;
+        context.store().apply_many(&writes).await?;
         return Ok(());
     }
     let mutations = rows

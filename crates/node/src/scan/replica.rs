@@ -4,9 +4,8 @@
 use ringstore_placement::Token;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{RangeRow, ReplicaPage, RowPosition, ScanPoint};
-use ringstore_storage::KeyspaceId;
+use ringstore_storage::{KeyspaceId, Store};
 
-use crate::context::NodeContext;
 use crate::error::{NodeError, Result, ScanError};
 use crate::limits::check_key;
 use crate::scan::MAX_PAGE_SIZE;
@@ -46,14 +45,14 @@ pub fn request_from_pb(r: &pb::ReadRangeRequest) -> Result<((ScanPoint, usize), 
 /// `DATA_LOSS`: the coordinator reads the page from another replica, as
 /// from one that failed, and never gets a page with a hole in it.
 pub async fn read_range(
-    context: &NodeContext,
+    store: &Store,
     keyspace: KeyspaceId,
     after: ScanPoint,
     last: Token,
     limit: usize,
     max_bytes: u64,
 ) -> Result<ReplicaPage> {
-    let store = context.store.clone();
+    let store = store.clone();
     let limit = limit.max(1);
     ringstore_storage::offload::spawn_blocking(move || {
         let (after_token, after_key) = match &after {

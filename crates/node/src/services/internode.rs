@@ -285,7 +285,7 @@ impl Internode for InternodeService {
         let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
         let (page, last) = crate::scan::replica::request_from_pb(&request)?;
         let page = crate::scan::replica::read_range(
-            &self.context,
+            &self.context.store,
             keyspace,
             page.0,
             last,
