@@ -7,8 +7,10 @@
 //! node passes itself (`context.as_ref()` from an `Arc`), and so does the
 //! `Schema` service, and client authentication hands out the schema's
 //! host it holds (`AuthHost::schema_host`). The background exchange, which
-//! outlives its caller, takes an `Arc<dyn SchemaHost>`. None of it is on a
-//! per-request path: a `dyn` call costs nothing there.
+//! outlives its caller, takes an `Arc<dyn SchemaHost>`. The one function
+//! on a client request's path, `keyspace_catching_up`, makes a `dyn` call
+//! or two per request in the steady state (a lookup of the schema), small
+//! against the request.
 
 use std::time::Duration;
 

@@ -29,6 +29,8 @@ use crate::schema::sync::keyspace as schema_keyspace;
 
 /// Serves `Users` from a node, its host (see the module docs).
 pub struct UsersService<H> {
+    /// The node (its context in its `Arc`: the coordinator's reads and
+    /// writes, which the store makes, spawn tasks).
     host: H,
     /// The client-auth gate whose cache a change invalidates (none with
     /// `allow_all`).
