@@ -4,7 +4,8 @@
 //! of what it uses. `HandoffHost` and `RemovalHost` are implemented at the
 //! end of this file; the others (`StreamHost`, `TopologyHost`,
 //! `SnapshotHost`, `RepairHost`, `MetricsHost`, `SchemaHost`, `AuthHost`,
-//! `CoordinatorHost`, `DrainHost`, `DiskFailureHost`) in `node/hosts/`, as
+//! `CoordinatorHost`, `DrainHost`, `DiskFailureHost`, `TopPartitionsHost`)
+//! in `node/hosts/`, as
 //! naming those modules here would draw them into a
 //! circle with this one (their impls call modules that import this one,
 //! or they use the node's error type, which does).
@@ -186,9 +187,7 @@ impl NodeContext {
     /// may lag, and data lives by id.
     pub fn live_keyspace(&self, id: &str) -> Result<KeyspaceId> {
         let id = crate::convert::keyspace_id_from_pb(id)?;
-        let schema = self.schema.current();
-        let dropped = schema.entries().any(|e| e.dropped && e.keyspace.id == id);
-        if dropped {
+        if self.schema.current().is_dropped(id) {
             return Err(NodeError::KeyspaceNotFound(id.to_string()));
         }
         Ok(id)
@@ -196,12 +195,7 @@ impl NodeContext {
 
     /// The name of the keyspace with `id` (its id when the schema does not know it).
     pub fn keyspace_name(&self, id: KeyspaceId) -> String {
-        self.schema
-            .current()
-            .entries()
-            .find(|e| e.keyspace.id == id)
-            .map(|e| e.keyspace.name.clone())
-            .unwrap_or_else(|| id.to_string())
+        self.schema.current().name_of(id)
     }
 
     /// The keyspaces that hold data (not dropped), as the schema says.

@@ -5,12 +5,14 @@
 //! them. A test can drive repair with a double of its own.
 //!
 //! Every function of the subsystem takes a host: the ones called from the
-//! node's services and tasks take `&impl RepairHost` (so `&context`, even
-//! an `&Arc` of it, passes as it is) or `Arc<dyn RepairHost>` (the tasks
-//! that outlive their caller); the rest take `&dyn RepairHost`.
+//! node's services and tasks take `&impl RepairHost` (the host itself:
+//! `context.as_ref()` from an `Arc`) or `Arc<dyn RepairHost>` (the tasks
+//! that outlive their caller); the rest take `&dyn RepairHost`. The
+//! `Repair` service is generic over the host it serves.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ringstore_membership::ClusterView;
 use ringstore_metrics::NodeMetrics;
@@ -74,4 +76,7 @@ pub trait RepairHost: Send + Sync {
     fn dc(&self) -> &str;
     /// The client address this node advertises, naming it in `netstats`.
     fn client_address(&self) -> SocketAddr;
+    /// When the node started: `repair status` counts a range this node has
+    /// no repair of on record as overdue from then.
+    fn started(&self) -> Instant;
 }

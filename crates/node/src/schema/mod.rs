@@ -131,6 +131,21 @@ impl Schema {
         self.keyspaces().find(|k| k.id == id)
     }
 
+    /// Whether the keyspace with id `id` was dropped (an id the schema
+    /// does not know was not).
+    pub fn is_dropped(&self, id: KeyspaceId) -> bool {
+        self.entries().any(|e| e.dropped && e.keyspace.id == id)
+    }
+
+    /// The name of the keyspace with id `id`, dropped or not (its id when
+    /// the schema does not know it).
+    pub fn name_of(&self, id: KeyspaceId) -> String {
+        self.entries()
+            .find(|e| e.keyspace.id == id)
+            .map(|e| e.keyspace.name.clone())
+            .unwrap_or_else(|| id.to_string())
+    }
+
     /// Merges one entry; returns whether the schema changed.
     pub fn merge_entry(&mut self, entry: SchemaEntry) -> bool {
         match self.entries.get(&entry.keyspace.name) {

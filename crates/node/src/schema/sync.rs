@@ -218,8 +218,9 @@ pub async fn keyspace_catching_up(host: &dyn SchemaHost, name: &str) -> Result<K
     }
 }
 
-/// The keyspace named `name`, or `NOT_FOUND`.
-fn keyspace(host: &dyn SchemaHost, name: &str) -> Result<KeyspaceDef> {
+/// The keyspace named `name` in this node's schema (not dropped), or
+/// `NOT_FOUND`; no peer is asked (see [`keyspace_catching_up`]).
+pub fn keyspace(host: &dyn SchemaHost, name: &str) -> Result<KeyspaceDef> {
     host.schema()
         .current()
         .keyspace(name)

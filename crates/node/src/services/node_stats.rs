@@ -1,17 +1,26 @@
 //! What `tpstats`, `proxyhistograms` and `tablestats` show, read from the
-//! node's metrics ([`ringstore_metrics::NodeMetrics`]) and storage.
+//! node's metrics ([`ringstore_metrics::NodeMetrics`]) and storage,
+//! through the metrics page's host ([`MetricsHost`]).
+//!
+//! Each function takes the host in its `Arc`, as the `Admin` service
+//! holds it, though none spawns: that service still holds the whole
+//! context and passes `&self.context`; once it is generic too, these can
+//! take `&impl MetricsHost`.
+
+use std::sync::Arc;
 
 use ringstore_metrics::{CoordinatorOp, Expired, LatencySummary, LocalOp, Stage};
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
-use crate::error::Result;
+use crate::error::{NodeError, Result};
+use crate::metrics::MetricsHost;
 
 /// Every stage's numbers and the drop counts, as `tpstats` lists them.
-pub async fn tp_stats(context: &NodeContext) -> Result<pb::TpStatsResponse> {
+pub async fn tp_stats(host: &Arc<impl MetricsHost>) -> Result<pb::TpStatsResponse> {
+    let host = host.as_ref();
     // The sampled stages (hints, streams) are refreshed by a render.
-    crate::metrics::page(context).await?;
-    let metrics = &context.metrics;
+    crate::metrics::page(host).await?;
+    let metrics = host.metrics();
     let stages = Stage::ALL
         .iter()
         .map(|&stage| {
@@ -24,8 +33,8 @@ pub async fn tp_stats(context: &NodeContext) -> Result<pb::TpStatsResponse> {
             }
         })
         .collect();
-    let gossip = context.membership.stats().await.unwrap_or_default();
-    let c = context.handoff.counters();
+    let gossip = host.membership().stats().await.unwrap_or_default();
+    let c = host.hints().counters;
     let dropped = [
         (
             "GOSSIP",
@@ -61,8 +70,8 @@ pub async fn tp_stats(context: &NodeContext) -> Result<pb::TpStatsResponse> {
 }
 
 /// The coordinator's read and write latency percentiles.
-pub fn proxy_histograms(context: &NodeContext) -> pb::ProxyHistogramsResponse {
-    let metrics = &context.metrics;
+pub fn proxy_histograms(host: &Arc<impl MetricsHost>) -> pb::ProxyHistogramsResponse {
+    let metrics = host.metrics();
     pb::ProxyHistogramsResponse {
         read: Some(percentiles(
             &metrics.coordinator_summary(CoordinatorOp::Read),
@@ -74,21 +83,28 @@ pub fn proxy_histograms(context: &NodeContext) -> pb::ProxyHistogramsResponse {
 }
 
 /// Each keyspace's (or only `keyspace`'s) size and local request numbers;
-/// the sizes from the store's live counts.
-pub async fn table_stats(context: &NodeContext, keyspace: &str) -> Result<pb::TableStatsResponse> {
-    if !keyspace.is_empty() {
-        context.keyspace(keyspace)?;
+/// the sizes from the store's live counts. A `keyspace` named but not
+/// held (unknown or dropped) is `NOT_FOUND`.
+pub async fn table_stats(
+    host: &Arc<impl MetricsHost>,
+    keyspace: &str,
+) -> Result<pb::TableStatsResponse> {
+    let host = host.as_ref();
+    // One size per keyspace that holds data (not dropped).
+    let sizes = crate::metrics::keyspace_sizes(host);
+    if !keyspace.is_empty() && !sizes.iter().any(|k| k.name == keyspace) {
+        return Err(NodeError::KeyspaceNotFound(keyspace.to_string()));
     }
-    let sizes = crate::metrics::keyspace_sizes(context);
+    let metrics = host.metrics();
     let keyspaces = sizes
         .into_iter()
         .filter(|k| keyspace.is_empty() || k.name == keyspace)
         .map(|k| pb::KeyspaceStats {
             reads: Some(percentiles(
-                &context.metrics.keyspace_summary(&k.name, LocalOp::Read),
+                &metrics.keyspace_summary(&k.name, LocalOp::Read),
             )),
             writes: Some(percentiles(
-                &context.metrics.keyspace_summary(&k.name, LocalOp::Write),
+                &metrics.keyspace_summary(&k.name, LocalOp::Write),
             )),
             name: k.name,
             keys: k.keys,

@@ -1,5 +1,7 @@
 //! The `Repair` service: `ringstore repair` (started here, progress
 //! streamed back), `repair status` and `garbagecollect`.
+//!
+//! It takes the node as repair's host ([`RepairHost`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +16,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use crate::context::NodeContext;
-use crate::error::{OperatorError, Result};
+use crate::error::{NodeError, OperatorError, Result};
+use crate::repair::RepairHost;
 use crate::repair::gc;
 use crate::repair::job::{self, RepairScope};
 use crate::repair::scheduler::{gc_grace_of, scheduled_ranges};
@@ -25,24 +27,30 @@ use crate::schema::KeyspaceDef;
 /// The shortest time between two progress messages of one repair.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
-/// Serves `Repair` from a node's context.
-pub struct RepairService {
-    context: Arc<NodeContext>,
+/// Serves `Repair` from a node, its host (see the module docs).
+pub struct RepairService<H> {
+    /// In an `Arc`: a repair job, and the stream of its progress, outlive
+    /// the call that starts them.
+    host: Arc<H>,
 }
 
-impl RepairService {
-    /// The service of `context`'s node.
-    pub fn new(context: Arc<NodeContext>) -> RepairService {
-        RepairService { context }
+impl<H: RepairHost + 'static> RepairService<H> {
+    /// The service of `host`'s node.
+    pub fn new(host: Arc<H>) -> RepairService<H> {
+        RepairService { host }
     }
 
-    /// The keyspace named `name`, or every keyspace when it is empty.
+    /// The keyspace named `name` (not dropped, or `NOT_FOUND`), or every
+    /// keyspace when it is empty.
     fn keyspaces(&self, name: &str) -> Result<Vec<KeyspaceDef>> {
+        let keyspaces = self.host.keyspaces();
         if name.is_empty() {
-            Ok(self.context.keyspaces())
-        } else {
-            Ok(vec![self.context.keyspace(name)?])
+            return Ok(keyspaces);
         }
+        let named = keyspaces.into_iter().find(|k| k.name == name);
+        named
+            .map(|keyspace| vec![keyspace])
+            .ok_or_else(|| NodeError::KeyspaceNotFound(name.to_string()))
     }
 }
 
@@ -56,7 +64,7 @@ fn sub_range(start: Option<i64>, end: Option<i64>) -> Result<Option<TokenRange>>
 }
 
 /// The wire form of a job's progress.
-fn progress_to_pb(context: &NodeContext, progress: &JobProgress) -> pb::RepairProgress {
+fn progress_to_pb(host: &impl RepairHost, progress: &JobProgress) -> pb::RepairProgress {
     let job = &progress.job;
     let totals = job.totals();
     let ranges = job
@@ -71,7 +79,7 @@ fn progress_to_pb(context: &NodeContext, progress: &JobProgress) -> pb::RepairPr
                 _ => return None,
             };
             Some(pb::RepairRangeReport {
-                keyspace: context.keyspace_name(unit.keyspace),
+                keyspace: host.keyspace_name(unit.keyspace),
                 start_token: unit.range.start.0,
                 end_token: unit.range.end.0,
                 mismatched_keys,
@@ -99,17 +107,17 @@ fn progress_to_pb(context: &NodeContext, progress: &JobProgress) -> pb::RepairPr
 /// Sends the progress of job `id` to `sender` as it changes, until it ends
 /// or the receiver goes away.
 async fn follow(
-    context: Arc<NodeContext>,
+    host: Arc<impl RepairHost>,
     id: Uuid,
     sender: mpsc::Sender<Result<pb::RepairProgress, Status>>,
 ) {
-    let mut progress = context.repair.progress.subscribe();
+    let mut progress = host.repair().progress.subscribe();
     loop {
         let message = progress
             .borrow_and_update()
             .as_ref()
             .filter(|p| p.job.id == id)
-            .map(|p| progress_to_pb(&context, p));
+            .map(|p| progress_to_pb(host.as_ref(), p));
         if let Some(message) = message {
             let finished = message.finished;
             if sender.send(Ok(message)).await.is_err() || finished {
@@ -124,7 +132,7 @@ async fn follow(
 }
 
 #[tonic::async_trait]
-impl Repair for RepairService {
+impl<H: RepairHost + 'static> Repair for RepairService<H> {
     type RepairStream = ReceiverStream<Result<pb::RepairProgress, Status>>;
 
     async fn repair(
@@ -140,9 +148,9 @@ impl Repair for RepairService {
                 dc_local: request.dc_local,
             },
         };
-        let id = job::start(self.context.clone(), scope).await?;
+        let id = job::start(self.host.clone(), scope).await?;
         let (sender, receiver) = mpsc::channel(4);
-        tokio::spawn(follow(self.context.clone(), id, sender));
+        tokio::spawn(follow(self.host.clone(), id, sender));
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 
@@ -150,34 +158,35 @@ impl Repair for RepairService {
         &self,
         _: Request<pb::RepairStatusRequest>,
     ) -> Result<Response<pb::RepairStatusResponse>, Status> {
-        let context = &self.context;
-        let current = context
-            .repair
+        let host = self.host.as_ref();
+        let current = host
+            .repair()
             .progress
             .borrow()
             .as_ref()
-            .map(|p| progress_to_pb(context, p));
-        let ranges = scheduled_ranges(context.as_ref());
-        let now = context.clock.now();
-        let since = Timestamp(now.0 - context.started.elapsed().as_micros() as i64);
-        let late = overdue(&ranges, gc_grace_of(context.as_ref()), since, now);
+            .map(|p| progress_to_pb(host, p));
+        let ranges = scheduled_ranges(host);
+        let now = host.now();
+        let since = Timestamp(now.0 - host.started().elapsed().as_micros() as i64);
+        let late = overdue(&ranges, gc_grace_of(host), since, now);
         let ranges = ranges
             .iter()
             .enumerate()
             .map(|(index, range)| pb::ScheduledRangeStatus {
-                keyspace: context.keyspace_name(range.keyspace),
+                keyspace: host.keyspace_name(range.keyspace),
                 start_token: range.range.start.0,
                 end_token: range.range.end.0,
                 last_repaired_micros: range.last_repaired.map(|t| t.0),
                 overdue: late.contains(&index),
             })
             .collect();
+        let config = host.repair_config();
         Ok(Response::new(pb::RepairStatusResponse {
             current,
-            schedule: context.config.repair.schedule.as_str().to_string(),
-            schedule_interval_seconds: context.config.repair.interval_seconds,
+            schedule: config.schedule.as_str().to_string(),
+            schedule_interval_seconds: config.interval_seconds,
             ranges,
-            tombstone_gc: context.config.repair.tombstone_gc.as_str().to_string(),
+            tombstone_gc: config.tombstone_gc.as_str().to_string(),
         }))
     }
 
@@ -186,7 +195,7 @@ impl Repair for RepairService {
         request: Request<pb::GarbageCollectRequest>,
     ) -> Result<Response<pb::GarbageCollectResponse>, Status> {
         let keyspaces = self.keyspaces(&request.into_inner().keyspace)?;
-        let keyspaces = gc::collect(self.context.as_ref(), &keyspaces)
+        let keyspaces = gc::collect(self.host.as_ref(), &keyspaces)
             .await?
             .into_iter()
             .map(|c| pb::GarbageCollected {

@@ -9,6 +9,14 @@
 //! `DATA_LOSS` (`local_reads.rs`), which the coordinator tells from an
 //! unavailable replica.
 //!
+//! A replica read is the coordinator's protocol seen from the other end, so
+//! it takes the node as the coordinator's host ([`CoordinatorHost`]: the
+//! store, and the read recorded as served locally) and the schema's
+//! ([`SchemaHost`]: whether the keyspace was dropped, its name). It takes
+//! the host in its `Arc`, as the `Internode` service holds it, though
+//! nothing is spawned: that service still holds the whole context and
+//! passes `&self.context`; once it is generic too, these can take `&H`.
+//!
 //! # Invariants
 //! - A response holds one result per read, in the request's order.
 //! - A call of more than [`MAX_READS_PER_CALL`] reads is refused whole (a
@@ -20,15 +28,18 @@
 //!   `max_value_bytes`, fits the internode message limit as it does in a
 //!   `Read`.
 
+use std::sync::Arc;
+
 use ringstore_proto::v1 as pb;
 use ringstore_replication::Digest;
 use tonic::Status;
 
-use crate::context::NodeContext;
-use crate::convert::cell_to_pb;
+use crate::convert::{cell_to_pb, keyspace_id_from_pb};
+use crate::coordinator::host::CoordinatorHost;
 use crate::coordinator::local_reads::read_own_copy;
-use crate::error::{RequestError, Result};
+use crate::error::{NodeError, RequestError, Result};
 use crate::limits::check_key;
+use crate::schema::SchemaHost;
 
 /// The bytes of cells a `ReadMany` answers before deferring the rest.
 pub(crate) const RESPONSE_BUDGET_BYTES: usize = 4 * 1024 * 1024;
@@ -37,15 +48,22 @@ pub(crate) const RESPONSE_BUDGET_BYTES: usize = 4 * 1024 * 1024;
 pub(crate) const MAX_READS_PER_CALL: usize = 1024;
 
 /// Reads one key on this replica: its cell (`(cell, 0)`), or only the
-/// cell's digest (`(None, digest)`); recorded as served locally.
-pub(crate) fn read_one(
-    context: &NodeContext,
+/// cell's digest (`(None, digest)`); recorded as served locally. A
+/// keyspace id this node does not know yet is read (its schema may lag,
+/// and data lives by id); a dropped one is `NOT_FOUND`.
+pub(crate) fn read_one<H: CoordinatorHost + SchemaHost>(
+    host: &Arc<H>,
     read: &pb::ReplicaRead,
 ) -> Result<(Option<pb::Cell>, u64)> {
-    let id = context.live_keyspace(&read.keyspace_id)?;
+    let host = host.as_ref();
+    let id = keyspace_id_from_pb(&read.keyspace_id)?;
+    let schema = host.schema().current();
+    if schema.is_dropped(id) {
+        return Err(NodeError::KeyspaceNotFound(id.to_string()));
+    }
     check_key(&read.key)?;
-    let name = context.keyspace_name(id);
-    let cell = read_own_copy(context, id, &name, &read.key)?;
+    let name = schema.name_of(id);
+    let cell = read_own_copy(host, id, &name, &read.key)?;
     Ok(if read.digest_only {
         (None, Digest::of(cell.as_ref()).0)
     } else {
@@ -55,11 +73,11 @@ pub(crate) fn read_one(
 
 /// Answers each of `reads` on its own, in order, deferring those after the
 /// cells answered filled the budget (see the module docs).
-pub(crate) fn read_many(
-    context: &NodeContext,
+pub(crate) fn read_many<H: CoordinatorHost + SchemaHost>(
+    host: &Arc<H>,
     reads: &[pb::ReplicaRead],
 ) -> Result<Vec<pb::ReadResult>> {
-    answer_in_order(reads, |read| read_one(context, read))
+    answer_in_order(reads, |read| read_one(host, read))
 }
 
 /// [`read_many`] with each read answered by `read_one`.

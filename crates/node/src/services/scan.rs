@@ -1,6 +1,10 @@
 //! The `Scan` RPC of the `Client` service: checks the request (keyspace,
 //! range, page size, resume token), reads one page through
 //! [`crate::scan`], and answers its live rows with a resume token.
+//!
+//! It takes the node as the coordinator's host ([`CoordinatorHost`]: the
+//! page is read through the coordinator) and the schema's ([`SchemaHost`]:
+//! the keyspace is looked up, pulling a lagging schema).
 
 use std::sync::Arc;
 
@@ -8,9 +12,10 @@ use ringstore_placement::Token;
 use ringstore_proto::v1 as pb;
 use ringstore_replication::{ConsistencyLevel, ScanPoint};
 
-use crate::context::NodeContext;
+use crate::coordinator::host::CoordinatorHost;
 use crate::error::{RequestError, Result, ScanError};
 use crate::scan::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, resume, scan_page};
+use crate::schema::SchemaHost;
 use crate::schema::sync::keyspace_catching_up;
 
 /// The scan's range `(start, end]` from the request: the whole ring
@@ -38,15 +43,15 @@ fn page_size_of(r: &pb::ScanRequest) -> Result<usize> {
 }
 
 /// Serves one `Scan` page.
-pub async fn run(
-    context: &Arc<NodeContext>,
+pub(crate) async fn run<H: CoordinatorHost + SchemaHost>(
+    host: &Arc<H>,
     r: pb::ScanRequest,
     level: ConsistencyLevel,
 ) -> Result<pb::ScanResponse> {
     if r.keyspace.is_empty() {
         return Err(RequestError::EmptyKeyspaceName.into());
     }
-    let keyspace = keyspace_catching_up(context.as_ref(), &r.keyspace).await?;
+    let keyspace = keyspace_catching_up(host.as_ref(), &r.keyspace).await?;
     level.check_valid_for_reads()?;
     let (start, end) = range_of(&r)?;
     let page_size = page_size_of(&r)?;
@@ -55,7 +60,7 @@ pub async fn run(
     } else {
         resume::decode(&r.resume_token, start, end)?
     };
-    let page = scan_page(context, &keyspace, from, end, page_size, level).await?;
+    let page = scan_page(host, &keyspace, from, end, page_size, level).await?;
     let rows = page
         .rows
         .into_iter()

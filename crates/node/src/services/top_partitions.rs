@@ -1,14 +1,30 @@
 //! `toppartitions`: samples this node's local reads and writes of one
 //! keyspace for a while and lists the keys it saw most (see
 //! `ringstore_hotkeys`).
+//!
+//! It reads the node through a [`TopPartitionsHost`], which the node's
+//! context implements (in `node/hosts/`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ringstore_hotkeys::{MAX_CAPACITY, Operation, OperationSample};
+use ringstore_hotkeys::{MAX_CAPACITY, Operation, OperationSample, Samplers};
 use ringstore_proto::v1 as pb;
 
-use crate::context::NodeContext;
+use ringstore_storage::KeyspaceId;
+
 use crate::error::{OperatorError, Result};
+use crate::schema::KeyspaceDef;
+
+/// What `toppartitions` uses of the running node, and nothing more.
+pub trait TopPartitionsHost: Send + Sync {
+    /// The keyspace named `name` (not dropped), or `NOT_FOUND`: the one
+    /// sampled.
+    fn keyspace(&self, name: &str) -> Result<KeyspaceDef>;
+    /// The sampling sessions, per keyspace id, that the node's local reads
+    /// and writes record into.
+    fn hot_keys(&self) -> &Samplers<KeyspaceId>;
+}
 
 /// The longest sampling one call may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(600);
@@ -20,14 +36,19 @@ const DEFAULT_CAPACITY: usize = 256;
 const DEFAULT_TOP: usize = 10;
 
 /// Samples for the request's duration, then answers with the hottest keys.
+///
+/// `host` comes in its `Arc`, as the `Admin` service holds it, though
+/// nothing is spawned: that service still holds the whole context and
+/// passes `&self.context`; once it is generic too, this can take `&impl
+/// TopPartitionsHost`.
 pub async fn top_partitions(
-    context: &NodeContext,
+    host: &Arc<impl TopPartitionsHost>,
     request: pb::TopPartitionsRequest,
 ) -> Result<pb::TopPartitionsResponse> {
     let asked = Asked::from_pb(&request)?;
-    let keyspace = context.keyspace(&request.keyspace)?;
-    let session = context
-        .hot_keys
+    let keyspace = host.keyspace(&request.keyspace)?;
+    let session = host
+        .hot_keys()
         .start(keyspace.id, &asked.operations, asked.capacity)
         .map_err(OperatorError::Sampling)?;
     tokio::time::sleep(asked.duration).await;

@@ -1,5 +1,8 @@
 //! The `Topology` service: decommission, removenode, cleanup, netstats, the
 //! stream throttle, and movement plans.
+//!
+//! It takes the node as topology's host ([`TopologyHost`], which extends
+//! streaming's: `netstats` and the throttle are the streams').
 
 use std::sync::Arc;
 
@@ -8,22 +11,23 @@ use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::topology_server::Topology;
 use tonic::{Request, Response, Status};
 
-use crate::context::NodeContext;
 use crate::convert::strategy_from_pb;
 use crate::error::{NodeError, OperatorError, RequestError};
+use crate::topology::host::TopologyHost;
 use crate::topology::preview::{Change, preview};
 use crate::topology::{cleanup, decommission, removenode};
 use ringstore_streaming::SessionState;
 
-/// Serves `Topology` from a node's context.
-pub struct TopologyService {
-    context: Arc<NodeContext>,
+/// Serves `Topology` from a node, its host (see the module docs).
+pub struct TopologyService<H> {
+    /// In an `Arc`: topology operations spawn tasks that outlive a call.
+    host: Arc<H>,
 }
 
-impl TopologyService {
-    /// The service of `context`'s node.
-    pub fn new(context: Arc<NodeContext>) -> TopologyService {
-        TopologyService { context }
+impl<H: TopologyHost + 'static> TopologyService<H> {
+    /// The service of `host`'s node.
+    pub fn new(host: Arc<H>) -> TopologyService<H> {
+        TopologyService { host }
     }
 }
 
@@ -42,12 +46,12 @@ fn host_id(text: &str) -> Result<HostId, NodeError> {
 }
 
 #[tonic::async_trait]
-impl Topology for TopologyService {
+impl<H: TopologyHost + 'static> Topology for TopologyService<H> {
     async fn decommission(
         &self,
         _: Request<pb::DecommissionRequest>,
     ) -> Result<Response<pb::DecommissionResponse>, Status> {
-        let done = decommission::decommission(&self.context).await?;
+        let done = decommission::decommission(&self.host).await?;
         Ok(Response::new(pb::DecommissionResponse {
             ranges_streamed: done.streamed.ranges,
             bytes_streamed: done.streamed.bytes,
@@ -60,7 +64,7 @@ impl Topology for TopologyService {
         request: Request<pb::RemoveNodeRequest>,
     ) -> Result<Response<pb::RemoveNodeResponse>, Status> {
         let dead = host_id(&request.into_inner().host_id)?;
-        let totals = removenode::removenode(&self.context, dead).await?;
+        let totals = removenode::removenode(&self.host, dead).await?;
         Ok(Response::new(pb::RemoveNodeResponse {
             ranges_streamed: totals.ranges,
             bytes_streamed: totals.bytes,
@@ -73,7 +77,7 @@ impl Topology for TopologyService {
     ) -> Result<Response<pb::CleanupResponse>, Status> {
         let keyspace = request.into_inner().keyspace;
         let keyspace = (!keyspace.is_empty()).then_some(keyspace.as_str());
-        let cleaned = cleanup::cleanup(&self.context, keyspace).await?;
+        let cleaned = cleanup::cleanup(&self.host, keyspace).await?;
         Ok(Response::new(pb::CleanupResponse {
             keyspaces: cleaned
                 .into_iter()
@@ -91,14 +95,14 @@ impl Topology for TopologyService {
         &self,
         _: Request<pb::NetStatsRequest>,
     ) -> Result<Response<pb::NetStatsResponse>, Status> {
-        let view = self.context.view();
+        let view = self.host.view();
         let mode = view
-            .member(self.context.host_id)
+            .member(self.host.host_id())
             .map(|m| m.metadata.state.to_string().to_uppercase())
             .unwrap_or_default();
         let streams = self
-            .context
-            .streams
+            .host
+            .streams()
             .snapshot()
             .into_iter()
             .map(|s| pb::StreamProgress {
@@ -127,7 +131,7 @@ impl Topology for TopologyService {
         Ok(Response::new(pb::NetStatsResponse {
             mode,
             streams,
-            stream_throughput_mib_per_sec: self.context.stream_throttle.mib_per_sec(),
+            stream_throughput_mib_per_sec: self.host.stream_throttle().mib_per_sec(),
         }))
     }
 
@@ -139,7 +143,7 @@ impl Topology for TopologyService {
         if mib > 1 << 20 {
             return Err(OperatorError::ThroughputTooHigh { mib_per_sec: mib }.into());
         }
-        let previous = self.context.stream_throttle.set_mib_per_sec(mib);
+        let previous = self.host.stream_throttle().set_mib_per_sec(mib);
         tracing::info!(previous, now = mib, "stream throughput changed (MiB/s)");
         Ok(Response::new(pb::SetStreamThroughputResponse {
             previous_mib_per_sec: previous,
@@ -156,7 +160,8 @@ impl Topology for TopologyService {
                     return Err(OperatorError::JoinWithoutLocation.into());
                 }
                 let num_tokens = if join.num_tokens == 0 {
-                    self.context.config.num_tokens
+                    // At most 1024 (checked at start), so it fits.
+                    self.host.token_allocation().num_tokens as u32
                 } else {
                     join.num_tokens
                 };
@@ -184,9 +189,9 @@ impl Topology for TopologyService {
                 return Err(OperatorError::NoChangeToPlan.into());
             }
         };
-        let plan = preview(&self.context, &change).await?;
-        let throughput = self.context.stream_throttle.mib_per_sec();
-        let view = self.context.view();
+        let plan = preview(&self.host, &change).await?;
+        let throughput = self.host.stream_throttle().mib_per_sec();
+        let view = self.host.view();
         let address = |host: HostId| {
             view.member(host)
                 .map(|m| m.metadata.client_addr.to_string())

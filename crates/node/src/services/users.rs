@@ -8,6 +8,9 @@
 //! no one drops the user it is logged in as. With `authenticator = "allow_all"` no principal is
 //! attached and every call is allowed (users can be prepared before the
 //! authenticator is switched on).
+//!
+//! It takes the node as client authentication's host ([`AuthHost`]): the
+//! users are read and written through the users store (`client_auth::store`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,13 +23,15 @@ use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::users_server::Users;
 use tonic::{Request, Response, Status};
 
-use crate::client_auth::{Gate, store};
-use crate::context::NodeContext;
+use crate::client_auth::{AuthHost, Gate, store};
 use crate::error::{NodeError, Result, UserError};
+use crate::schema::sync::keyspace as schema_keyspace;
 
-/// Serves `Users` from a node's context.
-pub struct UsersService {
-    context: Arc<NodeContext>,
+/// Serves `Users` from a node, its host (see the module docs).
+pub struct UsersService<H> {
+    /// The node (its context in its `Arc`: the coordinator's reads and
+    /// writes, which the store makes, spawn tasks).
+    host: H,
     /// The client-auth gate whose cache a change invalidates (none with
     /// `allow_all`).
     gate: Option<Arc<Gate>>,
@@ -35,11 +40,11 @@ pub struct UsersService {
     changes: tokio::sync::Mutex<()>,
 }
 
-impl UsersService {
-    /// The service of `context`'s node.
-    pub fn new(context: Arc<NodeContext>, gate: Option<Arc<Gate>>) -> UsersService {
+impl<H: AuthHost + 'static> UsersService<H> {
+    /// The service of `host`'s node.
+    pub fn new(host: H, gate: Option<Arc<Gate>>) -> UsersService<H> {
         UsersService {
-            context,
+            host,
             gate,
             changes: tokio::sync::Mutex::new(()),
         }
@@ -52,13 +57,13 @@ impl UsersService {
     }
 
     async fn update_index(&self, change: impl FnOnce(&mut BTreeSet<UserName>)) -> Result<()> {
-        let mut users = store::read_index(&self.context).await?.unwrap_or_default();
+        let mut users = store::read_index(&self.host).await?.unwrap_or_default();
         change(&mut users);
-        store::write_index(&self.context, &users, None).await
+        store::write_index(&self.host, &users, None).await
     }
 
     async fn existing(&self, name: &UserName) -> Result<ringstore_client_auth::UserRecord> {
-        store::read_user(&self.context, name)
+        store::read_user(&self.host, name)
             .await?
             .ok_or_else(|| NodeError::UserNotFound(name.to_string()))
     }
@@ -70,7 +75,7 @@ impl UsersService {
             scope: scope_of(&request.keyspace)?,
         };
         if add && let Scope::Keyspace(keyspace) = &grant.scope {
-            self.context.keyspace(keyspace)?;
+            schema_keyspace(self.host.schema_host(), keyspace)?;
         }
         let _change = self.changes.lock().await;
         let mut record = self.existing(&name).await?;
@@ -80,7 +85,7 @@ impl UsersService {
             record.grants.remove(&grant)
         };
         if changed {
-            store::write_user(&self.context, &record, None).await?;
+            store::write_user(&self.host, &record, None).await?;
             self.invalidate(&name);
         }
         tracing::info!(user = %name, %grant, granted = add, "permission changed");
@@ -149,7 +154,7 @@ async fn hash(password: String) -> Result<StoredHash> {
 }
 
 #[tonic::async_trait]
-impl Users for UsersService {
+impl<H: AuthHost + 'static> Users for UsersService<H> {
     async fn create_user(
         &self,
         request: Request<pb::CreateUserRequest>,
@@ -162,8 +167,8 @@ impl Users for UsersService {
         }
         let hash = hash(r.password).await?;
         let _change = self.changes.lock().await;
-        store::ensure_keyspace(&self.context).await?;
-        if store::read_user(&self.context, &name).await?.is_some() {
+        store::ensure_keyspace(&self.host).await?;
+        if store::read_user(&self.host, &name).await?.is_some() {
             return Err(UserError::AlreadyExists(name).into());
         }
         let record = ringstore_client_auth::UserRecord {
@@ -172,7 +177,7 @@ impl Users for UsersService {
             superuser: r.superuser,
             grants: BTreeSet::new(),
         };
-        store::write_user(&self.context, &record, None).await?;
+        store::write_user(&self.host, &record, None).await?;
         self.update_index(|users| {
             users.insert(name.clone());
         })
@@ -196,7 +201,7 @@ impl Users for UsersService {
         if record.superuser {
             require_superuser(&caller, "dropping a superuser")?;
         }
-        store::delete_user(&self.context, &name).await?;
+        store::delete_user(&self.host, &name).await?;
         self.update_index(|users| {
             users.remove(&name);
         })
@@ -210,11 +215,11 @@ impl Users for UsersService {
         &self,
         _: Request<pb::ListUsersRequest>,
     ) -> Result<Response<pb::ListUsersResponse>, Status> {
-        let names = store::read_index(&self.context).await?.unwrap_or_default();
+        let names = store::read_index(&self.host).await?.unwrap_or_default();
         let mut users = Vec::new();
         for name in names {
             // A name whose record is gone (dropped through another node at once) is skipped.
-            if let Some(record) = store::read_user(&self.context, &name).await? {
+            if let Some(record) = store::read_user(&self.host, &name).await? {
                 users.push(pb::User {
                     name: record.name.to_string(),
                     superuser: record.superuser,
@@ -257,7 +262,7 @@ impl Users for UsersService {
         let mut record = self.existing(&name).await?;
         may_set(Some(record.superuser))?;
         record.hash = hash;
-        store::write_user(&self.context, &record, None).await?;
+        store::write_user(&self.host, &record, None).await?;
         self.invalidate(&name);
         tracing::info!(user = %name, "password changed");
         Ok(Response::new(pb::ChangePasswordResponse {}))

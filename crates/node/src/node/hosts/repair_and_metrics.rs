@@ -1,12 +1,14 @@
-//! The context as repair's ([`RepairHost`]) and the metrics page's
-//! ([`MetricsHost`]) host. The repair host answers with topology's
-//! judgement of range movements, and the metrics host with repair's
-//! sample, so neither subsystem names the other.
+//! The context as repair's ([`RepairHost`]), the metrics page's
+//! ([`MetricsHost`]) and `toppartitions`' ([`TopPartitionsHost`]) host.
+//! The repair host answers with topology's judgement of range movements,
+//! and the metrics host with repair's sample, so neither subsystem names
+//! the other.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use ringstore_hotkeys::Samplers;
 use ringstore_membership::{ClusterView, MembershipHandle};
 use ringstore_metrics::{NodeMetrics, RepairSample};
 use ringstore_placement::{HostId, ReplicaMap};
@@ -16,13 +18,14 @@ use tokio::sync::watch;
 
 use crate::config::RepairConfig;
 use crate::context::NodeContext;
-use crate::error::MovementsUnderway;
+use crate::error::{MovementsUnderway, Result};
 use crate::metrics::{HintNumbers, MetricsHost};
 use crate::peers::Peers;
 use crate::repair::RepairHost;
 use crate::repair::scheduler::metrics_sample;
 use crate::repair::state::RepairState;
 use crate::schema::KeyspaceDef;
+use crate::services::top_partitions::TopPartitionsHost;
 use crate::topology::movements_under_way;
 
 impl RepairHost for NodeContext {
@@ -93,6 +96,10 @@ impl RepairHost for NodeContext {
     fn client_address(&self) -> SocketAddr {
         self.config.advertised_client_address()
     }
+
+    fn started(&self) -> Instant {
+        self.started
+    }
 }
 
 impl MetricsHost for NodeContext {
@@ -143,5 +150,15 @@ impl MetricsHost for NodeContext {
 
     fn repair_sample(&self) -> RepairSample {
         metrics_sample(self, self.started.elapsed())
+    }
+}
+
+impl TopPartitionsHost for NodeContext {
+    fn keyspace(&self, name: &str) -> Result<KeyspaceDef> {
+        NodeContext::keyspace(self, name)
+    }
+
+    fn hot_keys(&self) -> &Samplers<KeyspaceId> {
+        &self.hot_keys
     }
 }

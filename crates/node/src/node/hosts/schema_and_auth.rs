@@ -4,8 +4,8 @@
 //! the coordinator nor the context.
 //!
 //! The auth host is the context in its `Arc`, as the coordinator takes
-//! one (its helper tasks outlive the call that spawns them); it is the
-//! schema's host through the schema's forwarding impl for an `Arc`.
+//! one (its helper tasks outlive the call that spawns them); the schema's
+//! host it hands out is the context itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +48,11 @@ impl SchemaHost for NodeContext {
 
     fn schema_timeout(&self) -> Duration {
         Duration::from_millis(self.config.timeouts.schema_ms)
+    }
+
+    fn change_timestamp(&self) -> Result<Timestamp> {
+        self.check_clock()?;
+        Ok(self.clock.next())
     }
 }
 

@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::peers::Peers;
 use crate::repair::node_ops::sync_gained_ranges;
 use crate::schema::sync::{merge_and_publish, pull_from_live_peers, push_with_retries};
-use crate::schema::{KeyspaceDef, SchemaEntry};
+use crate::schema::{KeyspaceDef, SchemaEntry, SchemaHost};
 use crate::snapshots::SnapshotHost;
 use crate::streaming::StreamHost;
 use crate::topology::host::{TokenAllocation, TopologyHost};
@@ -107,10 +107,9 @@ impl TopologyHost for NodeContext {
 
     fn publish_keyspace(&self, keyspace: KeyspaceDef) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            self.check_clock()?;
             let entry = SchemaEntry {
                 keyspace,
-                timestamp: self.clock.next(),
+                timestamp: SchemaHost::change_timestamp(self)?,
                 dropped: false,
             };
             merge_and_publish(self, vec![entry]).await?;
