@@ -11,7 +11,7 @@
 //! unary RPC would.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use ringstore_client_auth::Principal;
@@ -28,8 +28,6 @@ use tonic::{Request, Response, Status, Streaming};
 use super::pipeline;
 use crate::client_auth::{Gate, StreamAuth};
 use crate::clock::check_client_timestamp;
-use crate::config::NodeConfig;
-use crate::context::NodeContext;
 use crate::convert::level_from_pb;
 use crate::coordinator;
 use crate::deadline::ClientDeadline;
@@ -37,11 +35,11 @@ use crate::error::{NodeError, RequestError, Result};
 use crate::limits::{MAX_TTL_SECONDS, check_key};
 use crate::schema::KeyspaceDef;
 use crate::schema::sync::keyspace_catching_up;
+use crate::services::client_host::{ClientHost, ClientSettings};
 
-/// Serves `Client` from a node's context.
-#[derive(Clone)]
-pub struct ClientService {
-    context: Arc<NodeContext>,
+/// Serves `Client` from a node (its [`ClientHost`]).
+pub(crate) struct ClientService<H> {
+    context: Arc<H>,
     /// The client port's login gate (`authenticator = "password"`), for the
     /// per-message checks of a pipeline.
     gate: Option<Arc<Gate>>,
@@ -50,14 +48,24 @@ pub struct ClientService {
     stopped: watch::Receiver<bool>,
 }
 
-impl ClientService {
+impl<H> Clone for ClientService<H> {
+    fn clone(&self) -> Self {
+        ClientService {
+            context: self.context.clone(),
+            gate: self.gate.clone(),
+            stopped: self.stopped.clone(),
+        }
+    }
+}
+
+impl<H: ClientHost + 'static> ClientService<H> {
     /// The service of `context`'s node, behind `gate` if logins are on,
     /// until `stopped` turns true.
     pub fn new(
-        context: Arc<NodeContext>,
+        context: Arc<H>,
         gate: Option<Arc<Gate>>,
         stopped: watch::Receiver<bool>,
-    ) -> ClientService {
+    ) -> ClientService<H> {
         ClientService {
             context,
             gate,
@@ -79,13 +87,15 @@ impl ClientService {
         let Some(deadline) = deadline else {
             return Ok(());
         };
-        if self.context.config.test_ignore_client_deadlines {
+        if self.context.client_settings().ignore_client_deadlines {
             return Ok(());
         }
-        let bound = Duration::from_millis(self.context.config.max_clock_offset_ms);
+        let bound = self.context.client_settings().max_clock_offset;
         let checked = deadline.check(at, bound);
         if checked.is_err() {
-            self.context.metrics.dropped_expired(Expired::ClientRequest);
+            self.context
+                .metrics()
+                .dropped_expired(Expired::ClientRequest);
         }
         checked
     }
@@ -104,11 +114,11 @@ impl ClientService {
     ) -> Result<Cell> {
         check_key(key)?;
         if let Some(value) = &value
-            && value.len() > self.context.config.max_value_bytes
+            && value.len() > self.context.client_settings().max_value_bytes
         {
             return Err(RequestError::ValueTooLong {
                 len: value.len(),
-                max: self.context.config.max_value_bytes,
+                max: self.context.client_settings().max_value_bytes,
             }
             .into());
         }
@@ -129,21 +139,20 @@ impl ClientService {
         // write must beat.
         let timestamp = match timestamp {
             Some(micros) => {
-                let max_skew =
-                    Duration::from_secs(self.context.config.max_client_timestamp_skew_seconds);
-                check_client_timestamp(micros, self.context.clock.now(), max_skew)?;
-                self.check_deadline(deadline, self.context.clock.now())?;
+                let max_skew = self.context.client_settings().max_client_timestamp_skew;
+                check_client_timestamp(micros, self.context.now(), max_skew)?;
+                self.check_deadline(deadline, self.context.now())?;
                 Timestamp(micros)
             }
             None => {
-                let stamped = self.context.clock.next();
+                let stamped = self.context.next_timestamp();
                 self.check_deadline(deadline, stamped)?;
                 stamped
             }
         };
         // TTLs and tombstones count from the node's clock (the test offset
         // included), as timestamps do.
-        let now = self.context.clock.now();
+        let now = self.context.now();
         let expires_at = check_expiry(expires_at, ttl, value.is_some(), now)?;
         Ok(match value {
             Some(value) => match (ttl, expires_at) {
@@ -193,7 +202,7 @@ fn check_expiry(
 
 /// Checks a batch against `max_batch_mutations` and `max_batch_bytes`
 /// (keys plus values).
-fn check_batch_size(config: &NodeConfig, mutations: &[pb::Mutation]) -> Result<()> {
+fn check_batch_size(config: &ClientSettings, mutations: &[pb::Mutation]) -> Result<()> {
     if mutations.len() > config.max_batch_mutations {
         return Err(RequestError::TooManyMutations {
             count: mutations.len(),
@@ -215,7 +224,7 @@ fn check_batch_size(config: &NodeConfig, mutations: &[pb::Mutation]) -> Result<(
     Ok(())
 }
 
-impl ClientService {
+impl<H: ClientHost + 'static> ClientService<H> {
     /// Runs `run` at the consistency level `consistency` names, as
     /// operation `op`: counted in the client stage and recorded (count,
     /// latency, and the error's code if it fails). A level that does not
@@ -230,7 +239,7 @@ impl ClientService {
         Fut: Future<Output = Result<T>>,
     {
         let level = level_from_pb(consistency)?;
-        let metrics = &self.context.metrics;
+        let metrics = self.context.metrics();
         let _stage = metrics.stage(Stage::ClientRequest);
         let started = Instant::now();
         let result = run(level).await;
@@ -269,7 +278,7 @@ impl ClientService {
         let keyspace = self.keyspace(&r.keyspace).await?;
         check_key(&r.key)?;
         let winner = coordinator::read(&self.context, &keyspace, r.key, level).await?;
-        let now = self.context.clock.now();
+        let now = self.context.now();
         Ok(
             match winner
                 .as_ref()
@@ -311,9 +320,9 @@ impl ClientService {
         self.context.check_serving()?;
         self.context.check_clock()?;
         let keyspace = self.keyspace(&r.keyspace).await?;
-        check_batch_size(&self.context.config, &r.mutations)?;
+        check_batch_size(&self.context.client_settings(), &r.mutations)?;
         // Past its deadline the whole batch is refused, not each mutation.
-        self.check_deadline(deadline, self.context.clock.now())?;
+        self.check_deadline(deadline, self.context.now())?;
         // Every mutation is stamped now, before any is sent: one whose turn
         // comes late must not get a later timestamp than the batch's
         // deadline allowed.
@@ -343,7 +352,7 @@ impl ClientService {
         });
         // At most `batch_concurrency` mutations in flight, results in order.
         let results = futures::stream::iter(writes)
-            .buffered(self.context.config.batch_concurrency)
+            .buffered(self.context.client_settings().batch_concurrency)
             .map(|result| match result {
                 Ok(timestamp) => pb::MutationResult {
                     code: 0,
@@ -363,7 +372,7 @@ impl ClientService {
 }
 
 #[tonic::async_trait]
-impl Client for ClientService {
+impl<H: ClientHost + 'static> Client for ClientService<H> {
     async fn put(
         &self,
         request: Request<pb::PutRequest>,
@@ -446,7 +455,7 @@ impl Client for ClientService {
             }
         };
         let service = self.clone();
-        let open = self.context.metrics.pipeline_opened();
+        let open = self.context.metrics().pipeline_opened();
         let answer = move |request, deadline| {
             // The stream, which owns this closure, counts as open until
             // it is dropped.
@@ -466,7 +475,7 @@ impl Client for ClientService {
     }
 }
 
-impl ClientService {
+impl<H: ClientHost + 'static> ClientService<H> {
     /// One pipelined request, checked against its unary RPC's permission
     /// (under `authenticator = "password"`), then run and counted as that
     /// RPC would be.

@@ -5,6 +5,7 @@
 pub mod admin;
 mod apply_stream;
 pub mod client;
+pub mod client_host;
 pub mod internode;
 pub mod node_stats;
 mod pipeline;
