@@ -279,7 +279,7 @@ impl TestCluster {
     /// `stream_range`, `repair`...) running node `i` made to node `peer`, as
     /// its metrics page counts them.
     pub async fn internode_calls(&self, i: usize, peer: usize, rpc: &str) -> u64 {
-        let page = ringstore_node::metrics::page(self.context(i))
+        let page = ringstore_node::metrics::page(self.context(i).as_ref())
             .await
             .expect("metrics page");
         let address = self.configs[peer].advertised_internode_address();
