@@ -104,6 +104,8 @@ pub struct NodeContext {
     /// Whether the node takes writes and gossips (not after `drain` or a
     /// disk failure).
     pub(crate) serving: tokio::sync::watch::Sender<Serving>,
+    /// The locks serializing the Paxos acceptor calls of one key.
+    pub(crate) paxos_locks: crate::paxos::KeyLocks,
 }
 
 impl NodeContext {

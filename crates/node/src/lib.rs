@@ -66,6 +66,10 @@
 //!   scheduler), and garbage collection of tombstones and expired cells once
 //!   a repair has made them safe to drop.
 //!
+//! - **Lightweight transactions, replica side** ([`paxos`]): this node as
+//!   a Paxos acceptor per key (`ringstore_paxos`'s rules), its state in
+//!   the store's `paxos` tree, durable before each answer.
+//!
 //! - **Starting** (`node/`): the start's named steps, its servers and its
 //!   background tasks, on a [`platform`]: the operating system's sockets,
 //!   clock and disk, or a deterministic simulation's (`crates/simulation`
@@ -98,6 +102,7 @@ pub mod log_levels;
 pub mod metrics;
 pub mod metrics_http;
 mod node;
+pub mod paxos;
 pub mod peers;
 pub mod platform;
 pub mod removal;

@@ -142,7 +142,11 @@
 //! - sled 0.34 is pre-1.0: its memory use is several times its cache
 //!   capacity, it loses unflushed writes on `kill -9`, and its on-disk format
 //!   may change with its version.
-//! - The `hints` tree is reserved; hinted handoff defines its format.
+//! - The `hints` tree is reserved; hinted handoff defines its format. The
+//!   `paxos` tree likewise: the node's Paxos replica stores each key's
+//!   acceptor state there ([`Store::paxos_put`], durable on return), in
+//!   the paxos crate's format. A dropped keyspace's Paxos state stays until
+//!   Paxos garbage collection exists.
 
 #![deny(missing_docs)]
 
@@ -178,7 +182,7 @@ pub use memory_engine::MemoryEngine;
 pub use scan::Scan;
 pub use simulated_disk::SimulatedDisk;
 pub use sled_engine::{LOCK_RETRY_WINDOW, SledEngine, SledOptions};
-pub use store::{FoldHold, HINTS_TREE, RunIngest, SYSTEM_TREE, Store};
+pub use store::{FoldHold, HINTS_TREE, PAXOS_TREE, RunIngest, SYSTEM_TREE, Store};
 
 /// The data model the store keeps (from `ringstore-cell`), re-exported for
 /// the crates that use both.

@@ -359,3 +359,42 @@ async fn unflushed_writes_become_durable_with_the_next_flush() {
         Some(b"second".to_vec())
     );
 }
+
+/// Paxos state put durably survives a crash right after the put returns,
+/// whatever the mode; state put unflushed is lost in a crash before the
+/// next flush, and keyspaces and keys do not share state.
+#[tokio::test]
+async fn paxos_state_is_durable_when_its_put_returns_even_in_periodic_mode() {
+    let disk = SimulatedDisk::new();
+    let open = || {
+        Store::open(
+            Arc::new(disk.clone()),
+            Durability::Periodic {
+                interval: Duration::from_secs(3600),
+            },
+        )
+        .unwrap()
+    };
+    let (ks, other) = (KeyspaceId::random(), KeyspaceId::random());
+
+    let store = open();
+    store.paxos_put(ks, b"k", b"promised").await.unwrap();
+    store.paxos_put_unflushed(ks, b"j", b"mrc").await.unwrap();
+    assert_eq!(store.paxos_get(ks, b"j").unwrap(), Some(b"mrc".to_vec()));
+    drop(store);
+    disk.crash();
+
+    let store = open();
+    assert_eq!(
+        store.paxos_get(ks, b"k").unwrap(),
+        Some(b"promised".to_vec())
+    );
+    assert_eq!(store.paxos_get(ks, b"j").unwrap(), None, "never flushed");
+    assert_eq!(store.paxos_get(other, b"k").unwrap(), None);
+    assert_eq!(store.paxos_get(ks, b"kk").unwrap(), None);
+    assert_eq!(
+        store.read(ks, b"k").unwrap(),
+        None,
+        "Paxos state is not data"
+    );
+}

@@ -24,12 +24,15 @@
 //! - `serving.rs`: a node that does not take requests for now.
 //! - `timestamp.rs`: client-supplied write timestamps.
 //! - `startup.rs`: settings a node on a simulated network cannot honour.
+//! - `paxos.rs`: a replica's part in a Paxos round (corrupt acceptor state,
+//!   a malformed request, a keyspace not learned yet).
 
 pub mod coordinator;
 pub mod deadline;
 pub mod keyspace_request;
 pub mod operations;
 pub mod operator;
+pub mod paxos;
 pub mod repair;
 pub mod request;
 pub mod scan;
@@ -55,6 +58,7 @@ use tonic::{Code, Status};
 
 pub use self::coordinator::CoordinatorError;
 pub use self::operations::OperationError;
+pub use self::paxos::PaxosReplicaError;
 pub use self::repair::RangeRepairError;
 pub use self::schema::SchemaError;
 pub use self::serving::ServingError;
@@ -357,6 +361,10 @@ pub enum NodeError {
     /// A setting the node cannot honour where it runs.
     #[error(transparent)]
     Startup(#[from] StartupError),
+
+    /// This replica's part in a Paxos round failed.
+    #[error(transparent)]
+    Paxos(#[from] PaxosReplicaError),
 }
 
 /// An error several waiters share (one replica round answering many
@@ -416,6 +424,7 @@ impl NodeError {
         match self {
             NodeError::Shared(shared) => shared.is_damaged_replica(),
             NodeError::Storage(error) => error.is_corruption(),
+            NodeError::Paxos(error) => error.is_corruption(),
             NodeError::Peer { status, .. } => status.code() == Code::DataLoss,
             _ => false,
         }
@@ -439,6 +448,7 @@ impl NodeError {
             NodeError::Serving(error) => error.code(),
             NodeError::ClientTimestamp(error) => error.code(),
             NodeError::Startup(error) => error.code(),
+            NodeError::Paxos(error) => error.code(),
             NodeError::Request(error) => error.code(),
             NodeError::Expired(error) => error.code(),
             NodeError::KeyspaceRequest(error) => error.code(),

@@ -251,6 +251,7 @@ fn node_context(
         apply_streams: Default::default(),
         read_queues: Default::default(),
         read_many_refusals: Default::default(),
+        paxos_locks: Default::default(),
         hot_keys: Default::default(),
         ring_lag: Default::default(),
         settling_ring: Default::default(),

@@ -1,5 +1,6 @@
 //! The `Internode` service: replica reads and writes, schema exchange,
-//! range streaming, and hints handed over by a leaving node.
+//! range streaming, hints handed over by a leaving node, and this replica's
+//! part in per-key Paxos rounds (`paxos`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +22,8 @@ use crate::deadline;
 use crate::error::{NodeError, OperatorError, RequestError, Result};
 use crate::internode_auth::Caller;
 use crate::limits::check_key;
+use crate::paxos;
+use crate::paxos::wire as paxos_wire;
 use crate::repair::replica;
 use crate::ring_lag;
 use crate::schema::store::snapshot_of;
@@ -551,6 +554,33 @@ impl Internode for InternodeService {
         let began = Timestamp(request.began_micros);
         replica::end_session(self.context.as_ref(), session, &repaired, began).await?;
         Ok(Response::new(pb::EndRepairSessionResponse {}))
+    }
+
+    async fn paxos_prepare(
+        &self,
+        request: Request<pb::PaxosPrepareRequest>,
+    ) -> Result<Response<pb::PaxosPrepareResponse>, Status> {
+        let (ks, key, ballot) = paxos_wire::prepare_request_from_pb(request.into_inner())?;
+        let answer = paxos::prepare(self.context.as_ref(), ks, &key, ballot).await?;
+        Ok(Response::new(paxos_wire::prepare_answer_to_pb(&answer)))
+    }
+
+    async fn paxos_accept(
+        &self,
+        request: Request<pb::PaxosAcceptRequest>,
+    ) -> Result<Response<pb::PaxosAcceptResponse>, Status> {
+        let (ks, key, proposal) = paxos_wire::accept_request_from_pb(request.into_inner())?;
+        let reply = paxos::accept(self.context.as_ref(), ks, &key, proposal).await?;
+        Ok(Response::new(paxos_wire::accept_reply_to_pb(reply)))
+    }
+
+    async fn paxos_commit(
+        &self,
+        request: Request<pb::PaxosCommitRequest>,
+    ) -> Result<Response<pb::PaxosCommitResponse>, Status> {
+        let (ks, key, proposal) = paxos_wire::commit_request_from_pb(request.into_inner())?;
+        paxos::commit(self.context.as_ref(), ks, &key, proposal).await?;
+        Ok(Response::new(pb::PaxosCommitResponse {}))
     }
 }
 

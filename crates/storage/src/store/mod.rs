@@ -7,6 +7,9 @@
 //! - `system`: node metadata by name (host id, tokens, schema…), written
 //!   durably whatever the mode.
 //! - `hints`: reserved for hinted handoff; its format belongs to its user.
+//! - `paxos`: each key's Paxos acceptor state, durable on return of
+//!   [`Store::paxos_put`] whatever the mode; its format belongs to its user
+//!   (`store/paxos.rs`).
 //!
 //! # Writes
 //! [`Store::apply`] merges the incoming cell with the stored one in one atomic
@@ -76,7 +79,9 @@ use ringstore_cell::Cell;
 use ringstore_cell::KeyspaceId;
 
 mod ingest;
+mod paxos;
 pub use ingest::{FoldHold, RunIngest};
+pub use paxos::PAXOS_TREE;
 
 /// The tree of node metadata.
 pub const SYSTEM_TREE: &str = "system";
@@ -116,6 +121,8 @@ struct Inner {
     keyspaces: Mutex<KeyspaceTrees>,
     system: Arc<dyn Tree>,
     hints: Arc<dyn Tree>,
+    /// Per-key Paxos acceptor state (`store/paxos.rs`).
+    paxos: Arc<dyn Tree>,
     /// `true` once closed. Writers hold the read lock while they write (never
     /// across an `.await`), so `close` taking the write lock waits for writes
     /// in progress.
@@ -176,6 +183,7 @@ impl Store {
     pub fn open(engine: Arc<dyn Engine>, durability: Durability) -> Result<Store> {
         let system = engine.open_tree(SYSTEM_TREE)?;
         let hints = engine.open_tree(HINTS_TREE)?;
+        let paxos = engine.open_tree(PAXOS_TREE)?;
         let live_counts = live_size::recover(engine.as_ref(), system.as_ref())?;
         let group = Arc::new(GroupCommit::new(Arc::clone(&engine)));
         let flusher = match durability {
@@ -195,6 +203,7 @@ impl Store {
                 }),
                 system,
                 hints,
+                paxos,
                 closed: RwLock::new(false),
                 flusher,
                 log: OnceLock::new(),

@@ -3,7 +3,8 @@
 //! Each subsystem says what it needs from the running node as a trait of
 //! its own (`RepairHost`, `TopologyHost`, `StreamHost`, `MetricsHost`,
 //! `SnapshotHost`, `SchemaHost`, `AuthHost`, `CoordinatorHost`,
-//! `DrainHost`, `DiskFailureHost`, `TopPartitionsHost`) and never names
+//! `DrainHost`, `DiskFailureHost`, `TopPartitionsHost`, `PaxosReplicaHost`,
+//! `ClientHost`) and never names
 //! `NodeContext`; the context implements them here, where the node is
 //! wired at start. The impls live in `node/`, not in `context.rs`, because
 //! some hosts answer by calling another subsystem (the repair host asks
@@ -18,6 +19,7 @@
 //! the context's own fields, are implemented at the end of `context.rs`.
 
 mod coordinator;
+mod paxos;
 mod repair_and_metrics;
 mod schema_and_auth;
 mod serving;
