@@ -83,3 +83,107 @@ impl CoordinatorError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::error::NodeError;
+
+    /// The coordinator's errors answer with the codes its string errors
+    /// had: a write that fell short `UNAVAILABLE` (the client may retry
+    /// elsewhere), anything that ran out of time `DEADLINE_EXCEEDED`, a
+    /// replica's refusal or an abandoned task `INTERNAL`.
+    #[test]
+    fn each_shortfall_has_its_code_and_says_what_happened() {
+        let replica: SocketAddr = "127.0.0.2:7000".parse().expect("an address");
+        let cases: Vec<(CoordinatorError, Code, &str)> = vec![
+            (
+                CoordinatorError::WriteFailed {
+                    level: ConsistencyLevel::Quorum,
+                    acked: 1,
+                    required: 2,
+                },
+                Code::Unavailable,
+                "write failed at consistency level QUORUM: 1 of 2 required acks received; \
+                 the write may have been applied on some replicas",
+            ),
+            (
+                ReadRepairFailure {
+                    level: ConsistencyLevel::Quorum,
+                    holding: 1,
+                    required: 2,
+                }
+                .into(),
+                Code::DeadlineExceeded,
+                "read repair at consistency level QUORUM: only 1 of 2 required replicas \
+                 hold the newest value",
+            ),
+            (
+                CoordinatorError::NoAnswer {
+                    replica,
+                    rpc: "ReadMany",
+                    after: Duration::from_millis(250),
+                },
+                Code::DeadlineExceeded,
+                "127.0.0.2:7000: no answer to ReadMany within 250ms",
+            ),
+            (
+                CoordinatorError::Abandoned {
+                    replica: Some(replica),
+                    what: "replica write",
+                },
+                Code::Internal,
+                "127.0.0.2:7000: the replica write was abandoned",
+            ),
+            (
+                CoordinatorError::Abandoned {
+                    replica: None,
+                    what: "read's replica round",
+                },
+                Code::Internal,
+                "the read's replica round was abandoned",
+            ),
+            (
+                CoordinatorError::Refused {
+                    replica,
+                    reason: "keyspace dropped".into(),
+                },
+                Code::Internal,
+                "127.0.0.2:7000: keyspace dropped",
+            ),
+        ];
+        for (error, code, message) in cases {
+            let error = NodeError::from(error);
+            assert_eq!(error.code(), code, "{error}");
+            assert_eq!(error.to_string(), message);
+        }
+    }
+
+    /// An error shared by many waiters answers each of them with its own
+    /// code and message, whether a waiter gets the last reference (the
+    /// error itself) or not (`NodeError::Shared`).
+    #[test]
+    fn a_shared_error_keeps_its_code_and_message_for_every_waiter() {
+        let shared = Arc::new(NodeError::from(CoordinatorError::NoAnswer {
+            replica: "127.0.0.3:7000".parse().expect("an address"),
+            rpc: "Apply",
+            after: Duration::from_secs(2),
+        }));
+        let check = |error: &NodeError| {
+            assert_eq!(error.code(), Code::DeadlineExceeded);
+            assert_eq!(
+                error.to_string(),
+                "127.0.0.3:7000: no answer to Apply within 2s"
+            );
+        };
+        let first = NodeError::from(shared.clone());
+        assert!(matches!(first, NodeError::Shared(_)));
+        check(&first);
+        drop(first);
+        let last = NodeError::from(shared);
+        assert!(matches!(last, NodeError::Coordinator(_)));
+        check(&last);
+    }
+}
