@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use ringstore_node::error::FilterError;
 
 use crate::cli::{Cli, Command, LogFormat, StressArgs};
 use crate::client::{ClientTls, Connection};
@@ -222,9 +223,9 @@ impl ringstore_node::log_levels::LogLevels for ReloadableFilter {
         self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn replace(&self, filter: &str) -> Result<(), String> {
-        let parsed = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
-        self.handle.reload(parsed).map_err(|e| e.to_string())?;
+    fn replace(&self, filter: &str) -> Result<(), FilterError> {
+        let parsed = tracing_subscriber::EnvFilter::try_new(filter)?;
+        self.handle.reload(parsed)?;
         *self.text.lock().unwrap_or_else(|e| e.into_inner()) = filter.to_string();
         Ok(())
     }

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::error::{OperationError, Result};
+use crate::error::{FilterError, OperationError, Result};
 
 /// The process's log filter, as the binary set it up.
 pub trait LogLevels: Send + Sync {
@@ -16,7 +16,7 @@ pub trait LogLevels: Send + Sync {
     fn current(&self) -> String;
     /// Replaces the filter with `filter` (`RUST_LOG` syntax); an error names
     /// what does not parse, and changes nothing.
-    fn replace(&self, filter: &str) -> std::result::Result<(), String>;
+    fn replace(&self, filter: &str) -> std::result::Result<(), FilterError>;
 }
 
 static LOG_LEVELS: OnceLock<Box<dyn LogLevels>> = OnceLock::new();
@@ -62,9 +62,9 @@ pub fn set(target: &str, level: &str) -> Result<String> {
     let filter = with_directive(&control.current(), target, &level);
     control
         .replace(&filter)
-        .map_err(|reason| OperationError::BadLogFilter {
+        .map_err(|source| OperationError::BadLogFilter {
             filter: filter.clone(),
-            reason,
+            source,
         })?;
     Ok(filter)
 }
@@ -121,5 +121,18 @@ mod tests {
             set("a=b,c", "info"),
             Err(NodeError::Operation(OperationError::NotAModulePath(_)))
         ));
+    }
+
+    #[test]
+    fn a_refused_filter_keeps_the_log_controls_reason_as_its_source() {
+        let error = NodeError::from(OperationError::BadLogFilter {
+            filter: "info,[".into(),
+            source: "unclosed span".into(),
+        });
+        assert_eq!(error.code(), tonic::Code::InvalidArgument);
+        assert_eq!(error.to_string(), "log filter \"info,[\": unclosed span");
+        // `NodeError::Operation` is transparent: its source is the filter's.
+        let source = std::error::Error::source(&error).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("unclosed span"));
     }
 }

@@ -57,7 +57,7 @@ pub use self::users::UserError;
 use tonic::{Code, Status};
 
 pub use self::coordinator::CoordinatorError;
-pub use self::operations::OperationError;
+pub use self::operations::{FilterError, OperationError};
 pub use self::paxos::PaxosReplicaError;
 pub use self::repair::RangeRepairError;
 pub use self::schema::SchemaError;

@@ -28,12 +28,13 @@ pub enum OperationError {
     NotAModulePath(String),
 
     /// The log filter made from the request does not parse.
-    #[error("log filter {filter:?}: {reason}")]
+    #[error("log filter {filter:?}: {source}")]
     BadLogFilter {
         /// The filter.
         filter: String,
-        /// What does not parse, as the process's log control said.
-        reason: String,
+        /// Why the process's log control refused it.
+        #[source]
+        source: FilterError,
     },
 
     /// A drain of a node that is joining or leaving the ring: it would
@@ -78,3 +79,8 @@ fn moving(state: NodeState) -> String {
         ),
     }
 }
+
+/// Why the process's log control refused a filter: the logging library's
+/// own error (the binary installs the control, so the node cannot name its
+/// type).
+pub type FilterError = Box<dyn std::error::Error + Send + Sync>;
