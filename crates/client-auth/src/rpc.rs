@@ -46,6 +46,14 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Client/Delete", On(Write, Field(1))),
         ("/ringstore.v1.Client/Batch", On(Write, Field(1))),
         ("/ringstore.v1.Client/Noop", Login),
+        // Lightweight transactions: a compare-and-set writes, a serial read
+        // reads. Caveat: a compare-and-set whose condition fails answers
+        // with the current value, which a user with write but not read
+        // permission thus learns (Cassandra asks for both; this table
+        // holds one permission per RPC).
+        ("/ringstore.v1.Client/PutIf", On(Write, Field(1))),
+        ("/ringstore.v1.Client/DeleteIf", On(Write, Field(1))),
+        ("/ringstore.v1.Client/GetSerial", On(Read, Field(1))),
         ("/ringstore.v1.Client/Pipeline", Rule::PerMessage),
         // Schema.
         ("/ringstore.v1.Schema/CreateKeyspace", On(Schema, Field(1))),

@@ -13,16 +13,25 @@ pub enum Operation {
     Batch,
     /// `Scan` (one sample per page).
     Scan,
+    /// `PutIf`: a compare-and-set.
+    PutIf,
+    /// `DeleteIf`: a conditional delete.
+    DeleteIf,
+    /// `GetSerial`: a linearizable read.
+    GetSerial,
 }
 
 impl Operation {
     /// Every operation, in label order.
-    pub const ALL: [Operation; 5] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Get,
         Operation::Put,
         Operation::Delete,
         Operation::Batch,
         Operation::Scan,
+        Operation::PutIf,
+        Operation::DeleteIf,
+        Operation::GetSerial,
     ];
 
     /// The label value.
@@ -33,6 +42,9 @@ impl Operation {
             Operation::Delete => "delete",
             Operation::Batch => "batch",
             Operation::Scan => "scan",
+            Operation::PutIf => "put_if",
+            Operation::DeleteIf => "delete_if",
+            Operation::GetSerial => "get_serial",
         }
     }
 
@@ -105,6 +117,12 @@ pub enum InternodeRpc {
     /// A repair call (`BuildTree`, `TreeNodes`, `ReadCells`, `Apply` of
     /// repaired rows).
     Repair,
+    /// `PaxosPrepare`: round 1 of a compare-and-set or serial read.
+    PaxosPrepare,
+    /// `PaxosAccept`: round 2 of a compare-and-set.
+    PaxosAccept,
+    /// `PaxosCommit`: a chosen proposal sent to a replica.
+    PaxosCommit,
 }
 
 impl InternodeRpc {
@@ -119,6 +137,9 @@ impl InternodeRpc {
             InternodeRpc::TakeHints => "take_hints",
             InternodeRpc::StreamRange => "stream_range",
             InternodeRpc::Repair => "repair",
+            InternodeRpc::PaxosPrepare => "paxos_prepare",
+            InternodeRpc::PaxosAccept => "paxos_accept",
+            InternodeRpc::PaxosCommit => "paxos_commit",
         }
     }
 }

@@ -27,6 +27,7 @@
 //!   `SerialRead`; the condition and the new cell.
 //! - [`Electorate`] and [`CommitTracker`] (`electorate.rs`): who votes, the
 //!   quorum, the commit acks to wait for.
+//! - [`SerialConsistency`] (`serial.rs`): `SERIAL` or `LOCAL_SERIAL`.
 //! - [`Proposer`] (`proposer.rs`): one operation as a state machine:
 //!   [`Event`]s in, [`Action`]s out, ending in an [`Outcome`].
 //!
@@ -158,6 +159,7 @@ mod electorate;
 mod error;
 mod operation;
 mod proposer;
+mod serial;
 mod state_codec;
 
 pub use acceptor::{AcceptReply, AcceptorState, PrepareReply, Promise, Proposal, Step};
@@ -166,4 +168,5 @@ pub use electorate::{CommitTracker, Electorate};
 pub use error::{PaxosError, Result, StateDamage};
 pub use operation::{Expected, Operation};
 pub use proposer::{Action, Event, Outcome, Proposer, Request, Round};
+pub use serial::SerialConsistency;
 pub use state_codec::STATE_FORMAT;

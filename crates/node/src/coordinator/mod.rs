@@ -36,6 +36,8 @@
 //! # Layout
 //! - [`write`] and [`read`]: the two flows (read repair, which writes, is
 //!   the read's);
+//! - [`cas`]: lightweight transactions (compare-and-set, serial reads) by
+//!   per-key Paxos;
 //! - [`replicas`]: which replicas a key has on the view's rings;
 //! - [`peer_calls`]: the calls to other replicas, coalesced per peer;
 //! - [`read_flights`] and [`read_flights_driver`]: concurrent reads of one
@@ -54,6 +56,7 @@ use ringstore_metrics::CoordinatorOp;
 
 use crate::error::Result;
 
+pub mod cas;
 pub(crate) mod host;
 pub(crate) mod local_reads;
 pub mod peer_calls;

@@ -197,7 +197,7 @@ pub(super) async fn send_to_replica<H: CoordinatorHost>(
 /// Stores a hint of `write` for `host`; reports it to `outcomes` if stored.
 /// A failure is logged and counted: the write's fate is the replicas'.
 /// None for a node that has left the cluster: it would never be delivered.
-async fn store_hint<H: CoordinatorHost>(
+pub(super) async fn store_hint<H: CoordinatorHost>(
     context: Arc<H>,
     host: HostId,
     write: Arc<ReplicaWrite>,

@@ -26,7 +26,10 @@
 //! - `startup.rs`: settings a node on a simulated network cannot honour.
 //! - `paxos.rs`: a replica's part in a Paxos round (corrupt acceptor state,
 //!   a malformed request, a keyspace not learned yet).
+//! - `cas.rs`: a compare-and-set or serial read the coordinator could not
+//!   answer, and whether it was certainly not applied.
 
+pub mod cas;
 pub mod coordinator;
 pub mod deadline;
 pub mod keyspace_request;
@@ -56,6 +59,7 @@ pub use self::users::UserError;
 
 use tonic::{Code, Status};
 
+pub use self::cas::{CasError, CasRound};
 pub use self::coordinator::CoordinatorError;
 pub use self::operations::{FilterError, OperationError};
 pub use self::paxos::PaxosReplicaError;
@@ -321,6 +325,10 @@ pub enum NodeError {
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
 
+    /// A compare-and-set or serial read without an answer.
+    #[error(transparent)]
+    Cas(#[from] CasError),
+
     /// An error shared by several waiters (see `From<Arc<NodeError>>`): it
     /// answers as the error it shares.
     #[error(transparent)]
@@ -438,6 +446,7 @@ impl NodeError {
             NodeError::Storage(error) if error.is_corruption() => Code::DataLoss,
             NodeError::Shared(shared) => shared.code(),
             NodeError::Coordinator(error) => error.code(),
+            NodeError::Cas(error) => error.code(),
             NodeError::Replication(error) => replication_code(error),
             NodeError::Topology(error) => error.code(),
             NodeError::RangeStream(error) => error.code(),
@@ -510,14 +519,37 @@ impl NodeError {
             Code::Internal => "INTERNAL",
             Code::PermissionDenied => "PERMISSION_DENIED",
             Code::DataLoss => "DATA_LOSS",
+            Code::Aborted => "ABORTED",
             _ => "UNKNOWN",
         }
     }
 }
 
+impl NodeError {
+    /// Whether this is a compare-and-set that was certainly not applied
+    /// ([`CasError::is_definitely_not_applied`]).
+    pub fn is_cas_not_applied(&self) -> bool {
+        match self {
+            NodeError::Cas(error) => error.is_definitely_not_applied(),
+            NodeError::Shared(shared) => shared.is_cas_not_applied(),
+            _ => false,
+        }
+    }
+}
+
 impl From<NodeError> for Status {
+    /// The error's code and message; a compare-and-set that was certainly
+    /// not applied says so in the status's metadata
+    /// ([`cas::NOT_APPLIED_HEADER`]).
     fn from(error: NodeError) -> Status {
-        Status::new(error.code(), error.to_string())
+        let mut status = Status::new(error.code(), error.to_string());
+        if error.is_cas_not_applied() {
+            status.metadata_mut().insert(
+                cas::NOT_APPLIED_HEADER,
+                tonic::metadata::MetadataValue::from_static(cas::NOT_APPLIED_VALUE),
+            );
+        }
+        status
     }
 }
 

@@ -29,6 +29,22 @@ pub enum PrepareAnswer {
     },
 }
 
+impl PrepareAnswer {
+    /// The proposer's event for this answer from `from`.
+    pub fn into_event(self, from: ringstore_placement::HostId) -> ringstore_paxos::Event {
+        match self {
+            PrepareAnswer::Promised { promise, data } => ringstore_paxos::Event::Promised {
+                from,
+                promise,
+                data,
+            },
+            PrepareAnswer::Rejected { promised } => {
+                ringstore_paxos::Event::PrepareRejected { from, promised }
+            }
+        }
+    }
+}
+
 /// Prepare `ballot` for `key` of keyspace `ks`: promise it if it is newer
 /// than anything promised or accepted, durably, and answer with the key's
 /// data cell.

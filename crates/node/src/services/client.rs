@@ -20,16 +20,19 @@ use ringstore_proto::v1 as pb;
 use ringstore_proto::v1::client_server::Client;
 use ringstore_proto::v1::pipeline_request::Request as PipelinedRequest;
 use ringstore_proto::v1::pipeline_response::Response as PipelinedAnswer;
+use ringstore_paxos::{Operation as PaxosOperation, SerialConsistency};
 use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::{Cell, Timestamp};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::cas;
 use super::pipeline;
 use crate::client_auth::{Gate, StreamAuth};
 use crate::clock::check_client_timestamp;
 use crate::convert::level_from_pb;
 use crate::coordinator;
+use crate::coordinator::cas::CasRequest;
 use crate::deadline::ClientDeadline;
 use crate::error::{NodeError, RequestError, Result};
 use crate::limits::{MAX_TTL_SECONDS, check_key};
@@ -100,6 +103,19 @@ impl<H: ClientHost + 'static> ClientService<H> {
         checked
     }
 
+    /// A value within `max_value_bytes`.
+    fn check_value(&self, value: &[u8]) -> Result<()> {
+        let max = self.context.client_settings().max_value_bytes;
+        if value.len() > max {
+            return Err(RequestError::ValueTooLong {
+                len: value.len(),
+                max,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// A checked write: key and value limits, TTL or absolute expiry, and
     /// the timestamp to use, unless its client's `deadline` has passed by
     /// the time it would be stamped.
@@ -113,26 +129,10 @@ impl<H: ClientHost + 'static> ClientService<H> {
         deadline: Option<ClientDeadline>,
     ) -> Result<Cell> {
         check_key(key)?;
-        if let Some(value) = &value
-            && value.len() > self.context.client_settings().max_value_bytes
-        {
-            return Err(RequestError::ValueTooLong {
-                len: value.len(),
-                max: self.context.client_settings().max_value_bytes,
-            }
-            .into());
+        if let Some(value) = &value {
+            self.check_value(value)?;
         }
-        let ttl = match ttl {
-            None | Some(0) => None,
-            Some(ttl) if ttl > MAX_TTL_SECONDS => {
-                return Err(RequestError::TtlTooLong {
-                    ttl,
-                    max: MAX_TTL_SECONDS,
-                }
-                .into());
-            }
-            Some(ttl) => Some(ttl),
-        };
+        let ttl = check_ttl(ttl)?;
         // A client timestamp is bounded but never moves the node's clock.
         // A server timestamp is judged against the deadline itself: it may
         // run ahead of the clock (it never repeats), and it is what a later
@@ -166,6 +166,19 @@ impl<H: ClientHost + 'static> ClientService<H> {
             },
             None => Cell::deletion(timestamp, now),
         })
+    }
+}
+
+/// A TTL within [`MAX_TTL_SECONDS`]; 0 means none.
+fn check_ttl(ttl: Option<u32>) -> Result<Option<u32>> {
+    match ttl {
+        None | Some(0) => Ok(None),
+        Some(ttl) if ttl > MAX_TTL_SECONDS => Err(RequestError::TtlTooLong {
+            ttl,
+            max: MAX_TTL_SECONDS,
+        }
+        .into()),
+        Some(ttl) => Ok(Some(ttl)),
     }
 }
 
@@ -248,6 +261,108 @@ impl<H: ClientHost + 'static> ClientService<H> {
             metrics.client_error(op, level.name(), error.code_label());
         }
         Ok(result?)
+    }
+
+    /// Runs a lightweight transaction `run` at the serial level `serial`
+    /// names, counted and recorded as [`Self::counted`] does, under the
+    /// serial level's name.
+    async fn counted_serial<T, Fut>(
+        &self,
+        op: Operation,
+        serial: i32,
+        run: impl FnOnce(SerialConsistency) -> Fut,
+    ) -> Result<T, Status>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let serial = cas::serial_from_pb(serial)?;
+        let metrics = self.context.metrics();
+        let _stage = metrics.stage(Stage::ClientRequest);
+        let started = Instant::now();
+        let result = run(serial).await;
+        metrics.request(op, serial.name()).record(started.elapsed());
+        if let Err(error) = &result {
+            metrics.client_error(op, serial.name(), error.code_label());
+        }
+        Ok(result?)
+    }
+
+    /// The checks of a lightweight transaction's write: the node serves,
+    /// its clock is within the bound, the key within the limit, the
+    /// client's deadline not passed.
+    async fn admit_cas(
+        &self,
+        keyspace: &str,
+        key: &[u8],
+        deadline: Option<ClientDeadline>,
+    ) -> Result<KeyspaceDef> {
+        self.context.check_serving()?;
+        self.context.check_clock()?;
+        let keyspace = self.keyspace(keyspace).await?;
+        check_key(key)?;
+        self.check_deadline(deadline, self.context.now())?;
+        Ok(keyspace)
+    }
+
+    async fn run_put_if(
+        &self,
+        r: pb::PutIfRequest,
+        deadline: Option<ClientDeadline>,
+        serial: SerialConsistency,
+    ) -> Result<pb::CasResponse> {
+        let keyspace = self.admit_cas(&r.keyspace, &r.key, deadline).await?;
+        self.check_value(&r.value)?;
+        let ttl = check_ttl(r.ttl_seconds)?;
+        let request = CasRequest {
+            keyspace,
+            operation: cas::put_if(cas::expected_from_pb(r.expected)?, r.value, ttl),
+            key: r.key,
+            serial,
+            commit: cas::commit_level_from_pb(r.commit_consistency)?,
+        };
+        let answer = coordinator::cas::cas(&self.context, request).await?;
+        Ok(cas::cas_response(answer, self.context.now()))
+    }
+
+    async fn run_delete_if(
+        &self,
+        r: pb::DeleteIfRequest,
+        deadline: Option<ClientDeadline>,
+        serial: SerialConsistency,
+    ) -> Result<pb::CasResponse> {
+        let keyspace = self.admit_cas(&r.keyspace, &r.key, deadline).await?;
+        let request = CasRequest {
+            keyspace,
+            operation: PaxosOperation::DeleteIf {
+                expected: cas::expected_from_pb(r.expected)?,
+            },
+            key: r.key,
+            serial,
+            commit: cas::commit_level_from_pb(r.commit_consistency)?,
+        };
+        let answer = coordinator::cas::cas(&self.context, request).await?;
+        Ok(cas::cas_response(answer, self.context.now()))
+    }
+
+    /// A serial read: checked as a write is but for the clock (it stamps
+    /// nothing of its own; a proposal it finishes keeps its timestamp).
+    async fn run_get_serial(
+        &self,
+        r: pb::GetSerialRequest,
+        serial: SerialConsistency,
+    ) -> Result<pb::GetResponse> {
+        self.context.check_serving()?;
+        let keyspace = self.keyspace(&r.keyspace).await?;
+        check_key(&r.key)?;
+        let request = CasRequest {
+            keyspace,
+            operation: PaxosOperation::SerialRead,
+            key: r.key,
+            serial,
+            commit: cas::commit_level_from_pb(r.commit_consistency)?,
+        };
+        let answer = coordinator::cas::cas(&self.context, request).await?;
+        Ok(cas::read_response(answer, self.context.now()))
     }
 
     async fn run_put(
@@ -431,6 +546,41 @@ impl<H: ClientHost + 'static> Client for ClientService<H> {
         Ok(Response::new(answer.await?))
     }
 
+    async fn put_if(
+        &self,
+        request: Request<pb::PutIfRequest>,
+    ) -> Result<Response<pb::CasResponse>, Status> {
+        let deadline = ClientDeadline::from_metadata(request.metadata())?;
+        let r = request.into_inner();
+        let answer = self.counted_serial(Operation::PutIf, r.serial_consistency, |serial| {
+            self.run_put_if(r, deadline, serial)
+        });
+        Ok(Response::new(answer.await?))
+    }
+
+    async fn delete_if(
+        &self,
+        request: Request<pb::DeleteIfRequest>,
+    ) -> Result<Response<pb::CasResponse>, Status> {
+        let deadline = ClientDeadline::from_metadata(request.metadata())?;
+        let r = request.into_inner();
+        let answer = self.counted_serial(Operation::DeleteIf, r.serial_consistency, |serial| {
+            self.run_delete_if(r, deadline, serial)
+        });
+        Ok(Response::new(answer.await?))
+    }
+
+    async fn get_serial(
+        &self,
+        request: Request<pb::GetSerialRequest>,
+    ) -> Result<Response<pb::GetResponse>, Status> {
+        let r = request.into_inner();
+        let answer = self.counted_serial(Operation::GetSerial, r.serial_consistency, |serial| {
+            self.run_get_serial(r, serial)
+        });
+        Ok(Response::new(answer.await?))
+    }
+
     async fn noop(
         &self,
         _: Request<pb::NoopRequest>,
@@ -517,6 +667,24 @@ impl<H: ClientHost + 'static> ClientService<H> {
                 .await?,
             ),
             PipelinedRequest::Noop(_) => PipelinedAnswer::Noop(pb::NoopResponse {}),
+            PipelinedRequest::PutIf(r) => PipelinedAnswer::PutIf(
+                self.counted_serial(Operation::PutIf, r.serial_consistency, |serial| {
+                    self.run_put_if(r, deadline, serial)
+                })
+                .await?,
+            ),
+            PipelinedRequest::DeleteIf(r) => PipelinedAnswer::DeleteIf(
+                self.counted_serial(Operation::DeleteIf, r.serial_consistency, |serial| {
+                    self.run_delete_if(r, deadline, serial)
+                })
+                .await?,
+            ),
+            PipelinedRequest::GetSerial(r) => PipelinedAnswer::GetSerial(
+                self.counted_serial(Operation::GetSerial, r.serial_consistency, |serial| {
+                    self.run_get_serial(r, serial)
+                })
+                .await?,
+            ),
         })
     }
 }

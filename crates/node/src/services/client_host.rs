@@ -4,8 +4,9 @@
 //! A client request is checked (the node serves, its clock is within the
 //! bound, the request within the limits), stamped from the node's clock,
 //! and then coordinated; so the host is the coordinator's
-//! ([`CoordinatorHost`]) and the schema's ([`SchemaHost`]: keyspaces by
-//! name) with the checks, the stamp and the client-facing settings added.
+//! ([`CoordinatorHost`], and [`CasHost`] for lightweight transactions) and
+//! the schema's ([`SchemaHost`]: keyspaces by name) with the checks, the
+//! stamp and the client-facing settings added.
 //! The node's context implements it (in `node/hosts/serving.rs`).
 
 use std::time::Duration;
@@ -13,11 +14,12 @@ use std::time::Duration;
 use ringstore_storage::Timestamp;
 
 use crate::coordinator::CoordinatorHost;
+use crate::coordinator::cas::CasHost;
 use crate::error::Result;
 use crate::schema::SchemaHost;
 
 /// The node as the `Client` service sees it (see the module docs).
-pub(crate) trait ClientHost: CoordinatorHost + SchemaHost {
+pub(crate) trait ClientHost: CoordinatorHost + CasHost + SchemaHost {
     /// A new write timestamp from the node's clock, for a write that
     /// carries none.
     fn next_timestamp(&self) -> Timestamp;

@@ -4,6 +4,7 @@
 
 pub mod admin;
 mod apply_stream;
+mod cas;
 pub mod client;
 pub mod client_host;
 pub mod internode;

@@ -148,6 +148,9 @@ pub fn stands_for(request: &Request) -> (&'static str, &str) {
         Request::Delete(r) => ("/ringstore.v1.Client/Delete", &r.keyspace),
         Request::Batch(r) => ("/ringstore.v1.Client/Batch", &r.keyspace),
         Request::Noop(_) => ("/ringstore.v1.Client/Noop", ""),
+        Request::PutIf(r) => ("/ringstore.v1.Client/PutIf", &r.keyspace),
+        Request::DeleteIf(r) => ("/ringstore.v1.Client/DeleteIf", &r.keyspace),
+        Request::GetSerial(r) => ("/ringstore.v1.Client/GetSerial", &r.keyspace),
     }
 }
 

@@ -1,8 +1,13 @@
-//! The context as the Paxos replica's host ([`PaxosReplicaHost`]).
+//! The context as the Paxos replica's host ([`PaxosReplicaHost`]) and as
+//! the host of a lightweight transaction's coordinator ([`CasHost`]).
 
 use ringstore_storage::{KeyspaceId, Store};
 
+use ringstore_paxos::Ballot;
+
 use crate::context::NodeContext;
+use crate::coordinator::CoordinatorHost;
+use crate::coordinator::cas::{CasHost, CasQueue};
 use crate::error::{NodeError, PaxosReplicaError, Result};
 use crate::paxos::{KeyLocks, PaxosReplicaHost};
 
@@ -26,5 +31,25 @@ impl PaxosReplicaHost for NodeContext {
             Some(_) => Ok(()),
             None => Err(PaxosReplicaError::UnknownKeyspace(id).into()),
         }
+    }
+}
+
+impl CasHost for NodeContext {
+    type Replica = NodeContext;
+
+    fn paxos_replica(&self) -> &NodeContext {
+        self
+    }
+
+    fn next_ballot(&self, after: Option<Ballot>) -> Ballot {
+        let now = CoordinatorHost::now(self);
+        self.ballot_clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .next(now, after)
+    }
+
+    fn cas_queue(&self) -> &CasQueue {
+        &self.cas_queue
     }
 }
