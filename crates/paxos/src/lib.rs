@@ -96,7 +96,9 @@
 //! - **Never "not applied" after a partial accept.** A proposal that some
 //!   replica may hold can be finished by anyone: the outcome is then
 //!   `Unknown` (CASSANDRA-6013). `Contended` (retry) only when every
-//!   member refused or was unreachable in round 2, or in round 1.
+//!   member refused or was unreachable in round 2, or in round 1, or when
+//!   round 2 only finished another operation's proposal (this one's own
+//!   effect was never proposed, so it is retried, never unknown).
 //!
 //! # What a replica must sync before it answers
 //! The promise (prepare) and the accepted proposal (accept): the [`Step`]'s

@@ -21,13 +21,21 @@
 //!   quorum becomes impossible, or the shell's deadline passes. With a
 //!   refusal among the replies the outcome is [`Outcome::Contended`] (retry
 //!   with a ballot past the one shown); otherwise [`Outcome::NoQuorum`].
-//! - Round 2: once a quorum is impossible, or at the deadline, the outcome is
-//!   [`Outcome::Unknown`] as soon as one replica accepted, or while one has
-//!   not answered: a proposal held by a minority can still be chosen by a
-//!   later proposer that finds it (CASSANDRA-6013). Only when every member
-//!   answered and none accepted — refusals, or [`Event::Unreachable`] — is
-//!   it [`Outcome::Contended`] (or [`Outcome::NoQuorum`] without a refusal):
+//! - Round 2, proposing this operation's own new cell: once a quorum is
+//!   impossible, or at the deadline, the outcome is [`Outcome::Unknown`] as
+//!   soon as one replica accepted, or while one has not answered: a
+//!   proposal held by a minority can still be chosen by a later proposer
+//!   that finds it (CASSANDRA-6013). Only when every member answered and
+//!   none accepted — refusals, or [`Event::Unreachable`] — is it
+//!   [`Outcome::Contended`] (or [`Outcome::NoQuorum`] without a refusal):
 //!   no acceptor holds the proposal, so it can never be chosen.
+//! - Round 2, finishing an earlier proposal unchanged (this operation does
+//!   not apply, or is a read): whatever becomes of that proposal, this
+//!   operation's own effect was never proposed, so a failure is
+//!   [`Outcome::Contended`] or [`Outcome::NoQuorum`], never unknown, and
+//!   the shell retries it like any refusal: a serial read or a failed
+//!   condition must not come back "unknown" because another operation's
+//!   proposal could not be finished.
 //!
 //! That last rule trusts a refusal to mean "this replica did not accept": the
 //! shell must deliver each request to each host at most once (no
@@ -310,6 +318,9 @@ impl Proposer {
             }
             (Phase::Preparing { .. }, Event::Timeout) => self.fail(Round::Prepare),
             (Phase::Accepting { .. }, Event::Timeout) => {
+                if !self.proposing_own_cell() {
+                    return self.fail(Round::Accept);
+                }
                 let accepted = self.count(|vote| matches!(vote, Vote::Yes));
                 self.finish(Outcome::Unknown {
                     accepted,
@@ -327,6 +338,18 @@ impl Proposer {
         }
         self.votes.insert(from, vote);
         self.after_vote(round)
+    }
+
+    /// Whether the current round proposes this operation's own new cell
+    /// (it applies), rather than finishing an earlier proposal unchanged.
+    fn proposing_own_cell(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Accepting {
+                answer: Outcome::Applied { .. },
+                ..
+            }
+        )
     }
 
     fn count(&self, which: impl Fn(&Vote) -> bool) -> usize {
@@ -360,6 +383,9 @@ impl Proposer {
         }
         match round {
             Round::Prepare => self.fail(Round::Prepare),
+            // Finishing another operation's proposal failed: this one's
+            // cell was never proposed, so it certainly did not apply.
+            Round::Accept if !self.proposing_own_cell() => self.fail(Round::Accept),
             Round::Accept if yes > 0 => self.finish(Outcome::Unknown {
                 accepted: yes,
                 required: quorum,

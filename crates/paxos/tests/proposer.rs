@@ -483,3 +483,45 @@ fn the_commit_tracker_counts_each_target_once_up_to_the_level() {
     assert_eq!(tracker.acked(), 2);
     assert!(CommitTracker::new([host(1)], 0).is_met(), "ANY: background");
 }
+
+#[test]
+fn finishing_another_proposal_that_fails_is_a_retry_never_unknown() {
+    // A serial read and a failed condition both find a proposal in
+    // progress and re-propose it; when that round fails, their own effect
+    // was never proposed: contended (with a refusal) or no quorum.
+    for operation in [Operation::SerialRead, put_if(Expected::Absent, b"mine")] {
+        let x = live(500, b"x");
+        let mut p = start(operation.clone());
+        p.step(promise(1, in_progress(500, x.clone()), None));
+        let proposal = accept_sent(&p.step(empty_promise(2)));
+        assert_eq!(proposal.cell, Some(x), "the in-progress cell, unchanged");
+        p.step(accepted(1));
+        p.step(Event::AcceptRejected {
+            from: host(2),
+            promised: refused(2_000_000_000),
+        });
+        assert_eq!(
+            p.step(Event::AcceptRejected {
+                from: host(3),
+                promised: refused(2_000_000_001),
+            }),
+            vec![Action::Done(Outcome::Contended {
+                retry_after: refused(2_000_000_001)
+            })],
+            "{operation:?}"
+        );
+        let mut p = start(operation.clone());
+        p.step(promise(1, in_progress(500, live(500, b"x")), None));
+        p.step(empty_promise(2));
+        p.step(accepted(1));
+        assert_eq!(
+            p.step(Event::Timeout),
+            vec![Action::Done(Outcome::NoQuorum {
+                round: Round::Accept,
+                votes: 1,
+                required: 2
+            })],
+            "{operation:?}"
+        );
+    }
+}
