@@ -158,7 +158,10 @@ fn every_relative_link_of_the_book_and_readme_reaches_a_page_and_heading() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser broken?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser broken?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
@@ -351,7 +354,10 @@ fn every_documented_ringstore_command_is_one_the_cli_accepts() {
             }
         }
     }
-    assert!(checked > 20, "only {checked} commands found: is the parser broken?");
+    assert!(
+        checked > 20,
+        "only {checked} commands found: is the parser broken?"
+    );
     assert!(
         problems.is_empty(),
         "documented commands the CLI does not accept:\n{}",
