@@ -9,8 +9,9 @@
 //! the rest dropped).
 //!
 //! Commands: each line of a fenced code block (not `toml`, `rust` or
-//! `python`) that runs `ringstore` (after a `$ ` prompt, environment
-//! assignments, or `cargo run --release --`), with `\` continuations
+//! `python`; in a `text` block, only after a `$ ` prompt) that runs
+//! `ringstore` (after a `$ ` prompt, environment assignments, or
+//! `cargo run --release --`), with `\` continuations
 //! joined and `#` comments dropped, is walked as clap would: words that
 //! name a subcommand of the command so far extend its path, and each
 //! option (`--name`, `--name=value`, `-x`) must appear in the help of that
@@ -193,6 +194,11 @@ fn documented_commands(text: &str) -> Vec<(usize, Vec<String>)> {
                 continue;
             }
             None => joined.push_str(line),
+        }
+        // A `text` block shows output (a diagram, a table): only its
+        // lines after a `$ ` prompt are commands.
+        if language == "text" && !joined.trim_start().starts_with("$ ") {
+            continue;
         }
         if let Some(words) = ringstore_words(&joined) {
             commands.push((start, words));
