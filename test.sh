@@ -30,9 +30,9 @@ fi
 if ! command -v strace >/dev/null; then
   echo "== test.sh: installing strace (apt-get install strace)"
   if [ "$(id -u)" = 0 ]; then
-    sudo=()
+    as_root=""
   elif command -v sudo >/dev/null; then
-    sudo=(sudo)
+    as_root="sudo"
   else
     echo "test.sh: strace is missing and this user can neither apt-get nor sudo:" \
       "install strace (Debian/Ubuntu: apt-get install strace) and run again" >&2
@@ -43,8 +43,8 @@ if ! command -v strace >/dev/null; then
       "install strace with this system's package manager and run again" >&2
     exit 1
   fi
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace
+  $as_root apt-get update -qq
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace
 fi
 
 echo "== cargo nextest run --workspace $*"
