@@ -335,10 +335,10 @@ fn check_command(words: &[String], helps: &mut BTreeMap<Vec<String>, Help>) -> V
             positional_seen = true;
         }
     }
-    if !helps.contains_key(&path) {
-        if let Err(error) = help(&path).map(|found| helps.insert(path.clone(), found)) {
-            problems.push(error);
-        }
+    if !helps.contains_key(&path)
+        && let Err(error) = help(&path).map(|found| helps.insert(path.clone(), found))
+    {
+        problems.push(error);
     }
     problems
 }
