@@ -10,16 +10,33 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ringstore_placement::HostId;
 use ringstore_replication::ConsistencyLevel;
 
+/// Where the CLI looks for a node when neither `--host` nor `RINGSTORE_HOST`
+/// says: the loopback address and client port that `ringstore server` binds
+/// by default (`NodeConfig::default().listen_address`).
+///
+/// Why not the demo's first node (127.0.0.11:7100) instead: a single
+/// `ringstore server` on defaults and `deploy/docker-compose.yml` (which
+/// publishes node 1 on 127.0.0.1:7100) would then need `--host`, and the
+/// demo is the one place that can easily meet the CLI where it looks. So the
+/// demo passes connections to this address through to its first node
+/// (`demo --cli-address`), and every way of running a node on one machine
+/// answers `ringstore status` without flags.
+pub const DEFAULT_HOST: &str = "127.0.0.1:7100";
+
 /// ringstore: a Dynamo/Cassandra-style replicated key-value store.
 #[derive(Debug, Parser)]
 #[command(name = "ringstore", version, about, propagate_version = true)]
 pub struct Cli {
     /// The node to talk to: its client address, an IP or a host name with
-    /// the port (for every command but `server`, `token` and `demo`).
+    /// the port (for every command but `server`, `token` and `demo`). The
+    /// default is where `ringstore server` listens without settings, where
+    /// the compose files publish node 1, and where `ringstore demo`
+    /// accepts clients for its first node.
     #[arg(
         long,
         global = true,
-        default_value = "127.0.0.1:7100",
+        env = "RINGSTORE_HOST",
+        default_value = DEFAULT_HOST,
         value_name = "HOST:PORT",
         value_parser = whole(parse_host_port)
     )]
@@ -108,7 +125,8 @@ pub enum Command {
     /// stopped for maintenance (as `nodetool drain`). Only a restart undoes it.
     Drain,
     /// Re-reads the node's cluster secret file and TLS files: one step of a
-    /// rotation without restarts (see the README's Security section).
+    /// rotation without restarts (see the book's Security chapter,
+    /// `docs/src/security.md`).
     Reloadsecrets,
     /// Copies the node's cells of a keyspace (or of all), at one point in
     /// time, into DATA_DIR/snapshots/TAG/ (as `nodetool snapshot`).
@@ -120,7 +138,7 @@ pub enum Command {
     Clearsnapshot(ClearSnapshotArgs),
     /// Applies the snapshot in the node's DATA_DIR/snapshots/TAG/ to its
     /// keyspaces of the same names, last write winning (as `nodetool
-    /// refresh`); see the README's restore steps.
+    /// refresh`); see the restore steps in `docs/src/operations/backups.md`.
     Restore(RestoreArgs),
     /// Work in flight and completed per stage, and dropped messages (as
     /// `nodetool tpstats`).
@@ -471,6 +489,12 @@ pub struct DemoArgs {
     /// it, and keeps it in DATA_DIR/superuser-password for the next run.
     #[arg(long)]
     pub auth: bool,
+    /// Also accept clients here, passed through to the first node, so that
+    /// the CLI finds the demo without `--host` (the CLI's default host).
+    /// Taken by something else, the demo says so and goes on without it.
+    /// Not with `--tls`: the first node's certificate names its own address.
+    #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_HOST)]
+    pub cli_address: SocketAddr,
 }
 
 /// Parses `30s`, `2m`, `1h` or plain seconds.
@@ -1094,6 +1118,25 @@ mod tests {
             let error = Cli::try_parse_from(["ringstore", "ring", "--host", bad]).unwrap_err();
             assert!(error.to_string().contains(bad), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn without_a_host_the_cli_looks_where_a_default_server_and_the_demo_listen() {
+        // Under nextest each test is its own process, but not under `cargo
+        // test`: the environment variable is tested on the binary instead
+        // (tests/first_session.rs).
+        if std::env::var_os("RINGSTORE_HOST").is_some() {
+            return;
+        }
+        let cli = Cli::try_parse_from(["ringstore", "status"]).unwrap();
+        assert_eq!(cli.host, DEFAULT_HOST);
+        let server_default = ringstore_node::NodeConfig::default().listen_address;
+        assert_eq!(cli.host, server_default.to_string());
+        let demo = Cli::try_parse_from(["ringstore", "demo"]).unwrap();
+        let Command::Demo(args) = demo.command else {
+            panic!("a demo command")
+        };
+        assert_eq!(args.cli_address.to_string(), DEFAULT_HOST);
     }
 
     #[test]

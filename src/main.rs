@@ -8,15 +8,15 @@ mod client;
 mod commands;
 mod display;
 mod failure;
+mod logging;
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use ringstore_node::error::FilterError;
 
-use crate::cli::{Cli, Command, LogFormat, StressArgs};
+use crate::cli::{Cli, Command, StressArgs};
 use crate::client::{ClientTls, Connection};
 use crate::failure::{Failure, Outcome};
 
@@ -29,10 +29,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(
-        matches!(cli.command, Command::Server(_) | Command::Demo(_)),
-        cli.log_format,
-    );
+    // The demo logs to a file in its data directory, which it makes first.
+    if !matches!(cli.command, Command::Demo(_)) {
+        logging::init(matches!(cli.command, Command::Server(_)), cli.log_format);
+    }
     let result = match &cli.command {
         Command::Token(args) => {
             commands::token::run(args, &mut std::io::stdout().lock()).map_err(Failure::Other)
@@ -74,7 +74,7 @@ async fn run(cli: &Cli) -> Outcome {
     let mut out = std::io::stdout().lock();
     match &cli.command {
         Command::Server(args) => return commands::server::run(args).await,
-        Command::Demo(args) => return commands::demo::run(args).await,
+        Command::Demo(args) => return commands::demo::run(args, cli.log_format).await,
         _ => {}
     }
     let tls = ClientTls::from_files(
@@ -175,58 +175,5 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
         Command::Server(_) | Command::Token(_) | Command::Demo(_) | Command::Certs(_) => {
             unreachable!("handled above")
         }
-    }
-}
-
-/// Logs to stderr in `format`: `info` for a server, `warn` for the tools
-/// (`RUST_LOG` overrides). The filter can be replaced at runtime
-/// (`setlogginglevel`).
-fn init_logging(server: bool, format: LogFormat) {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::{EnvFilter, reload};
-
-    let default = if server { "info" } else { "warn" };
-    let text = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|t| EnvFilter::try_new(t).is_ok())
-        .unwrap_or_else(|| default.to_string());
-    let (filter, handle) = reload::Layer::new(EnvFilter::new(&text));
-    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let lines = match format {
-        LogFormat::Text => lines.boxed(),
-        LogFormat::Json => lines.json().boxed(),
-    };
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(lines)
-        .init();
-    ringstore_node::log_levels::install(Box::new(ReloadableFilter {
-        handle,
-        text: std::sync::Mutex::new(text),
-    }));
-}
-
-/// The process's log filter, replaceable at runtime.
-struct ReloadableFilter {
-    handle: tracing_subscriber::reload::Handle<
-        tracing_subscriber::EnvFilter,
-        tracing_subscriber::Registry,
-    >,
-    /// The filter's text (an `EnvFilter` does not print back its input).
-    text: std::sync::Mutex<String>,
-}
-
-impl ringstore_node::log_levels::LogLevels for ReloadableFilter {
-    fn current(&self) -> String {
-        self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn replace(&self, filter: &str) -> Result<(), FilterError> {
-        let parsed = tracing_subscriber::EnvFilter::try_new(filter)?;
-        self.handle.reload(parsed)?;
-        *self.text.lock().unwrap_or_else(|e| e.into_inner()) = filter.to_string();
-        Ok(())
     }
 }

@@ -13,7 +13,7 @@
 //! Each run prints its seed; `RINGSTORE_FAULT_SEED=N` runs the same
 //! schedule again (the faults' kinds, nodes and timings; the servers'
 //! interleaving is the machine's). `faults_soak` (ignored) runs many seeds
-//! for as long as asked: see the README.
+//! for as long as asked: see the book, `docs/src/internals/faults.md`.
 //!
 //! Address blocks 170 to 172 and 176 (see `tests/processes.rs`); 173 for
 //! the soak; 174 and 175 for the disk-full tests at the end.
@@ -603,7 +603,7 @@ fn deletes_and_ttl_writes_never_come_back_through_kills_partitions_gc_and_repair
 /// fault kind, one seed after another from `RINGSTORE_SOAK_FIRST_SEED`
 /// (default 1), every third run with a join and a decommission.
 #[test]
-#[ignore = "a soak: minutes to hours; see the README"]
+#[ignore = "a soak: minutes to hours; see docs/src/internals/faults.md"]
 fn faults_soak() {
     let seconds: u64 = std::env::var("RINGSTORE_SOAK_SECONDS")
         .map_or(600, |s| s.parse().expect("RINGSTORE_SOAK_SECONDS"));

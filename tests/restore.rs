@@ -1,4 +1,5 @@
-//! Restoring a snapshot onto a node that replaced a dead one (README,
+//! Restoring a snapshot onto a node that replaced a dead one (the book's
+//! `docs/src/operations/backups.md`,
 //! "Restore", step 2 with `replace_address`), on real processes (block 120).
 //! At RF 1 the dead node's data has no other copy: the replacement takes its
 //! tokens with nothing to stream, and only the snapshot brings the data back.

@@ -434,9 +434,12 @@ pub const DEFAULT_METRICS_PORT: u16 = 7200;
 /// The environment-variable prefix of settings.
 pub const ENV_PREFIX: &str = "RINGSTORE_";
 
-/// Variables with the prefix that are the CLI's credentials, not node
-/// settings: a node ignores them.
-pub const CLIENT_ENV_VARS: [&str; 3] = [
+/// Variables with the prefix that are the CLI's (its node, its timeout,
+/// its credentials), not node settings: a node ignores them, so a shell
+/// that exports them for the CLI can still start a node.
+pub const CLIENT_ENV_VARS: [&str; 5] = [
+    "RINGSTORE_HOST",
+    "RINGSTORE_REQUEST_TIMEOUT",
     "RINGSTORE_USER",
     "RINGSTORE_PASSWORD",
     "RINGSTORE_NEW_PASSWORD",
@@ -766,6 +769,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.initial_token, Some(vec![Token(-9000), Token(42)]));
+    }
+
+    #[test]
+    fn the_clis_variables_are_not_node_settings() {
+        let config = NodeConfig::load(
+            None,
+            env(&[
+                ("RINGSTORE_HOST", "127.0.0.12:7100"),
+                ("RINGSTORE_REQUEST_TIMEOUT", "3"),
+                ("RINGSTORE_USER", "alice"),
+            ]),
+            [],
+        )
+        .unwrap();
+        assert_eq!(config.listen_address, NodeConfig::default().listen_address);
     }
 
     #[test]

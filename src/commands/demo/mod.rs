@@ -5,7 +5,16 @@
 //! waits until they form one ring, creates the keyspace `demo` replicated to
 //! every rack, prints how to connect, and stops them all on ctrl-c.
 //! `--tls` and `--auth` secure it ([`security`]).
+//!
+//! What the user sees comes first: one line before the nodes start (naming
+//! the log file), then the nodes and the commands to try once the cluster
+//! is up. The nodes' log lines go to `DATA_DIR/demo.log`; only warnings and
+//! errors reach the terminal, and only after those lines
+//! ([`crate::logging::init_demo`]). Without `--tls` the first node is also
+//! reachable at the CLI's default address ([`forward`]), so the commands to
+//! try need no `--host`.
 
+mod forward;
 mod security;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -15,12 +24,13 @@ use anyhow::{Context, bail};
 use ringstore_node::{NodeConfig, RunningNode};
 use ringstore_proto::v1 as pb;
 
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, LogFormat};
 use crate::failure::Outcome;
+use forward::Forward;
 use security::Security;
 
 /// Runs the demo cluster until ctrl-c.
-pub async fn run(args: &DemoArgs) -> Outcome {
+pub async fn run(args: &DemoArgs, log_format: LogFormat) -> Outcome {
     if !(1..=50).contains(&args.nodes) {
         return Err(anyhow::anyhow!("--nodes must be 1 to 50, not {}", args.nodes).into());
     }
@@ -35,6 +45,21 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             .path()
             .to_path_buf()
     });
+    std::fs::create_dir_all(&root)
+        .with_context(|| format!("creating the data directory {}", root.display()))?;
+    let log = root.join("demo.log");
+    let terminal = crate::logging::init_demo(log_format, &log)
+        .with_context(|| format!("opening the log file {}", log.display()))?;
+    println!(
+        "ringstore demo: starting {} node{} on loopback, cluster \"demo\", data in {}",
+        args.nodes,
+        if args.nodes == 1 { "" } else { "s" },
+        root.display()
+    );
+    println!(
+        "The nodes' logs go to {} (warnings also show here once the cluster is up).",
+        log.display()
+    );
     let ips: Vec<Ipv4Addr> = (0..args.nodes)
         .map(|i| address(args.first_address, i))
         .collect::<anyhow::Result<_>>()?;
@@ -76,11 +101,34 @@ pub async fn run(args: &DemoArgs) -> Outcome {
         })
         .await?;
 
-    println!(
-        "ringstore demo: {} nodes on loopback, cluster \"demo\", data in {}",
-        args.nodes,
-        root.display()
-    );
+    // The CLI's default address, passed through to the first node, so the
+    // commands to try need no --host (not over TLS: see `forward`).
+    let door = if args.tls {
+        None
+    } else {
+        match Forward::start(args.cli_address, first).await {
+            Ok(door) => Some(door),
+            Err(error) => {
+                println!(
+                    "Note: cannot listen on {} for the CLI's default --host ({error}); \
+                     the commands below name a node instead.",
+                    args.cli_address
+                );
+                None
+            }
+        }
+    };
+    // With the door open the CLI needs no flags; otherwise each command
+    // names a node (the last one for the read, to show any node serves it).
+    let (on_first, on_last) = match door {
+        Some(_) => (security.cli_flags(None), security.cli_flags(None)),
+        None => (
+            security.cli_flags(Some(first)),
+            security.cli_flags(Some(last)),
+        ),
+    };
+
+    println!("The cluster is up:");
     for (i, config) in configs.iter().enumerate() {
         println!(
             "  node {}  client {}  internode {}  gossip {}  {}",
@@ -91,23 +139,43 @@ pub async fn run(args: &DemoArgs) -> Outcome {
             config.rack
         );
     }
+    if door.is_some() {
+        println!(
+            "  {} passes through to node 1 (the CLI's default --host)",
+            args.cli_address
+        );
+    }
     for line in security.describe() {
         println!("{line}");
     }
-    let on_first = security.cli_flags(first);
-    let on_last = security.cli_flags(last);
     println!("Keyspace \"demo\" ({replication}) is ready. Try:");
-    println!("  ringstore {on_first} status demo");
-    println!("  ringstore {on_first} put demo hello world --consistency QUORUM");
-    println!("  ringstore {on_last} get demo hello --consistency QUORUM");
-    println!("  ringstore {on_first} stress write -n 100000 --keyspace demo --consistency QUORUM");
+    println!("  ringstore{on_first} status demo");
+    println!("  ringstore{on_first} put demo hello world --consistency QUORUM");
+    println!("  ringstore{on_last} get demo hello --consistency QUORUM");
+    println!("  ringstore{on_first} getendpoints demo hello");
+    println!("  ringstore{on_first} stress write -n 100000 --keyspace demo --consistency QUORUM");
+    println!("  ringstore{on_first} repair demo");
     if args.tls {
         println!("A client without the certificates is refused: ringstore --host {first} status");
+    }
+    let held = terminal.open();
+    if held > 0 {
+        let why = if args.tls {
+            ""
+        } else {
+            " (on loopback without --tls each node warns that it has no cluster secret)"
+        };
+        println!(
+            "{held} warning{} while starting, in {} only{why}",
+            if held == 1 { "" } else { "s" },
+            log.display()
+        );
     }
     println!("Press ctrl-c to stop.");
 
     let _ = tokio::signal::ctrl_c().await;
     println!("stopping…");
+    drop(door);
     for node in nodes {
         node.shutdown().await.context("stopping a node")?;
     }

@@ -213,9 +213,10 @@ impl Security {
         lines
     }
 
-    /// The CLI flags before the command (`--host` and the TLS files).
-    pub fn cli_flags(&self, host: SocketAddr) -> String {
-        let mut flags = format!("--host {host}");
+    /// The CLI flags before the command (`--host` when given, and the TLS
+    /// files), each after a space.
+    pub fn cli_flags(&self, host: Option<SocketAddr>) -> String {
+        let mut flags = host.map(|h| format!(" --host {h}")).unwrap_or_default();
         if let Some(files) = &self.certs {
             for (flag, path) in [
                 ("--ca-cert", files.ca()),

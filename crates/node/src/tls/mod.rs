@@ -28,7 +28,8 @@
 //! # Caveats
 //!
 //! - No `optional`/transitional mode: a port is TLS-only or plaintext-only.
-//!   Turning internode TLS on is a full-cluster restart (see the README);
+//!   Turning internode TLS on is a full-cluster restart (see the book,
+//!   `docs/src/security.md`);
 //!   the client port can be switched one node at a time if clients retry
 //!   on another node.
 //! - Gossip (UDP) is not encrypted; it is authenticated by the cluster secret.
