@@ -121,20 +121,39 @@ impl ClientError {
     /// compare-and-set instead could apply it twice, or answer "not
     /// applied" to one that did apply.
     ///
-    /// False only when it certainly was not applied: the node said so
-    /// (the `x-ringstore-cas: not-applied` metadata entry on
-    /// `UNAVAILABLE`, contention's `ABORTED` and a bad condition's
-    /// `INVALID_ARGUMENT`), or the request never reached a node (no seed,
-    /// a name that does not resolve, a refused connection, input refused
-    /// before sending). Every other failure counts as unknown, as the
-    /// server's contract says, even one whose code suggests a refusal
-    /// (an unmarked status does not promise that nothing ran). For other
-    /// requests the answer means nothing.
+    /// False only when it certainly was not applied:
+    /// - the node said so: the `x-ringstore-cas: not-applied` metadata
+    ///   entry (on `UNAVAILABLE`, contention's `ABORTED`, a bad condition's
+    ///   `INVALID_ARGUMENT`);
+    /// - the node refused the request as it stands, with one of gRPC's
+    ///   codes for that: `INVALID_ARGUMENT` (a key or value too long),
+    ///   `NOT_FOUND` (no such keyspace), `PERMISSION_DENIED`,
+    ///   `UNAUTHENTICATED`, `UNIMPLEMENTED` (a node without lightweight
+    ///   transactions). A node checks the request, its keyspace and the
+    ///   caller's rights before the first Paxos round, and every failure
+    ///   after that round has begun is marked or unknown, so these never
+    ///   follow a proposal;
+    /// - the request never reached a node (no seed, a name that does not
+    ///   resolve, a refused connection, input refused before sending).
+    ///
+    /// Every other failure is unknown: a timeout or `DEADLINE_EXCEEDED`,
+    /// a broken connection, and an `UNAVAILABLE`, `ABORTED` or `INTERNAL`
+    /// without the mark. For requests other than compare-and-sets the
+    /// answer means nothing.
     pub fn is_cas_unknown(&self) -> bool {
         match self {
             ClientError::Status { source, .. } => {
-                !says_cas_not_applied(source)
-                    && AttemptFailure::of_status(source) != AttemptFailure::Unreachable
+                let refused = matches!(
+                    source.code(),
+                    tonic::Code::InvalidArgument
+                        | tonic::Code::NotFound
+                        | tonic::Code::PermissionDenied
+                        | tonic::Code::Unauthenticated
+                        | tonic::Code::Unimplemented
+                );
+                !(refused
+                    || says_cas_not_applied(source)
+                    || AttemptFailure::of_status(source) == AttemptFailure::Unreachable)
             }
             ClientError::NoSeed { .. }
             | ClientError::Resolve { .. }
@@ -193,7 +212,23 @@ mod tests {
         assert!(status(tonic::Status::deadline_exceeded("the result is unknown")).is_cas_unknown());
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
         assert!(status(tonic::Status::from_error(Box::new(reset))).is_cas_unknown());
-        // Unmarked: the contract promises nothing.
-        assert!(status(tonic::Status::unavailable("draining")).is_cas_unknown());
+        // Unmarked failures that may follow a proposal.
+        for unknown in [
+            tonic::Status::unavailable("draining"),
+            tonic::Status::aborted("contention"),
+            tonic::Status::internal("storage"),
+            tonic::Status::cancelled("gone"),
+        ] {
+            assert!(status(unknown.clone()).is_cas_unknown(), "{unknown:?}");
+        }
+        // Refusals of the request as it stands.
+        for refused in [
+            tonic::Status::invalid_argument("key too long"),
+            tonic::Status::not_found("no keyspace"),
+            tonic::Status::permission_denied("no write"),
+            tonic::Status::unauthenticated("who"),
+        ] {
+            assert!(!status(refused.clone()).is_cas_unknown(), "{refused:?}");
+        }
     }
 }

@@ -49,8 +49,9 @@
 //!   stamps only if it never reached a node. A compare-and-set is retried
 //!   only when it certainly did not apply: it never reached a node, or the
 //!   coordinator said so (the `x-ringstore-cas: not-applied` metadata on
-//!   `UNAVAILABLE` or contention's `ABORTED`). Any other failure — a
-//!   timeout above all — leaves its outcome unknown
+//!   `UNAVAILABLE` or contention's `ABORTED`). Any other failure but a
+//!   refusal of the request as it stands (no such keyspace, a key too
+//!   long, no permission) — a timeout above all — leaves its outcome unknown
 //!   ([`ClientError::is_cas_unknown`]): it may have applied, or may still
 //!   be applied by a later round, and only a serial read tells; retrying
 //!   could apply it twice. A serial read is retried as a read. Bad input,
