@@ -50,7 +50,14 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     cluster.create_keyspace(0, KS, 3).await;
     let c = &cluster;
 
-    expect_run(c, &["putif", KS, "user", "alice", "--if-absent"], 0, "applied\n", "").await;
+    expect_run(
+        c,
+        &["putif", KS, "user", "alice", "--if-absent"],
+        0,
+        "applied\n",
+        "",
+    )
+    .await;
     // The condition fails: the current value on stdout, exit status 1,
     // nothing on stderr.
     expect_run(
@@ -64,7 +71,14 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     expect_run(
         c,
         &[
-            "putif", KS, "user", "bob", "--if-value", "alice", "--token-aware", "--commit",
+            "putif",
+            KS,
+            "user",
+            "bob",
+            "--if-value",
+            "alice",
+            "--token-aware",
+            "--commit",
             "QUORUM",
         ],
         0,
@@ -74,7 +88,14 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     .await;
     expect_run(c, &["getserial", KS, "user"], 0, "bob\n", "").await;
     // Committed at QUORUM before the answer: a plain QUORUM read sees it.
-    expect_run(c, &["get", KS, "user", "--consistency", "QUORUM"], 0, "bob\n", "").await;
+    expect_run(
+        c,
+        &["get", KS, "user", "--consistency", "QUORUM"],
+        0,
+        "bob\n",
+        "",
+    )
+    .await;
     expect_run(
         c,
         &["deleteif", KS, "user", "--if-value", "alice"],
@@ -85,13 +106,28 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     .await;
     expect_run(
         c,
-        &["deleteif", KS, "user", "--if-value", "bob", "--commit", "QUORUM"],
+        &[
+            "deleteif",
+            KS,
+            "user",
+            "--if-value",
+            "bob",
+            "--commit",
+            "QUORUM",
+        ],
         0,
         "applied\n",
         "",
     )
     .await;
-    expect_run(c, &["getserial", KS, "user", "--token-aware"], 1, "", "not found\n").await;
+    expect_run(
+        c,
+        &["getserial", KS, "user", "--token-aware"],
+        1,
+        "",
+        "not found\n",
+    )
+    .await;
     expect_run(
         c,
         &["putif", KS, "user", "carol", "--if-value", "bob"],
@@ -105,17 +141,40 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     expect_run(
         c,
         &[
-            "putif", KS, "user", "dave", "--any", "--ttl", "3600", "--serial", "local-serial",
-            "--commit", "local_quorum",
+            "putif",
+            KS,
+            "user",
+            "dave",
+            "--any",
+            "--ttl",
+            "3600",
+            "--serial",
+            "local-serial",
+            "--commit",
+            "local_quorum",
         ],
         0,
         "applied\n",
         "",
     )
     .await;
-    expect_run(c, &["getserial", KS, "user", "--serial", "local-serial"], 0, "dave\n", "").await;
+    expect_run(
+        c,
+        &["getserial", KS, "user", "--serial", "local-serial"],
+        0,
+        "dave\n",
+        "",
+    )
+    .await;
     // Hex keys and values.
-    expect_run(c, &["putif", KS, "6b00", "ff01", "--if-absent", "--hex"], 0, "applied\n", "").await;
+    expect_run(
+        c,
+        &["putif", KS, "6b00", "ff01", "--if-absent", "--hex"],
+        0,
+        "applied\n",
+        "",
+    )
+    .await;
     expect_run(
         c,
         &["putif", KS, "6b00", "02", "--if-value", "ff00", "--hex"],
@@ -141,13 +200,24 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
     // to learn it (exit status 4).
     let hurried = ringstore(
         c,
-        &["--request-timeout", "0.000001", "putif", KS, "late key", "v", "--any"],
+        &[
+            "--request-timeout",
+            "0.000001",
+            "putif",
+            KS,
+            "late key",
+            "v",
+            "--any",
+        ],
     )
     .await;
     let stderr = String::from_utf8_lossy(&hurried.stderr);
     assert_eq!(hurried.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("the result is unknown"), "{stderr}");
-    assert!(stderr.contains("`ringstore getserial lwt 'late key'`"), "{stderr}");
+    assert!(
+        stderr.contains("`ringstore getserial lwt 'late key'`"),
+        "{stderr}"
+    );
     assert!(hurried.stdout.is_empty());
     cluster.shutdown().await;
 }
@@ -155,7 +225,13 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
 /// Runs `ringstore stress cas ... --json` against node 0; its report.
 async fn stress_cas(cluster: &TestCluster, keyspace: &str, extra: &[&str]) -> Value {
     let mut args = vec![
-        "stress", "cas", "--json", "--keyspace", keyspace, "--replication", "SimpleStrategy:3",
+        "stress",
+        "cas",
+        "--json",
+        "--keyspace",
+        keyspace,
+        "--replication",
+        "SimpleStrategy:3",
     ];
     args.extend_from_slice(extra);
     let out = ringstore(cluster, &args).await;
@@ -175,7 +251,15 @@ async fn stress_cas_reports_applied_not_applied_and_unknown_uncontended_and_cont
     let alone = stress_cas(
         &cluster,
         "alone",
-        &["-n", "300", "--concurrency", "4", "--keys", "1000", "--token-aware"],
+        &[
+            "-n",
+            "300",
+            "--concurrency",
+            "4",
+            "--keys",
+            "1000",
+            "--token-aware",
+        ],
     )
     .await;
     assert_eq!(alone["workload"], "cas", "{alone}");
@@ -200,8 +284,21 @@ async fn stress_cas_reports_applied_not_applied_and_unknown_uncontended_and_cont
     let raced = stress_cas(
         &cluster,
         "raced",
-        &["-n", "200", "--concurrency", "8", "--keys", "1", "--contended", "--hosts", &hosts,
-          "--commit", "QUORUM", "--value-size", "4"],
+        &[
+            "-n",
+            "200",
+            "--concurrency",
+            "8",
+            "--keys",
+            "1",
+            "--contended",
+            "--hosts",
+            &hosts,
+            "--commit",
+            "QUORUM",
+            "--value-size",
+            "4",
+        ],
     )
     .await;
     let (applied, not_applied, unknown) = (
@@ -216,7 +313,10 @@ async fn stress_cas_reports_applied_not_applied_and_unknown_uncontended_and_cont
         .map(|v| v.as_u64().unwrap())
         .sum();
     assert_eq!(applied + not_applied + errors, 200, "{raced}");
-    assert!(applied > 0 && not_applied > 0, "8 racers on a key both win and lose: {raced}");
+    assert!(
+        applied > 0 && not_applied > 0,
+        "8 racers on a key both win and lose: {raced}"
+    );
     assert!(unknown <= errors, "{raced}");
     assert_eq!(raced["cas"]["commit"], "QUORUM", "{raced}");
     let mut client = cluster.client(0).await;
@@ -237,7 +337,11 @@ async fn stress_cas_reports_applied_not_applied_and_unknown_uncontended_and_cont
     );
 
     // Uncontended with fewer keys than workers cannot be: refused.
-    let refused = ringstore(&cluster, &["stress", "cas", "--keys", "2", "--concurrency", "4"]).await;
+    let refused = ringstore(
+        &cluster,
+        &["stress", "cas", "--keys", "2", "--concurrency", "4"],
+    )
+    .await;
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--contended"));
     cluster.shutdown().await;
@@ -247,7 +351,7 @@ async fn stress_cas_reports_applied_not_applied_and_unknown_uncontended_and_cont
 async fn serial_requests(cluster: &TestCluster, i: usize, operation: &str) -> f64 {
     let page = cluster.metrics(i).await;
     let series = format!(
-        "ringstore_client_requests_total{{operation=\"{operation}\",consistency=\"SERIAL\"}}"
+        "ringstore_client_requests_total{{consistency=\"SERIAL\",operation=\"{operation}\"}}"
     );
     common::processes::sample(&page, &series).unwrap_or(0.0)
 }
@@ -262,10 +366,11 @@ async fn the_library_sends_a_keys_compare_and_sets_to_its_first_replica_alone() 
     for k in 0..4 {
         let key = format!("routed{k}").into_bytes();
         let plan = table.plan_for_serial(KS, &key, pb::SerialConsistency::Serial, k);
-        let first = (0..3).find(|&i| cluster.address(i) == plan.nodes[0]).unwrap();
+        let first = (0..3)
+            .find(|&i| cluster.address(i) == plan.nodes[0])
+            .unwrap();
         let before: Vec<f64> =
-            futures::future::join_all((0..3).map(|i| serial_requests(&cluster, i, "put_if")))
-                .await;
+            futures::future::join_all((0..3).map(|i| serial_requests(&cluster, i, "put_if"))).await;
         let reads_before = serial_requests(&cluster, first, "get_serial").await;
         for n in 0..10u32 {
             let answer = client
@@ -283,7 +388,11 @@ async fn the_library_sends_a_keys_compare_and_sets_to_its_first_replica_alone() 
         for i in 0..3 {
             let now = serial_requests(&cluster, i, "put_if").await;
             let expected = if i == first { 10.0 } else { 0.0 };
-            assert_eq!(now - before[i], expected, "node {i}, first replica {first}, key {k}");
+            assert_eq!(
+                now - before[i],
+                expected,
+                "node {i}, first replica {first}, key {k}"
+            );
         }
         let read = client
             .get_serial(pb::GetSerialRequest {
@@ -309,7 +418,10 @@ async fn the_library_sends_a_keys_compare_and_sets_to_its_first_replica_alone() 
         })
         .await
         .unwrap_err();
-    assert!(matches!(&refused, ClientError::Status { source, .. } if source.metadata().get("x-ringstore-cas").is_some()), "{refused}");
+    assert!(
+        matches!(&refused, ClientError::Status { source, .. } if source.metadata().get("x-ringstore-cas").is_some()),
+        "{refused}"
+    );
     assert!(!refused.is_cas_unknown());
     let answer = pipeline
         .put_if(pb::PutIfRequest {

@@ -195,7 +195,10 @@ mod tests {
             timestamp_micros: 3,
         };
         assert_eq!(answer_line(&held, false), "not applied; current value: bob");
-        assert_eq!(answer_line(&held, true), "not applied; current value: 626f62");
+        assert_eq!(
+            answer_line(&held, true),
+            "not applied; current value: 626f62"
+        );
         let absent = pb::CasResponse::default();
         assert_eq!(answer_line(&absent, false), "not applied; key absent");
     }
@@ -205,15 +208,24 @@ mod tests {
         let plain = read_command("ks", "user 1", &options(SerialLevel::Serial, false));
         assert_eq!(plain, "ringstore getserial ks 'user 1'");
         let local = read_command("ks", "6b", &options(SerialLevel::LocalSerial, true));
-        assert_eq!(local, "ringstore getserial ks 6b --serial local-serial --hex");
+        assert_eq!(
+            local,
+            "ringstore getserial ks 6b --serial local-serial --hex"
+        );
         let failure = Failure::CasUnknown {
             cause: Box::new(Failure::Status(tonic::Status::deadline_exceeded("slow"))),
             read_with: plain,
         };
         let message = failure.to_string();
-        assert!(message.starts_with("DEADLINE_EXCEEDED: slow\n"), "{message}");
+        assert!(
+            message.starts_with("DEADLINE_EXCEEDED: slow\n"),
+            "{message}"
+        );
         assert!(message.contains("the result is unknown"), "{message}");
-        assert!(message.contains("`ringstore getserial ks 'user 1'`"), "{message}");
+        assert!(
+            message.contains("`ringstore getserial ks 'user 1'`"),
+            "{message}"
+        );
         assert_eq!(failure.exit_code(), std::process::ExitCode::from(4));
     }
 

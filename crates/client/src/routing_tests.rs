@@ -256,7 +256,10 @@ fn local_serial_names_only_the_local_data_centers_nodes_first_replica_first() {
     }
     let strategy = ReplicationStrategy::network_topology([("dc1", 2), ("dc2", 2)]).unwrap();
     let topology = topology(nodes, strategy);
-    for (dc, local) in [("dc1", [address(1), address(2)]), ("dc2", [address(3), address(4)])] {
+    for (dc, local) in [
+        ("dc1", [address(1), address(2)]),
+        ("dc2", [address(3), address(4)]),
+    ] {
         let table = RoutingTable::new(&topology, Some(dc.into()), true);
         for k in 0..50 {
             let key = format!("key{k}").into_bytes();

@@ -369,7 +369,9 @@ impl Plan {
         if self.workload != Workload::Cas {
             return self.consistency.to_string();
         }
-        let commit = self.commit.map_or_else(|| "ANY".to_string(), |c| c.to_string());
+        let commit = self
+            .commit
+            .map_or_else(|| "ANY".to_string(), |c| c.to_string());
         format!("{} (commit {commit})", serial_name(self.serial))
     }
 
@@ -377,8 +379,12 @@ impl Plan {
     /// workers share them.
     fn keys_line(&self) -> String {
         match (self.workload, self.contended) {
-            (Workload::Cas, true) => format!("{}, contended (shared by every worker)", self.distribution),
-            (Workload::Cas, false) => format!("{}, uncontended (each worker's own)", self.distribution),
+            (Workload::Cas, true) => {
+                format!("{}, contended (shared by every worker)", self.distribution)
+            }
+            (Workload::Cas, false) => {
+                format!("{}, uncontended (each worker's own)", self.distribution)
+            }
             _ => self.distribution.to_string(),
         }
     }
@@ -729,7 +735,10 @@ async fn drive<F: Future<Output = Result<Answered, Failed>>>(
                     }
                 }
                 Err(failed) => {
-                    *tally.errors.entry(code_name(failed.status.code())).or_default() += 1;
+                    *tally
+                        .errors
+                        .entry(code_name(failed.status.code()))
+                        .or_default() += 1;
                     if failed.cas_unknown {
                         tally.cas.unknown += 1;
                     }
