@@ -385,11 +385,11 @@ async fn the_library_sends_a_keys_compare_and_sets_to_its_first_replica_alone() 
                 .unwrap();
             assert!(answer.applied);
         }
-        for i in 0..3 {
+        for (i, before) in before.iter().enumerate() {
             let now = serial_requests(&cluster, i, "put_if").await;
             let expected = if i == first { 10.0 } else { 0.0 };
             assert_eq!(
-                now - before[i],
+                now - before,
                 expected,
                 "node {i}, first replica {first}, key {k}"
             );
