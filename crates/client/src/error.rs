@@ -192,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn a_compare_and_set_is_unknown_unless_marked_or_never_sent() {
+    fn a_compare_and_set_is_unknown_unless_marked_refused_as_it_stands_or_never_sent() {
         let mut contended = tonic::Status::aborted("contention; not applied");
         contended.metadata_mut().insert(
             CAS_NOT_APPLIED_HEADER,
