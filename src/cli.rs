@@ -173,6 +173,16 @@ pub enum Command {
     Get(ReadArgs),
     /// Delete a key.
     Delete(ReadArgs),
+    /// Write a value only if the key's current value meets a condition
+    /// (a lightweight transaction: linearizable, by Paxos among the key's
+    /// replicas). Prints `applied`, or `not applied;` and what the key
+    /// holds (exit status 1); an error whose outcome is unknown exits 4.
+    Putif(PutIfArgs),
+    /// Delete a key only if its current value meets a condition, as `putif`.
+    Deleteif(DeleteIfArgs),
+    /// Read a value linearizably (a SERIAL read, finishing any
+    /// compare-and-set left half done); prints it as `get` does.
+    Getserial(GetSerialArgs),
     /// A keyspace's live rows in token order, one `KEY VALUE` line each,
     /// following the node's pages.
     Scan(crate::commands::scan::ScanArgs),
@@ -360,6 +370,12 @@ pub enum Workload {
     Mixed,
     /// An RPC that does no work: the transport's ceiling.
     Noop,
+    /// Compare-and-sets (`PutIf`), each a counter's increment: the value
+    /// the worker last saw for the key, plus one, if it is still there
+    /// (the answer to one that did not apply says what is, for the next).
+    /// Uncontended by default (each worker has keys of its own); with
+    /// `--contended`, workers race on the same `--keys`.
+    Cas,
 }
 
 /// Arguments of `ringstore stress`.
@@ -389,8 +405,20 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
     /// Keys are `key0` to `key{N-1}`, drawn by `--distribution`.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, visible_alias = "keys", default_value_t = 100_000)]
     pub key_count: u64,
+    /// For `cas`: every worker draws from all the keys, so workers race on
+    /// them (with a few `--keys`: 1, 8). Without it, key i belongs to
+    /// worker i mod `--concurrency` and no two compare-and-sets meet.
+    #[arg(long)]
+    pub contended: bool,
+    /// For `cas`: which replicas vote in each key's Paxos rounds.
+    #[arg(long, value_enum, default_value_t = SerialLevel::Serial)]
+    pub serial: SerialLevel,
+    /// For `cas`: the commit's consistency level (default `ANY`: in the
+    /// background).
+    #[arg(long, value_name = "LEVEL", value_parser = whole(parse_level))]
+    pub commit: Option<ConsistencyLevel>,
     /// How keys are drawn: `uniform`; `zipf:S` (key i with probability
     /// proportional to 1/(i+1)^S, S > 0; zipf:1.2 puts about a fifth of the
     /// operations on key0 with 100,000 keys); `hotspot:P` (key0 with
@@ -934,6 +962,98 @@ pub struct ReadArgs {
     /// rather than have `--host` coordinate it.
     #[arg(long)]
     pub token_aware: bool,
+}
+
+/// The serial consistency of a lightweight transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SerialLevel {
+    /// A quorum of all the key's replicas, in every data center.
+    Serial,
+    /// A quorum of the key's replicas in the coordinator's data center
+    /// (linearizable only among operations that all use it there).
+    LocalSerial,
+}
+
+/// What `putif`, `deleteif` and `getserial` share.
+#[derive(Debug, Args)]
+pub struct SerialOptions {
+    /// Which replicas vote in the key's Paxos rounds.
+    #[arg(long, value_enum, default_value_t = SerialLevel::Serial)]
+    pub serial: SerialLevel,
+    /// How many replicas must have applied the commit before the answer
+    /// (`QUORUM`, `LOCAL_QUORUM`, `ALL`, ...). Default `ANY`: the commit
+    /// goes on in the background; a serial read sees it at once, a plain
+    /// read at ONE perhaps not yet.
+    #[arg(long, value_name = "LEVEL", value_parser = whole(parse_level))]
+    pub commit: Option<ConsistencyLevel>,
+    /// KEY and the values are hex bytes (and a value printed is hex).
+    #[arg(long)]
+    pub hex: bool,
+    /// Send the request to the key's first live replica, learned from
+    /// `--host` (as the client library routes every compare-and-set, so
+    /// that rivals queue at one node), rather than have `--host`
+    /// coordinate it.
+    #[arg(long)]
+    pub token_aware: bool,
+}
+
+/// Arguments of `ringstore putif`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("condition").required(true).args(["if_absent", "if_value", "any"])))]
+pub struct PutIfArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// The new value; `-` reads it from standard input.
+    pub value: String,
+    /// Write only if the key has no value (never written, deleted or
+    /// expired): Cassandra's IF NOT EXISTS.
+    #[arg(long)]
+    pub if_absent: bool,
+    /// Write only if the key's value is exactly this.
+    #[arg(long, value_name = "VALUE")]
+    pub if_value: Option<String>,
+    /// Write whatever the key holds (a linearizable put).
+    #[arg(long)]
+    pub any: bool,
+    /// Expire the new value this many seconds after it is written.
+    #[arg(long, value_name = "SECONDS")]
+    pub ttl: Option<u32>,
+    /// Serial level, commit level, hex, routing.
+    #[command(flatten)]
+    pub options: SerialOptions,
+}
+
+/// Arguments of `ringstore deleteif`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("condition").required(true).args(["if_value", "any"])))]
+pub struct DeleteIfArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// Delete only if the key's value is exactly this.
+    #[arg(long, value_name = "VALUE")]
+    pub if_value: Option<String>,
+    /// Delete whatever the key holds (a linearizable delete).
+    #[arg(long)]
+    pub any: bool,
+    /// Serial level, commit level, hex, routing.
+    #[command(flatten)]
+    pub options: SerialOptions,
+}
+
+/// Arguments of `ringstore getserial`.
+#[derive(Debug, Args)]
+pub struct GetSerialArgs {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The key.
+    pub key: String,
+    /// Serial level, the level of a commit the read finishes, hex, routing.
+    #[command(flatten)]
+    pub options: SerialOptions,
 }
 
 /// `ringstore keyspace ...`.

@@ -1,7 +1,10 @@
 //! How a command fails: its message on stderr and its exit status.
 //!
-//! Exit status 0 is success, 1 a key not found (`not found` on stderr), 2
-//! any other error, printed as `CODE: message` with the gRPC status code
+//! Exit status 0 is success, 1 a key not found (`not found` on stderr) or a
+//! compare-and-set whose condition did not hold (`not applied; ...` on
+//! stdout), 4 a compare-and-set that failed with its outcome unknown (it
+//! may have been applied: the message says how to read it), 2 any other
+//! error, printed as `CODE: message` with the gRPC status code
 //! name when the node answered with an error, or as a sentence naming the
 //! problem when the node could not be reached or the input was bad. A server
 //! that must not run again on its data (decommissioned, or removed by another
@@ -16,6 +19,17 @@ use std::process::ExitCode;
 pub enum Failure {
     /// The key has no value.
     NotFound,
+    /// A compare-and-set's condition did not hold; the command printed
+    /// what the key holds on stdout, and nothing goes to stderr.
+    NotApplied,
+    /// A compare-and-set failed and may have been applied, or may still
+    /// be by a later round: `read_with` is the command that tells.
+    CasUnknown {
+        /// Why it failed.
+        cause: Box<Failure>,
+        /// A `ringstore getserial ...` command line for the key.
+        read_with: String,
+    },
     /// The node answered with an error status.
     Status(tonic::Status),
     /// The node could not be reached at all.
@@ -36,7 +50,8 @@ impl Failure {
     /// The process exit status.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Failure::NotFound => ExitCode::from(1),
+            Failure::NotFound | Failure::NotApplied => ExitCode::from(1),
+            Failure::CasUnknown { .. } => ExitCode::from(4),
             Failure::Retired(_) => ExitCode::from(3),
             _ => ExitCode::from(2),
         }
@@ -47,6 +62,12 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::NotFound => f.write_str("not found"),
+            Failure::NotApplied => f.write_str("not applied"),
+            Failure::CasUnknown { cause, read_with } => write!(
+                f,
+                "{cause}\nthe result is unknown: the write may have been applied, or may \
+                 still be by a later round; read the key with `{read_with}` to find out"
+            ),
             Failure::Status(status) => {
                 write!(f, "{}: {}", code_name(status.code()), status.message())
             }

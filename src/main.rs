@@ -49,7 +49,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             let _ = std::io::stdout().flush();
-            eprintln!("{failure}");
+            // A condition that did not hold was printed on stdout already.
+            if !matches!(failure, Failure::NotApplied) {
+                eprintln!("{failure}");
+            }
             failure.exit_code()
         }
     }
@@ -134,6 +137,9 @@ async fn run_on(cli: &Cli, connection: &Connection, mut out: impl Write) -> Outc
         Command::Put(args) => commands::data::put(&connection, args).await,
         Command::Get(args) => commands::data::get(&connection, args, &mut out).await,
         Command::Delete(args) => commands::data::delete(&connection, args).await,
+        Command::Putif(args) => commands::cas::put_if(&connection, args, &mut out).await,
+        Command::Deleteif(args) => commands::cas::delete_if(&connection, args, &mut out).await,
+        Command::Getserial(args) => commands::cas::get_serial(&connection, args, &mut out).await,
         Command::Scan(args) => commands::scan::run(&connection, args, &mut out).await,
         Command::Export(args) => commands::export::run(&connection, args, &mut out).await,
         Command::Import(args) => commands::import::run(&connection, args, &mut out).await,

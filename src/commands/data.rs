@@ -58,26 +58,46 @@ pub fn level(consistency: ConsistencyLevel) -> i32 {
     ringstore_client::level_to_pb(consistency) as i32
 }
 
-/// `put`: writes the value.
-pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
-    let key = key_bytes(&args.key, args.hex)?;
-    let value = if args.value == "-" {
+/// A value from the command line: UTF-8 text, or hex with `hex`; `-` reads
+/// it from standard input.
+pub fn value_bytes(value: &str, hex: bool) -> Result<Vec<u8>, Failure> {
+    if value == "-" {
         let mut stdin = Vec::new();
         std::io::stdin()
             .read_to_end(&mut stdin)
             .context("reading the value from standard input")?;
-        if args.hex {
-            hex::decode(String::from_utf8_lossy(&stdin).trim())
-                .context("the value on standard input is not valid hex")?
-        } else {
-            stdin
+        if hex {
+            return Ok(hex::decode(String::from_utf8_lossy(&stdin).trim())
+                .context("the value on standard input is not valid hex")?);
         }
-    } else if args.hex {
-        hex::decode(&args.value)
-            .with_context(|| format!("value {:?} is not valid hex", args.value))?
+        return Ok(stdin);
+    }
+    literal_bytes(value, hex)
+}
+
+/// A value given on the command line as is (text, or hex with `hex`).
+pub fn literal_bytes(value: &str, hex: bool) -> Result<Vec<u8>, Failure> {
+    if hex {
+        return Ok(hex::decode(value).with_context(|| format!("value {value:?} is not valid hex"))?);
+    }
+    Ok(value.as_bytes().to_vec())
+}
+
+/// Prints `value` and a newline, as hex with `hex`.
+pub fn print_value(out: &mut impl Write, value: &[u8], hex: bool) -> Outcome {
+    let write = if hex {
+        writeln!(out, "{}", hex::encode(value))
     } else {
-        args.value.as_bytes().to_vec()
+        out.write_all(value).and_then(|()| writeln!(out))
     };
+    write.map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// `put`: writes the value.
+pub async fn put(connection: &Connection, args: &PutArgs) -> Outcome {
+    let key = key_bytes(&args.key, args.hex)?;
+    let value = value_bytes(&args.value, args.hex)?;
     cluster_stamping(connection, args.token_aware, !args.server_timestamp)
         .await?
         .put(pb::PutRequest {
@@ -106,13 +126,7 @@ pub async fn get(connection: &Connection, args: &ReadArgs, out: &mut impl Write)
     if !response.found {
         return Err(Failure::NotFound);
     }
-    let write = if args.hex {
-        writeln!(out, "{}", hex::encode(&response.value))
-    } else {
-        out.write_all(&response.value).and_then(|()| writeln!(out))
-    };
-    write.map_err(anyhow::Error::from)?;
-    Ok(())
+    print_value(out, &response.value, args.hex)
 }
 
 /// `delete`: writes a tombstone.

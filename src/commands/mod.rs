@@ -2,6 +2,7 @@
 
 pub mod alter;
 pub mod batch;
+pub mod cas;
 pub mod certs;
 pub mod data;
 pub mod demo;

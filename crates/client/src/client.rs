@@ -222,6 +222,22 @@ impl Client {
         table.plan_for_key(keyspace, key, self.next_turn())
     }
 
+    /// The plan of a compare-and-set or serial read of `key` at the wire
+    /// serial level `serial`: its one coordinator first
+    /// ([`RoutingTable::plan_for_serial`]).
+    pub(crate) fn serial_plan(&self, keyspace: &str, key: &[u8], serial: i32) -> QueryPlan {
+        if self.inner.refreshing.is_none() {
+            return self.seeds_plan();
+        }
+        let table = self.routing();
+        if !table.knows_keyspace(keyspace) {
+            self.want_refresh();
+        }
+        // A level this build does not know: the node refuses it, wherever.
+        let serial = pb::SerialConsistency::try_from(serial).unwrap_or_default();
+        table.plan_for_serial(keyspace, key, serial, self.next_turn())
+    }
+
     /// The plan for the replicas of `token` (scans).
     pub(crate) fn plan_for_token(&self, keyspace: &str, token: Token) -> QueryPlan {
         if self.inner.refreshing.is_none() {

@@ -30,13 +30,32 @@
 //!   it is a plain round robin, local data center first; with
 //!   [`Routing::SeedsOnly`] the seeds coordinate everything, as `cqlsh`'s
 //!   host does, and nothing is learned.
+//! - **Lightweight transactions.** [`Client::put_if`],
+//!   [`Client::delete_if`] and [`Client::get_serial`] (linearizable
+//!   compare-and-set and read, by per-key Paxos on the nodes) are not
+//!   spread: a key's go to its first replica that is up, in placement
+//!   order — for `LOCAL_SERIAL`, the first in the local data center, and
+//!   only local nodes after it — the same node for every client
+//!   ([`RoutingTable::plan_for_serial`]). That node queues rivals on the
+//!   key; spread over several coordinators they would pre-empt each
+//!   other's ballots and back off at random, which is how Cassandra's
+//!   collapse under contention (CASSANDRA-15746). [`expect`] builds the
+//!   conditions.
 //! - **Retrying.** A failed attempt goes to the next node of the plan when
 //!   [`RetryPolicy`] says it is safe: reads and scans always; writes when
 //!   they carry a client timestamp — last write wins, so writing the same
 //!   cell twice is writing it once — which the client gives every write by
 //!   default ([`ClientConfig::client_timestamps`]); a write the coordinator
-//!   stamps only if it never reached a node. Bad input, permission errors
-//!   and the like are never retried. Each attempt has
+//!   stamps only if it never reached a node. A compare-and-set is retried
+//!   only when it certainly did not apply: it never reached a node, or the
+//!   coordinator said so (the `x-ringstore-cas: not-applied` metadata on
+//!   `UNAVAILABLE` or contention's `ABORTED`). Any other failure but a
+//!   refusal of the request as it stands (no such keyspace, a key too
+//!   long, no permission) — a timeout above all — leaves its outcome unknown
+//!   ([`ClientError::is_cas_unknown`]): it may have applied, or may still
+//!   be applied by a later round, and only a serial read tells; retrying
+//!   could apply it twice. A serial read is retried as a read. Bad input,
+//!   permission errors and the like are never retried. Each attempt has
 //!   [`ClientConfig::request_timeout`], and tells the node when it was sent
 //!   with that timeout as its gRPC deadline, so a node that reads a write
 //!   after this client gave up on it refuses it instead of applying it
@@ -80,7 +99,10 @@
 //! - A plan names every known node once; its first `replicas` entries are
 //!   replicas of the key as the describing node's ring places it.
 //! - A request that is not idempotent is sent at most once unless the
-//!   connection was refused (it never reached a node).
+//!   connection was refused (it never reached a node); a compare-and-set
+//!   also when its coordinator said it was certainly not applied.
+//! - A key's compare-and-sets and serial reads go first to the same node
+//!   from every client with the same view of the ring.
 //! - Client timestamps from one client strictly increase.
 //!
 //! # Caveats
@@ -101,11 +123,19 @@
 //!   NAT or a proxy that differs from the seed's, set
 //!   `broadcast_client_address` on the nodes.
 //! - A batch is routed by its first key only.
+//! - A compare-and-set's coordinator is the first replica *this client*
+//!   thinks up: clients that disagree on liveness (or on the ring, during
+//!   a change) use two coordinators for a while, which costs contention,
+//!   not safety. Pending replicas, which vote on the nodes, are never the
+//!   coordinator here.
+//! - A pipeline's compare-and-sets are coordinated by its node, whatever
+//!   their key.
 //! - No speculative execution: a slow replica is waited for up to the
 //!   request timeout before the next is tried.
 
 #![deny(missing_docs)]
 
+mod cas;
 mod client;
 mod config;
 mod consistency;
@@ -120,6 +150,7 @@ mod sent_at;
 mod timestamps;
 mod topology;
 
+pub use cas::expect;
 pub use client::{Client, ClientStats};
 pub use config::{ClientConfig, Credentials, Routing};
 pub use consistency::level_to_pb;

@@ -26,6 +26,12 @@
 //!   routing and retries, use the [`Client`]'s unary calls.
 //! - Writes are stamped with client timestamps as [`Client::put`] stamps
 //!   them (when [`crate::ClientConfig::client_timestamps`] is on).
+//! - Compare-and-sets and serial reads are coordinated by the pipeline's
+//!   node, not by their key's first replica as [`Client::put_if`] routes
+//!   them: rivals on one key through pipelines to different nodes
+//!   pre-empt each other's ballots. A failure says whether it certainly
+//!   did not apply (the response's `cas_not_applied`, kept as the unary
+//!   status's metadata entry).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -41,6 +47,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::client::{AbortOnDrop, Client};
 use crate::error::{ClientError, Result};
+use crate::retry::{CAS_NOT_APPLIED_HEADER, CAS_NOT_APPLIED_VALUE};
 use crate::sent_at;
 
 /// Requests queued for the stream before a call waits for room.
@@ -164,6 +171,36 @@ impl Pipeline {
         }
     }
 
+    /// A compare-and-set write on the stream, as [`Client::put_if`] but
+    /// coordinated by this pipeline's node whatever the key (not its first
+    /// replica: rivals on one key through different pipelines pre-empt
+    /// each other) and never retried. A failure the node marked as
+    /// certainly not applied keeps the mark
+    /// ([`ClientError::is_cas_unknown`] is false for it).
+    pub async fn put_if(&self, request: pb::PutIfRequest) -> Result<pb::CasResponse> {
+        match self.call(Request::PutIf(request)).await? {
+            Answer::PutIf(response) => Ok(response),
+            other => Err(self.mismatched("put_if", &other)),
+        }
+    }
+
+    /// A compare-and-set delete on the stream, as [`Pipeline::put_if`].
+    pub async fn delete_if(&self, request: pb::DeleteIfRequest) -> Result<pb::CasResponse> {
+        match self.call(Request::DeleteIf(request)).await? {
+            Answer::DeleteIf(response) => Ok(response),
+            other => Err(self.mismatched("delete_if", &other)),
+        }
+    }
+
+    /// A serial read on the stream, as [`Client::get_serial`] (coordinated
+    /// by this pipeline's node).
+    pub async fn get_serial(&self, request: pb::GetSerialRequest) -> Result<pb::GetResponse> {
+        match self.call(Request::GetSerial(request)).await? {
+            Answer::GetSerial(response) => Ok(response),
+            other => Err(self.mismatched("get_serial", &other)),
+        }
+    }
+
     /// A no-op round trip on the stream (the transport's ceiling).
     pub async fn noop(&self) -> Result<()> {
         match self.call(Request::Noop(pb::NoopRequest {})).await? {
@@ -217,9 +254,17 @@ impl Pipeline {
             .map_err(|source| ClientError::Status { node, source })?;
         if response.code != 0 {
             let code = tonic::Code::from_i32(response.code);
+            let mut status = tonic::Status::new(code, response.message);
+            if response.cas_not_applied {
+                // As the unary call's status says it.
+                status.metadata_mut().insert(
+                    CAS_NOT_APPLIED_HEADER,
+                    tonic::metadata::MetadataValue::from_static(CAS_NOT_APPLIED_VALUE),
+                );
+            }
             return Err(ClientError::Status {
                 node,
-                source: tonic::Status::new(code, response.message),
+                source: status,
             });
         }
         response.response.ok_or_else(|| ClientError::Status {

@@ -8,6 +8,15 @@
 //! one is not — each coordinator would stamp it anew, and a retry could
 //! overwrite a later write by someone else — so it is retried only when it
 //! surely never reached a node (the connection was refused).
+//!
+//! A compare-and-set is neither: applied twice, the second sees the first's
+//! value and answers "not applied" to a write that did apply. It is retried
+//! only when it certainly did not apply — the connection was refused, or
+//! the coordinator said so with the `x-ringstore-cas: not-applied`
+//! metadata entry (too few replicas for a quorum, or rivals on the key
+//! kept it from one) — and never when the outcome is unknown (a timeout, a
+//! broken connection, any unmarked failure): the caller must read the key
+//! with a serial read to learn what happened. A serial read is a read.
 
 use std::num::NonZeroU32;
 
@@ -20,6 +29,23 @@ pub enum Idempotence {
     Idempotent,
     /// Writes whose timestamp the coordinator chooses.
     NotIdempotent,
+    /// Compare-and-sets (`PutIf`, `DeleteIf`): retried only when certainly
+    /// not applied ([`AttemptFailure::CasNotApplied`], or never sent).
+    CompareAndSet,
+}
+
+/// The metadata entry on a status whose compare-and-set (or serial read)
+/// was certainly not applied, and its value.
+pub(crate) const CAS_NOT_APPLIED_HEADER: &str = "x-ringstore-cas";
+pub(crate) const CAS_NOT_APPLIED_VALUE: &str = "not-applied";
+
+/// Whether `status` carries the node's word that its compare-and-set was
+/// certainly not applied.
+pub(crate) fn says_cas_not_applied(status: &tonic::Status) -> bool {
+    status
+        .metadata()
+        .get(CAS_NOT_APPLIED_HEADER)
+        .is_some_and(|value| value == CAS_NOT_APPLIED_VALUE)
 }
 
 /// How an attempt failed, as far as retrying is concerned.
@@ -36,6 +62,11 @@ pub enum AttemptFailure {
     /// No answer in time (the client's timeout, or the coordinator's
     /// `DEADLINE_EXCEEDED`): the request may have run.
     Timeout,
+    /// The coordinator could not run a compare-and-set or serial read and
+    /// says it was certainly not applied (`UNAVAILABLE`: too few replicas
+    /// for a quorum as it sees them; `ABORTED`: rival proposals from other
+    /// coordinators kept it from one): another coordinator may do better.
+    CasNotApplied,
     /// Any other answer (bad input, no such keyspace, permission denied, an
     /// internal error): asking elsewhere would get the same.
     Refused,
@@ -49,6 +80,13 @@ impl AttemptFailure {
         let source = std::error::Error::source(status);
         if source.is_some_and(is_connection_refused) {
             return AttemptFailure::Unreachable;
+        }
+        if says_cas_not_applied(status) {
+            return match status.code() {
+                Code::Unavailable | Code::Aborted => AttemptFailure::CasNotApplied,
+                // Refused on its face (a missing condition, a bad level).
+                _ => AttemptFailure::Refused,
+            };
         }
         match status.code() {
             Code::Unavailable | Code::Unknown | Code::Cancelled if source.is_some() => {
@@ -65,7 +103,10 @@ impl AttemptFailure {
     pub fn suggests_topology_change(self) -> bool {
         matches!(
             self,
-            AttemptFailure::Unreachable | AttemptFailure::Transport | AttemptFailure::Unavailable
+            AttemptFailure::Unreachable
+                | AttemptFailure::Transport
+                | AttemptFailure::Unavailable
+                | AttemptFailure::CasNotApplied
         )
     }
 }
@@ -123,7 +164,7 @@ impl RetryPolicy {
         }
         let safe = match failure {
             AttemptFailure::Refused => false,
-            AttemptFailure::Unreachable => true,
+            AttemptFailure::Unreachable | AttemptFailure::CasNotApplied => true,
             AttemptFailure::Transport | AttemptFailure::Unavailable | AttemptFailure::Timeout => {
                 idempotence == Idempotence::Idempotent
             }
@@ -167,6 +208,66 @@ mod tests {
                 RetryDecision::Fail
             );
         }
+    }
+
+    fn marked(status: tonic::Status) -> tonic::Status {
+        let mut status = status;
+        status.metadata_mut().insert(
+            CAS_NOT_APPLIED_HEADER,
+            tonic::metadata::MetadataValue::from_static(CAS_NOT_APPLIED_VALUE),
+        );
+        status
+    }
+
+    #[test]
+    fn a_compare_and_set_retries_only_what_certainly_did_not_apply() {
+        let policy = RetryPolicy::default();
+        for retried in [Unreachable, CasNotApplied] {
+            assert_eq!(
+                policy.decide(CompareAndSet, retried, 1),
+                RetryDecision::RetryNext,
+                "{retried:?}"
+            );
+        }
+        // Unknown outcomes (and refusals) are the caller's.
+        for failure in [Transport, Unavailable, Timeout, Refused] {
+            assert_eq!(
+                policy.decide(CompareAndSet, failure, 1),
+                RetryDecision::Fail,
+                "{failure:?}"
+            );
+        }
+        assert_eq!(
+            policy.decide(CompareAndSet, CasNotApplied, 3),
+            RetryDecision::Fail,
+            "attempts still stop at the maximum"
+        );
+    }
+
+    #[test]
+    fn only_a_marked_status_says_not_applied_and_a_marked_bad_request_is_a_refusal() {
+        let contended = marked(tonic::Status::aborted("contention; not applied"));
+        assert_eq!(AttemptFailure::of_status(&contended), CasNotApplied);
+        let no_quorum = marked(tonic::Status::unavailable("1 of 2; not applied"));
+        assert_eq!(AttemptFailure::of_status(&no_quorum), CasNotApplied);
+        assert!(CasNotApplied.suggests_topology_change());
+        let missing = marked(tonic::Status::invalid_argument("needs its expected value"));
+        assert_eq!(AttemptFailure::of_status(&missing), Refused);
+        // The same codes unmarked: a plain UNAVAILABLE (not retried for a
+        // compare-and-set) and a refusal.
+        assert_eq!(
+            AttemptFailure::of_status(&tonic::Status::unavailable("draining")),
+            Unavailable
+        );
+        assert_eq!(
+            AttemptFailure::of_status(&tonic::Status::aborted("contention")),
+            Refused
+        );
+        let mut wrong = tonic::Status::unavailable("x");
+        wrong
+            .metadata_mut()
+            .insert(CAS_NOT_APPLIED_HEADER, "maybe".parse().unwrap());
+        assert_eq!(AttemptFailure::of_status(&wrong), Unavailable);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! [`RoutingTable`]: which nodes a request goes to, in which order. Pure:
 //! built from a [`Topology`], asked with a key and a turn of the round
-//! robin, it answers a [`QueryPlan`].
+//! robin, it answers a [`QueryPlan`]. Reads and writes spread over a key's
+//! replicas; a key's compare-and-sets and serial reads all go to one of
+//! them ([`RoutingTable::plan_for_serial`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -11,6 +13,7 @@ use ringstore_placement::{
 };
 
 use crate::topology::{Node, Topology};
+use ringstore_proto::v1::SerialConsistency;
 
 /// The nodes to try for one request, best first: a retry moves to the next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,6 +182,57 @@ impl RoutingTable {
         QueryPlan { nodes, replicas }
     }
 
+    /// The plan of a compare-and-set or serial read of `key` at `serial`:
+    /// one coordinator per key, the same for every client, so that rivals
+    /// on the key queue at one node instead of pre-empting each other's
+    /// ballots from several (CASSANDRA-15746). First the key's replicas
+    /// that are up, in placement order (not rotated: the first is the
+    /// coordinator); then the other up nodes, the joining ones, the key's
+    /// down replicas and the other down nodes, as fallbacks for an
+    /// attempt that certainly did not apply. For `LOCAL_SERIAL` only the
+    /// local data center's nodes are named (a coordinator elsewhere would
+    /// run the key's Paxos among its own data center's replicas). Not
+    /// token-aware (routing off, unknown keyspace, empty key): the plain
+    /// round robin on `turn`, local data center only for `LOCAL_SERIAL`.
+    pub fn plan_for_serial(
+        &self,
+        keyspace: &str,
+        key: &[u8],
+        serial: SerialConsistency,
+        turn: usize,
+    ) -> QueryPlan {
+        let local_only = serial == SerialConsistency::LocalSerial;
+        let keep = |a: &SocketAddr| !local_only || self.is_local_address(a);
+        let map = self.maps.get(keyspace).filter(|_| self.token_aware);
+        let (Some(map), Ok(token)) = (map, Murmur3Partitioner::token(key)) else {
+            let mut plan = self.plan_any(turn);
+            plan.nodes.retain(keep);
+            return plan;
+        };
+        let replicas: Vec<&Node> = map
+            .replicas(token)
+            .ids()
+            .filter_map(|id| self.nodes.get(&id))
+            .filter(|n| !local_only || self.is_local(n))
+            .collect();
+        let is_replica = |a: &SocketAddr| replicas.iter().any(|n| n.address == *a);
+        let mut nodes: Vec<SocketAddr> = replicas
+            .iter()
+            .filter(|n| n.up && n.state.owns_tokens())
+            .map(|n| n.address)
+            .collect();
+        let up_replicas = nodes.len();
+        let others = self.up_local.iter().chain(&self.up_remote);
+        nodes.extend(others.chain(&self.up_joining).filter(|a| !is_replica(a)));
+        nodes.extend(replicas.iter().filter(|n| !n.up).map(|n| n.address));
+        nodes.extend(self.down.iter().filter(|a| !is_replica(a)));
+        nodes.retain(keep);
+        QueryPlan {
+            nodes,
+            replicas: up_replicas,
+        }
+    }
+
     /// The plain round robin on `turn`: the up nodes of the local data
     /// center, then the other up nodes, then the joining ones, then the
     /// down ones.
@@ -190,6 +244,16 @@ impl RoutingTable {
             .copied()
             .collect();
         QueryPlan { nodes, replicas: 0 }
+    }
+
+    /// Whether the member at `address` is in the local data center (all
+    /// are when none is set).
+    fn is_local_address(&self, address: &SocketAddr) -> bool {
+        self.local_dc.is_none()
+            || self
+                .nodes
+                .values()
+                .any(|n| n.address == *address && self.is_local(n))
     }
 
     fn is_local(&self, node: &Node) -> bool {

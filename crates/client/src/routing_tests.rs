@@ -185,3 +185,121 @@ fn suspects_go_last_and_stop_counting_as_replicas() {
     plan.demote(&[]);
     assert_eq!(plan.replicas, 1);
 }
+
+/// The key's replicas' addresses in placement order.
+fn placement_order(table: &RoutingTable, key: &[u8]) -> Vec<SocketAddr> {
+    let token = Murmur3Partitioner::token(key).unwrap();
+    table.maps["ks"]
+        .replicas(token)
+        .ids()
+        .map(|id| table.nodes[&id].address)
+        .collect()
+}
+
+#[test]
+fn a_keys_serial_plan_starts_with_its_first_replica_on_every_turn() {
+    let topology = topology(four_nodes(), ReplicationStrategy::simple(3).unwrap());
+    let table = RoutingTable::new(&topology, None, true);
+    let mut coordinators = BTreeSet::new();
+    for k in 0..100 {
+        let key = format!("key{k}").into_bytes();
+        let order = placement_order(&table, &key);
+        for turn in 0..5 {
+            let plan = table.plan_for_serial("ks", &key, SerialConsistency::Serial, turn);
+            assert_eq!(plan.replicas, 3);
+            assert_eq!(&plan.nodes[..3], &order[..], "key{k} on turn {turn}");
+            assert_eq!(plan.nodes.len(), 4, "the other node follows as a fallback");
+        }
+        coordinators.insert(order[0]);
+    }
+    assert_eq!(coordinators.len(), 4, "keys spread their coordinators");
+}
+
+#[test]
+fn a_down_first_replica_hands_the_key_to_the_next_live_one_and_goes_last() {
+    let mut nodes = four_nodes();
+    let table = RoutingTable::new(
+        &topology(nodes.clone(), ReplicationStrategy::simple(2).unwrap()),
+        None,
+        true,
+    );
+    let order = placement_order(&table, b"key3");
+    let other = nodes
+        .iter()
+        .map(|n| n.address)
+        .find(|a| !order.contains(a))
+        .unwrap();
+    for n in &mut nodes {
+        n.up = n.address != order[0] && n.address != other;
+    }
+    let table = RoutingTable::new(
+        &topology(nodes, ReplicationStrategy::simple(2).unwrap()),
+        None,
+        true,
+    );
+    let plan = table.plan_for_serial("ks", b"key3", SerialConsistency::Serial, 7);
+    assert_eq!(plan.nodes[0], order[1], "{plan:?}");
+    assert_eq!(plan.replicas, 1);
+    assert_eq!(plan.nodes.len(), 4);
+    assert_eq!(
+        &plan.nodes[2..],
+        &[order[0], other],
+        "the down replica before the other down node"
+    );
+}
+
+#[test]
+fn local_serial_names_only_the_local_data_centers_nodes_first_replica_first() {
+    let mut nodes = four_nodes();
+    for n in &mut nodes[2..] {
+        n.location = Location::new("dc2", n.location.rack.as_str());
+    }
+    let strategy = ReplicationStrategy::network_topology([("dc1", 2), ("dc2", 2)]).unwrap();
+    let topology = topology(nodes, strategy);
+    for (dc, local) in [
+        ("dc1", [address(1), address(2)]),
+        ("dc2", [address(3), address(4)]),
+    ] {
+        let table = RoutingTable::new(&topology, Some(dc.into()), true);
+        for k in 0..50 {
+            let key = format!("key{k}").into_bytes();
+            let first_local = placement_order(&table, &key)
+                .into_iter()
+                .find(|a| local.contains(a))
+                .unwrap();
+            let plan = table.plan_for_serial("ks", &key, SerialConsistency::LocalSerial, k);
+            assert_eq!(plan.nodes[0], first_local, "{dc} key{k}");
+            assert_eq!(plan.replicas, 2);
+            let named: BTreeSet<SocketAddr> = plan.nodes.iter().copied().collect();
+            assert_eq!(named, local.into_iter().collect(), "{dc} key{k}: {plan:?}");
+            // SERIAL ignores the client's data center: every client picks
+            // the same coordinator.
+            let serial = table.plan_for_serial("ks", &key, SerialConsistency::Serial, k);
+            assert_eq!(serial.nodes[0], placement_order(&table, &key)[0]);
+            assert_eq!(serial.replicas, 4);
+        }
+    }
+}
+
+#[test]
+fn a_serial_plan_without_routing_is_the_round_robin_kept_to_the_local_dc_for_local_serial() {
+    let mut nodes = four_nodes();
+    nodes[3].location = Location::new("dc2", "rack4");
+    let topology = topology(nodes, ReplicationStrategy::simple(2).unwrap());
+    let table = RoutingTable::new(&topology, Some("dc2".into()), true);
+    let unknown = table.plan_for_serial("other", b"key1", SerialConsistency::Serial, 1);
+    assert_eq!(unknown, table.plan_any(1));
+    let local = table.plan_for_serial("other", b"key1", SerialConsistency::LocalSerial, 1);
+    assert_eq!(local.nodes, [address(4)]);
+    let off = RoutingTable::new(&topology, Some("dc2".into()), false);
+    assert_eq!(
+        off.plan_for_serial("ks", b"key1", SerialConsistency::Serial, 2),
+        off.plan_any(2)
+    );
+    assert_eq!(
+        table
+            .plan_for_serial("ks", b"", SerialConsistency::Serial, 0)
+            .replicas,
+        0
+    );
+}

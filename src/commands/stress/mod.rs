@@ -1,5 +1,5 @@
-//! `ringstore stress`: loads a node with puts, gets or no-op RPCs and reports
-//! throughput and latency, as cassandra-stress.
+//! `ringstore stress`: loads a node with puts, gets, compare-and-sets or
+//! no-op RPCs and reports throughput and latency, as cassandra-stress.
 //!
 //! `--concurrency` tokio tasks share one `ringstore-client` handle. By
 //! default every request goes to the `--host` node over one channel, and
@@ -47,6 +47,9 @@
 //! - No sequential key population. Each worker's generator is seeded by its
 //!   index, so runs are repeatable.
 //! - A `read` of a key never written succeeds (it finds nothing).
+//! - `cas` (`cas.rs`) runs compare-and-sets as a counter's increments,
+//!   uncontended (keys of each worker's own) or `--contended`, and also
+//!   reports how many applied, did not, and ended unknown.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -62,6 +65,7 @@ use rand::{RngExt, SeedableRng};
 use ringstore_client::{Client, ClientError, Routing};
 use ringstore_proto::v1 as pb;
 
+mod cas;
 mod keys;
 mod pace;
 mod target;
@@ -74,7 +78,7 @@ use keys::KeyChooser;
 use target::Target;
 use timeline::Timeline;
 
-use crate::cli::{StressArgs, Workload};
+use crate::cli::{SerialLevel, StressArgs, Workload};
 use crate::client::Connection;
 use crate::commands::data::level;
 use crate::failure::{Failure, Outcome, code_name};
@@ -291,6 +295,12 @@ struct Plan {
     /// Failures are the point (`--expect-errors`): no probe, no failing
     /// for want of a success.
     expect_errors: bool,
+    /// `cas`: workers share the keys (else each has keys of its own).
+    contended: bool,
+    /// `cas`: the serial level.
+    serial: SerialLevel,
+    /// `cas`: the commit level (none: the node's `ANY`).
+    commit: Option<ringstore_replication::ConsistencyLevel>,
 }
 
 impl Plan {
@@ -311,6 +321,17 @@ impl Plan {
             bail!(
                 "--value-size must be at most {MAX_VALUE_SIZE} bytes (16 MiB), got {}",
                 args.value_size
+            );
+        }
+        if args.workload == Workload::Cas
+            && !args.contended
+            && args.key_count < args.concurrency as u64
+        {
+            bail!(
+                "uncontended cas gives each worker keys of its own: --key-count ({}) must be at \
+                 least --concurrency ({}), or pass --contended",
+                args.key_count,
+                args.concurrency
             );
         }
         let limit = match (args.operations, args.duration) {
@@ -336,7 +357,36 @@ impl Plan {
             keys: KeyChooser::new(args.distribution, args.key_count).context("--distribution")?,
             distribution: args.distribution,
             expect_errors: args.expect_errors,
+            contended: args.contended,
+            serial: args.serial,
+            commit: args.commit,
         })
+    }
+
+    /// The report's line on levels: the consistency level, or for `cas`
+    /// the serial and commit levels.
+    fn levels(&self) -> String {
+        if self.workload != Workload::Cas {
+            return self.consistency.to_string();
+        }
+        let commit = self
+            .commit
+            .map_or_else(|| "ANY".to_string(), |c| c.to_string());
+        format!("{} (commit {commit})", serial_name(self.serial))
+    }
+
+    /// The report's line on keys: the distribution, and for `cas` whether
+    /// workers share them.
+    fn keys_line(&self) -> String {
+        match (self.workload, self.contended) {
+            (Workload::Cas, true) => {
+                format!("{}, contended (shared by every worker)", self.distribution)
+            }
+            (Workload::Cas, false) => {
+                format!("{}, uncontended (each worker's own)", self.distribution)
+            }
+            _ => self.distribution.to_string(),
+        }
     }
 
     /// The report's line on connections.
@@ -477,6 +527,37 @@ enum Op {
     Put,
     Get,
     Noop,
+    /// A compare-and-set (`cas.rs`).
+    Cas,
+}
+
+/// How an answered operation went, as the tally counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answered {
+    /// A put, get or no-op.
+    Done,
+    /// A compare-and-set that applied.
+    Applied,
+    /// A compare-and-set whose condition did not hold.
+    NotApplied,
+}
+
+/// A failed operation: the status counted by its code, and whether it
+/// was a compare-and-set whose outcome is unknown.
+#[derive(Debug)]
+struct Failed {
+    status: tonic::Status,
+    cas_unknown: bool,
+}
+
+impl Failed {
+    /// `error`, of a compare-and-set if `cas`.
+    fn of(error: ClientError, cas: bool) -> Failed {
+        Failed {
+            cas_unknown: cas && error.is_cas_unknown(),
+            status: error.into_status(),
+        }
+    }
 }
 
 /// Results: one shard's, or the merged results of all.
@@ -485,6 +566,8 @@ struct Tally {
     latency: Histogram<u64>,
     /// Failed operations by gRPC code name.
     errors: BTreeMap<&'static str, u64>,
+    /// Compare-and-sets by outcome.
+    cas: cas::CasCounts,
 }
 
 impl Tally {
@@ -493,6 +576,7 @@ impl Tally {
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_MICROS, 3)
                 .expect("constant histogram bounds are valid"),
             errors: BTreeMap::new(),
+            cas: cas::CasCounts::default(),
         }
     }
 
@@ -503,6 +587,7 @@ impl Tally {
         for (code, count) in &other.errors {
             *self.errors.entry(code).or_default() += count;
         }
+        self.cas.add(other.cas);
         Ok(())
     }
 
@@ -557,9 +642,22 @@ async fn worker(
 ) {
     let value: Vec<u8> = (0..plan.value_size).map(|_| rng.random::<u8>()).collect();
     let consistency = level(plan.consistency);
+    let seen = Arc::new(cas::Seen::default());
+    let cas_settings = Arc::new(cas::CasSettings {
+        keyspace: plan.keyspace.clone(),
+        value_size: plan.value_size,
+        serial: crate::commands::cas::serial(plan.serial),
+        commit: plan
+            .commit
+            .map_or(pb::ConsistencyLevel::Unspecified as i32, level),
+    });
     let send = |op: Op, key: Vec<u8>| {
         let (client, keyspace, value) = (client.clone(), plan.keyspace.clone(), value.clone());
+        let (seen, cas_settings) = (seen.clone(), cas_settings.clone());
         async move {
+            if op == Op::Cas {
+                return cas::increment(&client, &seen, &cas_settings, key).await;
+            }
             match op {
                 Op::Put => {
                     client
@@ -582,9 +680,10 @@ async fn worker(
                         })
                         .await
                 }
-                Op::Noop => client.noop().await,
+                Op::Noop | Op::Cas => client.noop().await,
             }
-            .map_err(ClientError::into_status)
+            .map(|()| Answered::Done)
+            .map_err(|error| Failed::of(error, false))
         }
     };
     drive(index, &mut rng, &plan, &shared, send).await
@@ -592,7 +691,7 @@ async fn worker(
 
 /// The loop of worker `worker`, whatever `send` sends: claim an operation,
 /// wait until it is due, send it, record its latency from the due time.
-async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
+async fn drive<F: Future<Output = Result<Answered, Failed>>>(
     worker: usize,
     rng: &mut StdRng,
     plan: &Plan,
@@ -606,8 +705,14 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
             Workload::Mixed if rng.random::<f64>() < plan.read_ratio => Op::Get,
             Workload::Mixed => Op::Put,
             Workload::Noop => Op::Noop,
+            Workload::Cas => Op::Cas,
         };
-        let key = format!("key{}", plan.keys.next(rng)).into_bytes();
+        let drawn = plan.keys.next(rng);
+        let key = match op {
+            Op::Cas => cas::key_of(drawn, worker, plan.concurrency, plan.contended),
+            _ => drawn,
+        };
+        let key = format!("key{key}").into_bytes();
         let due = shared.due(operation);
         let timed_from = match shared.rate {
             Some(_) => pace::until_due(due).await,
@@ -618,19 +723,30 @@ async fn drive<F: Future<Output = Result<(), tonic::Status>>>(
         if let Some(timeline) = &shared.timeline {
             timeline.record(shared.started.elapsed(), result.is_ok().then_some(micros));
         }
-        match &result {
-            Ok(()) => shared
-                .tallies
-                .shard(worker)
-                .latency
-                .saturating_record(micros),
-            Err(status) => {
-                let code = code_name(status.code());
-                *shared.tallies.shard(worker).errors.entry(code).or_default() += 1;
+        {
+            let mut tally = shared.tallies.shard(worker);
+            match &result {
+                Ok(answered) => {
+                    tally.latency.saturating_record(micros);
+                    match answered {
+                        Answered::Done => {}
+                        Answered::Applied => tally.cas.applied += 1,
+                        Answered::NotApplied => tally.cas.not_applied += 1,
+                    }
+                }
+                Err(failed) => {
+                    *tally
+                        .errors
+                        .entry(code_name(failed.status.code()))
+                        .or_default() += 1;
+                    if failed.cas_unknown {
+                        tally.cas.unknown += 1;
+                    }
+                }
             }
         }
-        if let Err(status) = result {
-            shared.failed(operation, status);
+        if let Err(failed) = result {
+            shared.failed(operation, failed.status);
         }
         shared.completed.fetch_add(1, Ordering::Relaxed);
     }
@@ -729,10 +845,10 @@ impl Report<'_> {
         let mut lines = vec![
             ("workload", workload_name(plan.workload).to_string()),
             ("concurrency", plan.concurrency.to_string()),
-            ("consistency", plan.consistency.to_string()),
+            ("consistency", plan.levels()),
             ("routing", plan.routing()),
             ("connections", plan.connections_line()),
-            ("keys", plan.distribution.to_string()),
+            ("keys", plan.keys_line()),
             (
                 "rate",
                 match plan.rate {
@@ -752,9 +868,19 @@ impl Report<'_> {
             ),
             ("operations", self.tally.operations().to_string()),
             ("errors", errors),
+            (
+                "cas",
+                format!(
+                    "applied {}, not applied {}, unknown {}",
+                    self.tally.cas.applied, self.tally.cas.not_applied, self.tally.cas.unknown
+                ),
+            ),
             ("elapsed", format!("{:.3} s", self.elapsed.as_secs_f64())),
             ("throughput", format!("{:.0} ops/s", self.ops_per_second())),
         ];
+        if plan.workload != Workload::Cas {
+            lines.retain(|(name, _)| *name != "cas");
+        }
         if plan.workload != Workload::Noop {
             lines.insert(3, ("value size", format!("{} bytes", plan.value_size)));
         }
@@ -787,7 +913,7 @@ impl Report<'_> {
             latency.insert(key.into(), self.quantile_ms(quantile).into());
         }
         latency.insert("max".into(), Self::millis(self.tally.latency.max()).into());
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "workload": workload_name(self.plan.workload),
             "operations": self.tally.operations(),
             "errors": self.tally.errors,
@@ -804,7 +930,19 @@ impl Report<'_> {
             "rate": self.plan.rate.map(Rate::per_second),
             "warmup_seconds": self.plan.warmup.map_or(0.0, |warmup| warmup.as_secs_f64()),
             "distribution": self.plan.distribution.to_string(),
-        })
+        });
+        if self.plan.workload == Workload::Cas {
+            let cas = self.tally.cas;
+            json["cas"] = serde_json::json!({
+                "applied": cas.applied,
+                "not_applied": cas.not_applied,
+                "unknown": cas.unknown,
+                "contended": self.plan.contended,
+                "serial": serial_name(self.plan.serial),
+                "commit": self.plan.commit.map_or_else(|| "ANY".to_string(), |c| c.to_string()),
+            });
+        }
+        json
     }
 }
 
@@ -815,6 +953,15 @@ fn workload_name(workload: Workload) -> &'static str {
         Workload::Read => "read",
         Workload::Mixed => "mixed",
         Workload::Noop => "noop",
+        Workload::Cas => "cas",
+    }
+}
+
+/// A serial level's name, as Cassandra spells it.
+fn serial_name(serial: SerialLevel) -> &'static str {
+    match serial {
+        SerialLevel::Serial => "SERIAL",
+        SerialLevel::LocalSerial => "LOCAL_SERIAL",
     }
 }
 
@@ -847,6 +994,9 @@ mod tests {
             speculative_retry: None,
             threads: None,
             expect_errors: false,
+            contended: false,
+            serial: SerialLevel::Serial,
+            commit: None,
         }
     }
 
@@ -873,6 +1023,65 @@ mod tests {
         let mut bad = args(Workload::Write);
         bad.operations = Some(0);
         assert!(error(&bad).contains("-n"));
+    }
+
+    #[test]
+    fn uncontended_cas_needs_a_key_for_every_worker() {
+        let mut few = args(Workload::Cas);
+        few.key_count = 8;
+        assert!(error(&few).contains("--contended"), "{}", error(&few));
+        few.contended = true;
+        assert!(Plan::from_args(&few).is_ok());
+    }
+
+    #[test]
+    fn a_cas_report_counts_applied_not_applied_and_unknown_with_its_levels() {
+        let mut contended = args(Workload::Cas);
+        contended.contended = true;
+        contended.key_count = 1;
+        contended.commit = Some(ConsistencyLevel::Quorum);
+        let plan = Plan::from_args(&contended).unwrap();
+        let mut tally = Tally::new();
+        for micros in [1000, 2000, 3000] {
+            tally.latency.record(micros).unwrap();
+        }
+        tally.errors.insert("DEADLINE_EXCEEDED", 1);
+        tally.cas = cas::CasCounts {
+            applied: 2,
+            not_applied: 1,
+            unknown: 1,
+        };
+        let report = Report {
+            plan: &plan,
+            tally,
+            elapsed: Duration::from_secs(1),
+        };
+        let text = report.text();
+        assert!(
+            text.contains("cas           applied 2, not applied 1, unknown 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("consistency   SERIAL (commit QUORUM)\n"),
+            "{text}"
+        );
+        assert!(text.contains("contended"), "{text}");
+        let json = report.json();
+        assert_eq!(json["workload"], "cas");
+        assert_eq!(json["cas"]["applied"], 2);
+        assert_eq!(json["cas"]["not_applied"], 1);
+        assert_eq!(json["cas"]["unknown"], 1);
+        assert_eq!(json["cas"]["contended"], true);
+        assert_eq!(json["cas"]["commit"], "QUORUM");
+
+        let write = Plan::from_args(&args(Workload::Write)).unwrap();
+        let report = Report {
+            plan: &write,
+            tally: Tally::new(),
+            elapsed: Duration::from_secs(1),
+        };
+        assert!(!report.text().contains("cas "), "{}", report.text());
+        assert!(report.json().get("cas").is_none());
     }
 
     #[test]
@@ -993,7 +1202,7 @@ mod tests {
             let took = if answered == 1 { 1000 } else { 1 };
             async move {
                 tokio::time::sleep(Duration::from_millis(took)).await;
-                Ok(())
+                Ok(Answered::Done)
             }
         };
         let mut rng = StdRng::seed_from_u64(1);
@@ -1039,7 +1248,7 @@ mod tests {
         let mut sent = Vec::new();
         let send = |_: Op, _: Vec<u8>| {
             sent.push(shared.started.elapsed());
-            async { Ok(()) }
+            async { Ok(Answered::Done) }
         };
         let mut rng = StdRng::seed_from_u64(1);
         drive(0, &mut rng, &plan, &shared, send).await;

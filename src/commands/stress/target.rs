@@ -49,6 +49,14 @@ impl Target {
         }
     }
 
+    /// A compare-and-set write; its answer.
+    pub async fn put_if(&self, request: pb::PutIfRequest) -> Result<pb::CasResponse, ClientError> {
+        match self {
+            Target::Unary(client) => client.put_if(request).await,
+            Target::Pipelined(pipeline) => pipeline.put_if(request).await,
+        }
+    }
+
     /// A no-op round trip.
     pub async fn noop(&self) -> Result<(), ClientError> {
         match self {

@@ -21,9 +21,11 @@
 //!   sends without reading responses, or sends many 16 MiB values, cannot
 //!   grow the node's memory past that.
 //! - A request's failure (a bad key, an unavailable level, a denied
-//!   permission) is its response's code and message; the stream goes on. A
-//!   message that does not decode ends the stream with the decoder's
-//!   status, as it would end a unary call.
+//!   permission) is its response's code and message, and a compare-and-set
+//!   certainly not applied says so in `cas_not_applied` (the unary status's
+//!   metadata entry); the stream goes on. A message that does not decode
+//!   ends the stream with the decoder's status, as it would end a unary
+//!   call.
 //! - When the client half-closes, the requests already read are answered,
 //!   then the stream ends with OK. When it resets the stream, the requests
 //!   in flight are dropped as a unary call's would be.
@@ -129,12 +131,17 @@ fn response(id: u64, result: Result<Answer, Status>) -> pb::PipelineResponse {
             code: 0,
             message: String::new(),
             response: Some(answer),
+            cas_not_applied: false,
         },
         Err(status) => pb::PipelineResponse {
             id,
             code: status.code() as i32,
             message: status.message().to_string(),
             response: None,
+            cas_not_applied: status
+                .metadata()
+                .get(crate::error::cas::NOT_APPLIED_HEADER)
+                .is_some_and(|value| value == crate::error::cas::NOT_APPLIED_VALUE),
         },
     }
 }
