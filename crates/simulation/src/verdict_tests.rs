@@ -75,6 +75,18 @@ fn get(node: usize, from: f64, to: f64, outcome: ReadOutcome) -> Op {
     }
 }
 
+/// Why the faults or the changes of topology excuse the failed `op`, if
+/// they do.
+fn excuse(
+    op: &Op,
+    faults: &[Fault],
+    windows: &[FaultWindow],
+    topology: &[FaultWindow],
+) -> Option<&'static str> {
+    let failed = Failed::of(op, op.failure()?);
+    excuse_failure(&failed, faults, windows, topology)
+}
+
 /// Why `op` is excused by the one fault `(fault, window)`.
 fn excused(op: &Op, (fault, window): &(Fault, FaultWindow)) -> Option<&'static str> {
     excuse(
