@@ -52,7 +52,11 @@ fn get_serial(key: &str) -> pb::GetSerialRequest {
 }
 
 async fn read_serial(client: &mut ClientClient<Channel>, key: &str) -> Option<Vec<u8>> {
-    let read = client.get_serial(get_serial(key)).await.unwrap().into_inner();
+    let read = client
+        .get_serial(get_serial(key))
+        .await
+        .unwrap()
+        .into_inner();
     read.found.then_some(read.value)
 }
 
@@ -182,9 +186,11 @@ async fn an_uncontended_compare_and_set_takes_two_round_trips_and_a_serial_read_
     // The answer comes with a quorum; the third replica's calls are
     // counted when they complete.
     let expected = (before.0 + 2, before.1 + 2);
-    common::eventually(Duration::from_secs(5), "both peers' calls are counted", || async {
-        counts().await >= expected
-    })
+    common::eventually(
+        Duration::from_secs(5),
+        "both peers' calls are counted",
+        || async { counts().await >= expected },
+    )
     .await;
     assert_eq!(
         counts().await,
@@ -192,18 +198,26 @@ async fn an_uncontended_compare_and_set_takes_two_round_trips_and_a_serial_read_
         "one prepare and one accept to each of the two other replicas"
     );
     // Wait for the background commit, so the read finds nothing in progress.
-    common::eventually(Duration::from_secs(5), "the commit reached both peers", || async {
-        calls("paxos_commit").await >= 2
-    })
+    common::eventually(
+        Duration::from_secs(5),
+        "the commit reached both peers",
+        || async { calls("paxos_commit").await >= 2 },
+    )
     .await;
     let before = counts().await;
     assert_eq!(read_serial(&mut client, "k").await, Some(b"v1".to_vec()));
     let expected = (before.0 + 2, before.1);
-    common::eventually(Duration::from_secs(5), "the read's calls are counted", || async {
-        counts().await >= expected
-    })
+    common::eventually(
+        Duration::from_secs(5),
+        "the read's calls are counted",
+        || async { counts().await >= expected },
+    )
     .await;
-    assert_eq!(counts().await, expected, "a serial read is one round: prepares only");
+    assert_eq!(
+        counts().await,
+        expected,
+        "a serial read is one round: prepares only"
+    );
     cluster.shutdown().await;
 }
 
@@ -224,10 +238,18 @@ async fn plain_writes_deletes_and_ttls_mix_with_compare_and_sets() {
             .applied
     );
     other
-        .put(common::put(KS, "mixed", "plain-2", pb::ConsistencyLevel::Quorum))
+        .put(common::put(
+            KS,
+            "mixed",
+            "plain-2",
+            pb::ConsistencyLevel::Quorum,
+        ))
         .await
         .unwrap();
-    assert_eq!(read_serial(&mut client, "mixed").await, Some(b"plain-2".to_vec()));
+    assert_eq!(
+        read_serial(&mut client, "mixed").await,
+        Some(b"plain-2".to_vec())
+    );
     let stale = client
         .put_if(put_if("mixed", value_is(b"cas-1"), b"cas-3"))
         .await
@@ -246,7 +268,10 @@ async fn plain_writes_deletes_and_ttls_mix_with_compare_and_sets() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(plain.value, b"cas-3", "a plain read sees the compare-and-set");
+    assert_eq!(
+        plain.value, b"cas-3",
+        "a plain read sees the compare-and-set"
+    );
     assert_eq!(plain.timestamp_micros, fresh.timestamp_micros);
 
     // A conditional delete, then the key is free to claim again.
@@ -286,7 +311,10 @@ async fn plain_writes_deletes_and_ttls_mix_with_compare_and_sets() {
     let mut lease = put_if("ttl", absent(), b"held");
     lease.ttl_seconds = Some(1);
     assert!(client.put_if(lease).await.unwrap().into_inner().applied);
-    assert_eq!(read_serial(&mut client, "ttl").await, Some(b"held".to_vec()));
+    assert_eq!(
+        read_serial(&mut client, "ttl").await,
+        Some(b"held".to_vec())
+    );
     common::eventually(Duration::from_secs(10), "the lease expired", || {
         let mut client = client.clone();
         async move { read_serial(&mut client, "ttl").await.is_none() }
@@ -311,13 +339,23 @@ async fn bad_requests_are_refused_and_too_few_replicas_is_certainly_not_applied(
 
     let refused = client.put_if(put_if("k", None, b"v")).await.unwrap_err();
     assert_eq!(refused.code(), Code::InvalidArgument);
-    assert!(refused.message().contains("expected"), "{}", refused.message());
+    assert!(
+        refused.message().contains("expected"),
+        "{}",
+        refused.message()
+    );
     let mut unknown = put_if("k", absent(), b"v");
     unknown.keyspace = "nope".into();
-    assert_eq!(client.put_if(unknown).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        client.put_if(unknown).await.unwrap_err().code(),
+        Code::NotFound
+    );
     let mut level = put_if("k", absent(), b"v");
     level.serial_consistency = 42;
-    assert_eq!(client.put_if(level).await.unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        client.put_if(level).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
     let empty = client.put_if(put_if("", absent(), b"v")).await.unwrap_err();
     assert_eq!(empty.code(), Code::InvalidArgument);
     let mut local = put_if("k", absent(), b"local");
@@ -336,7 +374,10 @@ async fn bad_requests_are_refused_and_too_few_replicas_is_certainly_not_applied(
         }
     })
     .await;
-    let down = client.put_if(put_if("k2", absent(), b"v")).await.unwrap_err();
+    let down = client
+        .put_if(put_if("k2", absent(), b"v"))
+        .await
+        .unwrap_err();
     assert_eq!(down.code(), Code::Unavailable);
     assert!(not_applied(&down), "{down:?}");
     assert!(down.message().contains("not applied"), "{}", down.message());

@@ -170,7 +170,10 @@ impl CasError {
     /// Whether the operation was certainly not applied (see the module
     /// docs): a client may retry it without risk of applying it twice.
     pub fn is_definitely_not_applied(&self) -> bool {
-        !matches!(self, CasError::Unknown { .. } | CasError::CommitShort { .. })
+        !matches!(
+            self,
+            CasError::Unknown { .. } | CasError::CommitShort { .. }
+        )
     }
 }
 

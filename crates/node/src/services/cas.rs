@@ -105,7 +105,12 @@ mod tests {
     fn unspecified_levels_are_serial_and_any_and_unknown_ones_are_refused() {
         assert_eq!(serial_from_pb(0).unwrap(), SerialConsistency::Serial);
         assert_eq!(serial_from_pb(2).unwrap(), SerialConsistency::LocalSerial);
-        assert!(serial_from_pb(9).unwrap_err().to_string().contains("serial"));
+        assert!(
+            serial_from_pb(9)
+                .unwrap_err()
+                .to_string()
+                .contains("serial")
+        );
         assert_eq!(commit_level_from_pb(0).unwrap(), ConsistencyLevel::Any);
         assert_eq!(commit_level_from_pb(5).unwrap(), ConsistencyLevel::Quorum);
         assert!(commit_level_from_pb(99).is_err());
@@ -122,7 +127,10 @@ mod tests {
         let now = Timestamp(10_000_000);
         let live = Cell::live(Timestamp(5), b"v".to_vec());
         let shown = cas_response(CasAnswer::NotApplied(Some(live)), now);
-        assert_eq!((shown.applied, shown.found, shown.value), (false, true, b"v".to_vec()));
+        assert_eq!(
+            (shown.applied, shown.found, shown.value),
+            (false, true, b"v".to_vec())
+        );
         let expired = Cell::expiring(Timestamp(5), b"v".to_vec(), 1, Timestamp(5));
         let shown = cas_response(CasAnswer::NotApplied(Some(expired)), now);
         assert!(!shown.found);

@@ -41,7 +41,13 @@ pub(super) async fn prepare<H: CasHost>(
     let request = wire::prepare_request_to_pb(key.keyspace, &key.key, ballot);
     let mut client = context.peers().client(address);
     let started = Instant::now();
-    let answered = within(timeout, address, wire::PREPARE, client.paxos_prepare(request)).await;
+    let answered = within(
+        timeout,
+        address,
+        wire::PREPARE,
+        client.paxos_prepare(request),
+    )
+    .await;
     context
         .metrics()
         .internode(address, InternodeRpc::PaxosPrepare, started.elapsed());

@@ -74,9 +74,14 @@ mod tests {
         assert_eq!(all.len(), 4);
         assert_eq!(all.quorum(), 3, "3 natural / 2 + 1, plus 1 pending");
         assert_eq!(alive, 3);
-        let (local, alive) =
-            electorate(SerialConsistency::LocalSerial, &dc1, host(1), &natural, &pending)
-                .unwrap();
+        let (local, alive) = electorate(
+            SerialConsistency::LocalSerial,
+            &dc1,
+            host(1),
+            &natural,
+            &pending,
+        )
+        .unwrap();
         assert_eq!(local.natural(), &[host(1), host(2)]);
         assert!(local.pending().is_empty());
         assert_eq!((local.quorum(), alive), (2, 1));
@@ -93,6 +98,9 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(error.to_string().contains("no replica in data center"), "{error}");
+        assert!(
+            error.to_string().contains("no replica in data center"),
+            "{error}"
+        );
     }
 }

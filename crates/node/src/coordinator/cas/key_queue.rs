@@ -109,7 +109,10 @@ mod tests {
             .await
             .expect("another key waits for nobody");
         drop(other);
-        assert!(order.try_recv().is_err(), "nobody ran while the key was held");
+        assert!(
+            order.try_recv().is_err(),
+            "nobody ran while the key was held"
+        );
         drop(first);
         let mut seen = Vec::new();
         for _ in 0..3 {
@@ -117,7 +120,11 @@ mod tests {
         }
         assert_eq!(seen, vec![0, 1, 2]);
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(queue.busy_keys(), 0, "the key's entry goes with its last turn");
+        assert_eq!(
+            queue.busy_keys(),
+            0,
+            "the key's entry goes with its last turn"
+        );
     }
 
     #[tokio::test(start_paused = true)]

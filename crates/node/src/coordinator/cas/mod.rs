@@ -135,13 +135,8 @@ pub(crate) async fn cas<H: CasHost>(context: &Arc<H>, request: CasRequest) -> Re
         let (natural, pending) =
             write_candidates(context.as_ref(), &view, &request.keyspace, &request.key)?;
         let dc = dc_of(context.as_ref());
-        let (electorate, alive) = electorate::electorate(
-            request.serial,
-            &dc,
-            context.host_id(),
-            &natural,
-            &pending,
-        )?;
+        let (electorate, alive) =
+            electorate::electorate(request.serial, &dc, context.host_id(), &natural, &pending)?;
         if alive < electorate.quorum() {
             return Err(CasError::Unavailable {
                 level: request.serial.name(),
@@ -159,12 +154,8 @@ pub(crate) async fn cas<H: CasHost>(context: &Arc<H>, request: CasRequest) -> Re
             dc,
         };
         let ballot = context.next_ballot(after);
-        let (proposer, first) = Proposer::start(
-            ballot,
-            electorate,
-            request.operation.clone(),
-            context.now(),
-        );
+        let (proposer, first) =
+            Proposer::start(ballot, electorate, request.operation.clone(), context.now());
         let is_up = |host| view.is_up(host);
         let ended = round::run(context, &key, proposer, first, is_up, &commit_to, timeout).await;
         tracing::trace!(round_trips = ended.round_trips, outcome = ?ended.outcome, "paxos round");
