@@ -122,16 +122,6 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
         let failure = op.failure()?;
         Some((Failed::of(op, failure), format!("{op:?}")))
     });
-    let failed_cas = outcome.cas.iter().filter_map(|record| {
-        let failure = record.failure.as_ref()?;
-        let failed = Failed {
-            coordinator: record.coordinator,
-            invoked: record.invoked,
-            completed: record.completed,
-            failure,
-        };
-        Some((failed, format!("CAS {record:?}")))
-    });
     for (failed, text) in failed_ops {
         match excuse_failure(
             &failed,
@@ -143,17 +133,26 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
             None => unexcused.push(text),
         }
     }
-    for ((failed, text), record) in failed_cas.zip(outcome.cas.iter().filter(|r| !r.succeeded())) {
+    for (index, record) in outcome.cas.iter().enumerate() {
+        let Some(failure) = &record.failure else {
+            continue;
+        };
+        let failed = Failed {
+            coordinator: record.coordinator,
+            invoked: record.invoked,
+            completed: record.completed,
+            failure,
+        };
         let why = excuse_failure(
             &failed,
             &outcome.faults,
             &outcome.windows,
             &outcome.topology,
         )
-        .or_else(|| excuse_contention(record, &outcome.cas));
+        .or_else(|| excuse_contention(index, &outcome.cas));
         match why {
             Some(why) => *verdict.excused.entry(why).or_default() += 1,
-            None => unexcused.push(text),
+            None => unexcused.push(format!("CAS {record:?}")),
         }
     }
     if !unexcused.is_empty() {
@@ -199,12 +198,13 @@ fn linearizability(outcome: &Outcome) -> Vec<String> {
     problems
 }
 
-/// Why the failed CAS `record` is excused by contention (see the module
-/// docs), if it is: the node's answer is one a rival can cause, and
+/// Why the failed CAS `all[index]` is excused by contention (see the
+/// module docs), if it is: the node's answer is one a rival can cause, and
 /// another CAS operation in `all` on the same key overlapped it.
-fn excuse_contention(record: &CasRecord, all: &[CasRecord]) -> Option<&'static str> {
-    let rival = all.iter().any(|other| {
-        !std::ptr::eq(other, record)
+fn excuse_contention(index: usize, all: &[CasRecord]) -> Option<&'static str> {
+    let record = &all[index];
+    let rival = all.iter().enumerate().any(|(i, other)| {
+        i != index
             && other.key == record.key
             && other.invoked <= record.completed
             && other.completed >= record.invoked
