@@ -24,7 +24,9 @@
 //! A client host ([`client`]) waits for the cluster, creates the keyspace,
 //! runs the [`workload`] (workers reading and writing shared keys through
 //! random coordinators, every operation recorded as [`records`] says, as
-//! the process fault suite records its own), then heals: it waits
+//! the process fault suite records its own; a share of them lightweight
+//! transactions on keys of their own, recorded as [`cas`] says), then
+//! heals: it waits
 //! for the hints, repairs, and reads every key from every replica. The
 //! driver ([`scenario`]) steps the simulation and applies the [`faults`]
 //! drawn from the seed between steps: crashes with restarts (some tearing
@@ -32,7 +34,8 @@
 //! partitions, flapping, pauses (clients' requests held in the node's
 //! links), one-way drops, slow links, clock drift and jumps either way,
 //! full and failing disks.
-//! [`verdict`] then judges the run: the history checker's promises, every
+//! [`verdict`] then judges the run: the history checker's promises, the
+//! CAS operations linearizable (`ringstore_history::linearizable`), every
 //! failed operation excused by a fault, the load overlapping every fault,
 //! and a node whose clock jumped refusing writes.
 //!
@@ -72,6 +75,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cas;
 pub mod client;
 pub mod cluster;
 pub mod entropy;

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use ringstore_history::linearizable::{self, Budget};
 use ringstore_history::{CheckReport, Checks, ClockBound, FaultWindow, FinalKey, Op, check};
 use ringstore_node::platform::Keepalive;
 
+use crate::cas::{CasRecord, CasSettings};
 use crate::client::{self, Addresses, Progress, TopologyPlan};
 use crate::cluster::{NetworkSettings, SimCluster};
 use crate::entropy;
@@ -33,6 +35,9 @@ pub struct Scenario {
     pub clients: usize,
     /// Keys they share.
     pub keys: usize,
+    /// The lightweight transactions among their operations, on keys of
+    /// their own.
+    pub cas: CasSettings,
     /// How long the load runs (simulated).
     pub load: Duration,
     /// The kinds of fault drawn from.
@@ -52,7 +57,9 @@ pub struct Scenario {
 impl Scenario {
     /// The standard run of `seed`: four nodes, six workers on twenty keys
     /// for 30 simulated seconds, faults of every kind; one seed in four
-    /// also has a fifth node join and node 1 decommissioned meanwhile.
+    /// also has a fifth node join and node 1 decommissioned meanwhile. A
+    /// share of the operations ([`standard_cas`]) are lightweight
+    /// transactions on a few keys of their own.
     pub fn standard(seed: u64) -> Scenario {
         Scenario {
             seed,
@@ -60,6 +67,7 @@ impl Scenario {
             topology: seed % 4 == 3,
             clients: 6,
             keys: 20,
+            cas: standard_cas(seed),
             load: Duration::from_secs(30),
             kinds: FaultKind::ALL.to_vec(),
             request_timeout: Duration::from_secs(4),
@@ -82,6 +90,7 @@ impl Scenario {
         Scenario {
             topology: false,
             keys: 8,
+            cas: CasSettings::NONE,
             kinds: vec![FaultKind::Pause],
             request_timeout: Duration::from_secs(1),
             network: NetworkSettings {
@@ -96,13 +105,35 @@ impl Scenario {
     }
 }
 
+/// The CAS load of a standard run, drawn from `seed`: 2 or 3 keys, so
+/// that workers racing through different coordinators meet on them, and 15
+/// to 25 % of the operations, a modest share: a CAS costs a few round
+/// trips more than a plain operation, and the CI seeds' time is bounded.
+pub fn standard_cas(seed: u64) -> CasSettings {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6361_735f);
+    CasSettings {
+        keys: rng.random_range(2..=3),
+        share: rng.random_range(150..=250),
+    }
+}
+
+/// The linearizability checker's budget per CAS key: two million steps,
+/// a fraction of a second. A standard run records a few hundred operations
+/// per key, each overlapping a few others, which a linearizable history
+/// needs well under a tenth of (measured: see the seed tests' result
+/// lines, `cas_steps`); refuting one can cost more, but an undecided key
+/// fails the run as a refuted one does.
+pub const CAS_BUDGET: Budget = Budget::steps(2_000_000);
+
 /// What a run recorded.
 #[derive(Debug)]
 pub struct Outcome {
     /// The run's scenario.
     pub scenario: Scenario,
-    /// Every client operation, in invoke order.
+    /// Every plain client operation, in invoke order.
     pub history: Vec<Op>,
+    /// Every CAS operation, in invoke order.
+    pub cas: Vec<CasRecord>,
     /// The faults, as scheduled.
     pub faults: Vec<Fault>,
     /// The faults, in the run's times, as the checker names them.
@@ -115,6 +146,9 @@ pub struct Outcome {
     pub repair: String,
     /// The history checker's report.
     pub report: CheckReport,
+    /// The linearizability checker's report on the CAS operations judged
+    /// (within [`CAS_BUDGET`] per key).
+    pub linearizability: linearizable::Report,
     /// Simulated time the run took.
     pub simulated: Duration,
     /// Steps it took.
@@ -186,6 +220,7 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
         think: scenario.think,
         until: Duration::ZERO,
         seed: scenario.seed,
+        cas: scenario.cas,
     };
     cluster.add_client(
         "client",
@@ -226,21 +261,27 @@ fn simulate(scenario: Scenario) -> Result<Outcome, String> {
         .collect();
     let finals = progress.finals.take().ok_or("no final state was read")?;
     let topology = std::mem::take(&mut progress.topology);
+    let history_of_cas = history.clone();
     let history = history.ops();
     let mut named = windows.clone();
     named.extend(topology.iter().cloned());
     let checks = checks(&scenario, &faults, &windows, &topology);
     let report = check(&history, &finals, &named, &checks);
-    let digest = digest(&history, &finals);
+    let cas = history_of_cas.cas();
+    let judged: Vec<_> = cas.iter().filter_map(|r| r.register.clone()).collect();
+    let linearizability = linearizable::check(&judged, CAS_BUDGET);
+    let digest = digest(&history, &cas, &finals);
     Ok(Outcome {
         scenario,
         history,
+        cas,
         faults,
         windows,
         topology,
         finals,
         repair: progress.repair.take().unwrap_or_default(),
         report,
+        linearizability,
         simulated: cluster.elapsed(),
         steps,
         digest,
@@ -324,10 +365,13 @@ fn checks(
 }
 
 /// A hash of everything a run recorded.
-fn digest(history: &[Op], finals: &[FinalKey]) -> u64 {
+fn digest(history: &[Op], cas: &[CasRecord], finals: &[FinalKey]) -> u64 {
     let mut text = String::new();
     for op in history {
         let _ = writeln!(text, "{op:?}");
+    }
+    for record in cas {
+        let _ = writeln!(text, "{record:?}");
     }
     for last in finals {
         let _ = writeln!(text, "{last:?}");

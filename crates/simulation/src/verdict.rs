@@ -1,8 +1,37 @@
 //! Whether a run kept ringstore's promises: the history checker found
-//! nothing, the load overlapped every fault (at least
-//! [`MIN_LOAD_PER_FAULT`] writes acknowledged and reads answered while it
-//! was active), every failed operation is excused by a fault, and a node
-//! whose clock jumped refused writes.
+//! nothing, the CAS operations are linearizable, the load overlapped every
+//! fault (at least [`MIN_LOAD_PER_FAULT`] writes acknowledged and reads
+//! answered while it was active), every failed operation is excused by a
+//! fault, and a node whose clock jumped refused writes.
+//!
+//! # Lightweight transactions
+//! The CAS operations ([`crate::cas`]) are judged by the linearizability
+//! checker, key by key, within [`CAS_BUDGET`](crate::scenario::CAS_BUDGET)
+//! steps each. A key shown not linearizable fails the run with the
+//! checker's counter-example. A key left undecided (its budget ran out)
+//! fails it too, saying so: nothing was shown either way, and a run that
+//! proves nothing about its CAS keys must not pass silently; the budget is
+//! far above what a CI seed's keys need, so it means a history to make
+//! smaller (fewer operations per key, or less concurrency), or a
+//! violation the search could not isolate in time.
+//!
+//! A CAS operation that failed, whether of unknown outcome or certainly
+//! not applied, is held to the same excuses as a plain one (below): with
+//! one faulty node of RF 3, a quorum of the key's replicas is up and Paxos
+//! needs no more, so a failure through a healthy coordinator outside a
+//! fault's window is a failure of the run, a burst of `UNAVAILABLE`
+//! included. One more excuse is the CAS's own: **contention**. The workers
+//! send a key's operations through random coordinators (not through the
+//! key's first replica, as the client library routes them), so rivals race
+//! on purpose; a round refused by a rival's newer promise after part of it
+//! was accepted must answer "unknown" (`DEADLINE_EXCEEDED`, CASSANDRA-6013),
+//! and an operation pre-empted, or queued behind a slow one on its
+//! coordinator, until its time runs out is `ABORTED`. Either is excused
+//! when another CAS operation on the same key overlapped it, and never
+//! otherwise; the excuses are counted in the verdict, so that a run where
+//! contention collapses shows. A run must also have decided at least
+//! [`MIN_CAS_DECIDED`] CAS operations (applied, not applied, or read), so
+//! that a run whose CAS load silently failed does not pass.
 //!
 //! # Which failures a fault excuses
 //! One faulty node of RF 3 leaves a quorum of every key, so an operation
@@ -31,8 +60,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ringstore_history::{FailureKind, FaultWindow, Op};
+use ringstore_history::{Failure, FailureKind, FaultWindow, NodeId, Op};
 
+use crate::cas::CasRecord;
 use crate::faults::{Fault, FaultKind};
 use crate::net::TurmoilTransport;
 use crate::scenario::Outcome;
@@ -52,6 +82,9 @@ pub const REJOIN: Duration = Duration::from_secs(8);
 pub const CLOCK_DETECTION: Duration = Duration::from_secs(3);
 /// Fewer acknowledged writes than this: the run tried too little.
 const MIN_ACKED_WRITES: usize = 100;
+/// Fewer CAS operations answered than this (in a run with CAS load): the
+/// run tried too little of them.
+pub const MIN_CAS_DECIDED: usize = 50;
 /// Writes acknowledged and reads answered, each, that must overlap every
 /// fault (as the process suite asks): a fault no load saw tested nothing.
 pub const MIN_LOAD_PER_FAULT: usize = 3;
@@ -82,12 +115,44 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
             check_refusals(&outcome.history, fault, window.from, until, &mut problems);
         }
     }
+    problems.extend(linearizability(outcome));
     let mut verdict = Verdict::default();
     let mut unexcused = Vec::new();
-    for op in outcome.history.iter().filter(|op| op.failure().is_some()) {
-        match excuse(op, &outcome.faults, &outcome.windows, &outcome.topology) {
+    let failed_ops = outcome.history.iter().filter_map(|op| {
+        let failure = op.failure()?;
+        Some((Failed::of(op, failure), format!("{op:?}")))
+    });
+    for (failed, text) in failed_ops {
+        match excuse_failure(
+            &failed,
+            &outcome.faults,
+            &outcome.windows,
+            &outcome.topology,
+        ) {
             Some(why) => *verdict.excused.entry(why).or_default() += 1,
-            None => unexcused.push(op),
+            None => unexcused.push(text),
+        }
+    }
+    for (index, record) in outcome.cas.iter().enumerate() {
+        let Some(failure) = &record.failure else {
+            continue;
+        };
+        let failed = Failed {
+            coordinator: record.coordinator,
+            invoked: record.invoked,
+            completed: record.completed,
+            failure,
+        };
+        let why = excuse_failure(
+            &failed,
+            &outcome.faults,
+            &outcome.windows,
+            &outcome.topology,
+        )
+        .or_else(|| excuse_contention(index, &outcome.cas));
+        match why {
+            Some(why) => *verdict.excused.entry(why).or_default() += 1,
+            None => unexcused.push(format!("CAS {record:?}")),
         }
     }
     if !unexcused.is_empty() {
@@ -96,7 +161,7 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
             unexcused.len()
         );
         for op in unexcused.iter().take(20) {
-            let _ = write!(text, "\n  {op:?}");
+            let _ = write!(text, "\n  {op}");
         }
         problems.push(text);
     }
@@ -104,6 +169,65 @@ pub fn judge(outcome: &Outcome) -> Result<Verdict, String> {
         Ok(verdict)
     } else {
         Err(problems.join("\n"))
+    }
+}
+
+/// What the linearizability checker and the CAS load's size say is wrong:
+/// each key not linearizable (with its counter-example), each undecided,
+/// too few operations decided.
+fn linearizability(outcome: &Outcome) -> Vec<String> {
+    let mut problems = Vec::new();
+    let report = &outcome.linearizability;
+    if report.counterexamples().next().is_some() {
+        problems.push(format!("the CAS operations are not linearizable: {report}"));
+    } else if report.undecided().next().is_some() {
+        problems.push(format!(
+            "the linearizability checker could not decide every CAS key within its budget \
+             (make the history smaller: fewer CAS operations per key): {report}"
+        ));
+    }
+    if outcome.scenario.cas.keys > 0 {
+        let decided = outcome.cas.iter().filter(|r| r.succeeded()).count();
+        if decided < MIN_CAS_DECIDED {
+            problems.push(format!(
+                "too little CAS load: {decided} CAS operations answered (at least \
+                 {MIN_CAS_DECIDED})"
+            ));
+        }
+    }
+    problems
+}
+
+/// Why the failed CAS `all[index]` is excused by contention (see the
+/// module docs), if it is: the node's answer is one a rival can cause, and
+/// another CAS operation in `all` on the same key overlapped it.
+fn excuse_contention(index: usize, all: &[CasRecord]) -> Option<&'static str> {
+    let record = &all[index];
+    let rival = all.iter().enumerate().any(|(i, other)| {
+        i != index
+            && other.key == record.key
+            && other.invoked <= record.completed
+            && other.completed >= record.invoked
+    });
+    (record.contendable && rival).then_some("a CAS pre-empted or queued behind a rival on its key")
+}
+
+/// A failed operation, plain or CAS, as the excuses see it.
+struct Failed<'a> {
+    coordinator: NodeId,
+    invoked: Duration,
+    completed: Duration,
+    failure: &'a Failure,
+}
+
+impl<'a> Failed<'a> {
+    fn of(op: &Op, failure: &'a Failure) -> Failed<'a> {
+        Failed {
+            coordinator: op.coordinator,
+            invoked: op.invoked,
+            completed: op.completed,
+            failure,
+        }
     }
 }
 
@@ -137,18 +261,18 @@ fn load_within(history: &[Op], window: &FaultWindow) -> (usize, usize) {
 }
 
 /// Why the faults (each with its window in the run's times) or the changes
-/// of topology excuse the failed `op`, if they do.
-fn excuse(
-    op: &Op,
+/// of topology excuse `failed`, if they do.
+fn excuse_failure(
+    failed: &Failed<'_>,
     faults: &[Fault],
     windows: &[FaultWindow],
     topology: &[FaultWindow],
 ) -> Option<&'static str> {
-    let failure = op.failure()?;
-    let during = |from: Duration, to: Duration| op.invoked <= to && op.completed >= from;
+    let failure = failed.failure;
+    let during = |from: Duration, to: Duration| failed.invoked <= to && failed.completed >= from;
     for change in topology {
         let until = change.until.unwrap_or(change.from);
-        if op.coordinator == change.node && during(change.from, until + HEAL_GRACE) {
+        if failed.coordinator == change.node && during(change.from, until + HEAL_GRACE) {
             return Some("through the node being decommissioned");
         }
     }
@@ -159,7 +283,7 @@ fn excuse(
     for (fault, window) in faults.iter().zip(windows) {
         let until = window.until.unwrap_or(window.from);
         let recovered = until + recovery(fault);
-        if op.coordinator.0 == fault.node && during(window.from, recovered) {
+        if failed.coordinator.0 == fault.node && during(window.from, recovered) {
             return Some("through the faulty node");
         }
         let stalls = matches!(

@@ -75,6 +75,18 @@ fn get(node: usize, from: f64, to: f64, outcome: ReadOutcome) -> Op {
     }
 }
 
+/// Why the faults or the changes of topology excuse the failed `op`, if
+/// they do.
+fn excuse(
+    op: &Op,
+    faults: &[Fault],
+    windows: &[FaultWindow],
+    topology: &[FaultWindow],
+) -> Option<&'static str> {
+    let failed = Failed::of(op, op.failure()?);
+    excuse_failure(&failed, faults, windows, topology)
+}
+
 /// Why `op` is excused by the one fault `(fault, window)`.
 fn excused(op: &Op, (fault, window): &(Fault, FaultWindow)) -> Option<&'static str> {
     excuse(
@@ -291,5 +303,66 @@ fn a_node_whose_clock_jumped_must_refuse_writes_once_it_noticed_naming_its_clock
     assert!(
         found.len() == 1 && found[0].contains("do not name its clock"),
         "{found:?}"
+    );
+}
+
+/// A CAS on `key` through `node` over `[from, to]` seconds: answered, or
+/// failed with `failed`, which a rival can cause or not.
+fn cas(key: &str, node: usize, from: f64, to: f64, failed: Option<(Failure, bool)>) -> CasRecord {
+    let (failure, contendable) = match failed {
+        Some((failure, contendable)) => (Some(failure), contendable),
+        None => (None, false),
+    };
+    CasRecord {
+        coordinator: NodeId(node),
+        key: key.into(),
+        invoked: secs(from),
+        completed: secs(to),
+        failure,
+        not_applied: false,
+        contendable,
+        register: None,
+    }
+}
+
+#[test]
+fn a_cas_refused_by_contention_is_excused_only_with_a_rival_on_its_key_meanwhile() {
+    let unknown = || {
+        let message =
+            "DeadlineExceeded: the result is unknown: 1 of the 2 replicas needed accepted";
+        Some((failure(FailureKind::Timeout, message), true))
+    };
+    let failed = cas("x000", 0, 10.0, 10.02, unknown());
+    let alone = [failed.clone()];
+    assert_eq!(excuse_contention(0, &alone), None, "no rival at all");
+    let other_key = [failed.clone(), cas("x001", 1, 10.0, 10.02, None)];
+    assert_eq!(
+        excuse_contention(0, &other_key),
+        None,
+        "a rival on another key pre-empts nothing"
+    );
+    let before = [failed.clone(), cas("x000", 1, 9.0, 9.9, None)];
+    assert_eq!(
+        excuse_contention(0, &before),
+        None,
+        "a rival that ended before it began"
+    );
+    let raced = [failed, cas("x000", 1, 10.01, 10.03, None)];
+    assert!(excuse_contention(0, &raced).is_some());
+    let refused = cas(
+        "x000",
+        0,
+        10.0,
+        10.02,
+        Some((
+            failure(FailureKind::Unreachable, "connection refused"),
+            false,
+        )),
+    );
+    let raced = [refused, cas("x000", 1, 10.01, 10.03, None)];
+    assert_eq!(
+        excuse_contention(0, &raced),
+        None,
+        "a broken connection is no rival's doing"
     );
 }

@@ -18,7 +18,12 @@
 //! that retries does: the history checker then sees whether the failed
 //! write, applied late, overwrote the acknowledged one (`LateWrite`, or a
 //! stale read for a delete).
+//!
+//! A share of each worker's operations (the run's [`CasSettings`]) are
+//! lightweight transactions on keys of their own, recorded for the
+//! linearizability checker ([`crate::cas`] says how and why apart).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +33,7 @@ use ringstore_history::{ClientId, NodeId, Op};
 use ringstore_proto::v1::client_client::ClientClient;
 use tonic::transport::Channel;
 
+use crate::cas::{CasRecord, CasRequest, CasRequester, CasSettings, cas_key};
 use crate::records::{Request, Requester, key_name};
 use crate::time::{EPOCH_MICROS, SimTime};
 
@@ -54,29 +60,48 @@ pub struct WorkloadSettings {
     pub until: Duration,
     /// Seeds the workers' draws.
     pub seed: u64,
+    /// The lightweight transactions among the operations.
+    pub cas: CasSettings,
 }
 
-/// What each worker records, shared.
+/// What each worker records, shared: plain operations for the history
+/// checker, CAS operations for the linearizability checker.
 #[derive(Clone, Default)]
-pub struct History(Arc<Mutex<Vec<Op>>>);
+pub struct History(Arc<Mutex<Recorded>>);
+
+#[derive(Default)]
+struct Recorded {
+    ops: Vec<Op>,
+    cas: Vec<CasRecord>,
+}
 
 impl History {
-    fn push(&self, op: Op) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(op);
+    fn recorded(&self) -> std::sync::MutexGuard<'_, Recorded> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Every operation so far, in invoke order (ties in the order recorded).
+    fn push(&self, op: Op) {
+        self.recorded().ops.push(op);
+    }
+
+    fn push_cas(&self, record: CasRecord) {
+        self.recorded().cas.push(record);
+    }
+
+    /// Every plain operation so far, in invoke order (ties in the order
+    /// recorded).
     pub fn ops(&self) -> Vec<Op> {
-        let mut ops = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let mut ops = self.recorded().ops.clone();
         ops.sort_by_key(|op| op.invoked);
         ops
+    }
+
+    /// Every CAS operation so far, in invoke order (ties in the order
+    /// recorded).
+    pub fn cas(&self) -> Vec<CasRecord> {
+        let mut records = self.recorded().cas.clone();
+        records.sort_by_key(|record| record.invoked);
+        records
     }
 }
 
@@ -151,40 +176,76 @@ impl Worker {
         let mut n = 0u64;
         // The key of a write that failed, written again next.
         let mut rewrite: Option<String> = None;
+        // The CAS key whose last operation's outcome is unknown: read
+        // serially next, as an application must.
+        let mut reread: Option<String> = None;
+        // What this worker last saw each CAS key hold.
+        let mut seen: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
         while self.time.elapsed() < self.settings.until {
-            let rewriting = rewrite.is_some();
-            let drawn = key_name(rng.random_range(0..self.settings.keys));
-            let key = rewrite.take().unwrap_or(drawn);
             let serving = self.serving.nodes();
             let node = draw_coordinator(&mut rng, &serving, &shunned, self.time.elapsed());
             let coordinator = self.coordinators[node].clone();
             let now = || self.time.elapsed();
-            let wall = || EPOCH_MICROS + i64::try_from(now().as_micros()).unwrap_or(i64::MAX);
-            let requester = Requester {
-                client: ClientId(self.id),
-                node: NodeId(node),
-                keyspace: KEYSPACE,
-                timeout: self.settings.request_timeout,
-                now: &now,
-                wall: &wall,
-            };
-            let request = if rewriting {
-                Request::Put(key, None)
+            let cas = reread.is_some() || (rewrite.is_none() && self.settings.cas.draw(&mut rng));
+            let failed = if cas {
+                let (key, request) = match reread.take() {
+                    Some(key) => (key, CasRequest::GetSerial),
+                    None => {
+                        let key = cas_key(rng.random_range(0..self.settings.cas.keys));
+                        let request = CasRequest::draw(&mut rng, seen.get(&key));
+                        (key, request)
+                    }
+                };
+                let requester = CasRequester {
+                    client: ClientId(self.id),
+                    node: NodeId(node),
+                    keyspace: KEYSPACE,
+                    timeout: self.settings.request_timeout,
+                    now: &now,
+                };
+                let record = requester.run(coordinator, key, request, n).await;
+                if let Some(observed) = record.observed() {
+                    seen.insert(record.key.clone(), observed);
+                } else if record.is_unknown() {
+                    seen.remove(&record.key);
+                    reread = Some(record.key.clone());
+                }
+                let failed = !record.succeeded();
+                self.history.push_cas(record);
+                failed
             } else {
-                Request::draw(&mut rng, self.settings.keys, key)
+                let rewriting = rewrite.is_some();
+                let drawn = key_name(rng.random_range(0..self.settings.keys));
+                let key = rewrite.take().unwrap_or(drawn);
+                let wall = || EPOCH_MICROS + i64::try_from(now().as_micros()).unwrap_or(i64::MAX);
+                let requester = Requester {
+                    client: ClientId(self.id),
+                    node: NodeId(node),
+                    keyspace: KEYSPACE,
+                    timeout: self.settings.request_timeout,
+                    now: &now,
+                    wall: &wall,
+                };
+                let request = if rewriting {
+                    Request::Put(key, None)
+                } else {
+                    Request::draw(&mut rng, self.settings.keys, key)
+                };
+                let op = requester.run(coordinator, request, n).await;
+                rewrite = op
+                    .writes()
+                    .iter()
+                    .find(|w| w.acked().is_none())
+                    .map(|w| w.key.clone());
+                let failed = op.failure().is_some();
+                self.history.push(op);
+                failed
             };
-            let op = requester.run(coordinator, request, n).await;
-            rewrite = op
-                .writes()
-                .iter()
-                .find(|w| w.acked().is_none())
-                .map(|w| w.key.clone());
             let mut pause = rng.random_range(Duration::ZERO..=self.settings.think);
-            if op.failure().is_some() {
+            if failed {
                 shunned[node] = self.time.elapsed() + SHUN;
                 pause += Duration::from_millis(50);
             }
-            self.history.push(op);
             tokio::time::sleep(pause).await;
             n += 1;
         }

@@ -24,6 +24,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ringstore_history::linearizable::{CasOutcome, RegisterCall};
 use ringstore_simulation::scenario::{Outcome, Scenario, run};
 use ringstore_simulation::verdict::{judge, timeline};
 
@@ -48,9 +49,34 @@ fn result_line(outcome: &Outcome, passed: bool) -> String {
         *kinds.entry(format!("{:?}", fault.kind)).or_default() += 1;
     }
     let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+    let cas = &outcome.cas;
+    let cas_applied = cas
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.register.as_ref().map(|op| &op.call),
+                Some(RegisterCall::Cas {
+                    outcome: CasOutcome::Applied,
+                    ..
+                })
+            )
+        })
+        .count();
+    let cas_reads = cas
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.register.as_ref().map(|op| &op.call),
+                Some(RegisterCall::Read { .. })
+            )
+        })
+        .count();
+    let cas_unknown = cas.iter().filter(|r| r.is_unknown()).count();
+    let cas_failed = cas.iter().filter(|r| !r.succeeded()).count();
     format!(
         "{RESULT_PREFIX} seed={} passed={passed} ops={} acked={} deletes={} ttl={} batches={} \
-         reads={} not_found={} failed={} simulated_ms={} digest={:016x} faults={}",
+         reads={} not_found={} failed={} cas={} cas_applied={} cas_reads={} cas_unknown={} \
+         cas_failed={} cas_steps={} simulated_ms={} digest={:016x} faults={}",
         outcome.scenario.seed,
         outcome.history.len(),
         outcome.report.writes_acked,
@@ -60,6 +86,12 @@ fn result_line(outcome: &Outcome, passed: bool) -> String {
         outcome.report.reads_ok,
         outcome.report.reads_not_found,
         outcome.report.writes_failed + outcome.report.reads_failed,
+        cas.len(),
+        cas_applied,
+        cas_reads,
+        cas_unknown,
+        cas_failed,
+        outcome.linearizability.steps(),
         outcome.simulated.as_millis(),
         outcome.digest,
         kinds.join(",")
@@ -88,13 +120,16 @@ fn replay() {
         dump(&outcome, &window);
     }
     eprintln!(
-        "seed {seed}: {} operations in {:.1} simulated seconds ({} steps, {:.1} s real); {}; {}\nfaults:\n  {}",
+        "seed {seed}: {} operations and {} CAS operations in {:.1} simulated seconds ({} steps, \
+         {:.1} s real); {}; {}\nCAS: {}faults:\n  {}",
         outcome.history.len(),
+        outcome.cas.len(),
         outcome.simulated.as_secs_f64(),
         outcome.steps,
         started.elapsed().as_secs_f64(),
         outcome.repair,
         outcome.report,
+        outcome.linearizability,
         outcome
             .faults
             .iter()
@@ -125,6 +160,21 @@ fn dump(outcome: &Outcome, window: &str) {
                 op.coordinator,
                 op.keys().join(","),
                 op.kind
+            );
+        }
+    }
+    for record in &outcome.cas {
+        let invoked = record.invoked.as_secs_f64();
+        if (from..to).contains(&invoked) {
+            let what = record.register.as_ref().map_or_else(
+                || format!("left out: {:?}", record.failure),
+                ToString::to_string,
+            );
+            eprintln!(
+                "[{invoked:.3}s–{:.3}s] CAS via {} {}: {what}",
+                record.completed.as_secs_f64(),
+                record.coordinator,
+                record.key,
             );
         }
     }
