@@ -107,8 +107,11 @@ pub struct NodeContext {
     /// The locks serializing the Paxos acceptor calls of one key.
     pub(crate) paxos_locks: crate::paxos::KeyLocks,
     /// The ballots this node issues as a Paxos coordinator: its clock and a
-    /// tie-breaker drawn at start. Held only to issue one.
-    pub(crate) ballot_clock: std::sync::Mutex<ringstore_paxos::BallotClock>,
+    /// tie-breaker drawn at random when this run of the node first
+    /// coordinates a compare-and-set (not at start: a simulation's runs
+    /// without compare-and-sets keep their random streams). Held only to
+    /// issue one.
+    pub(crate) ballot_clock: std::sync::Mutex<Option<ringstore_paxos::BallotClock>>,
     /// The lightweight transactions waiting for their turn on each key.
     pub(crate) cas_queue: crate::coordinator::cas::CasQueue,
 }

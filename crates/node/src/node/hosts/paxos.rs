@@ -3,7 +3,7 @@
 
 use ringstore_storage::{KeyspaceId, Store};
 
-use ringstore_paxos::Ballot;
+use ringstore_paxos::{Ballot, BallotClock};
 
 use crate::context::NodeContext;
 use crate::coordinator::CoordinatorHost;
@@ -43,9 +43,13 @@ impl CasHost for NodeContext {
 
     fn next_ballot(&self, after: Option<Ballot>) -> Ballot {
         let now = CoordinatorHost::now(self);
+        // A tie-breaker fresh for each run of the node: after a restart
+        // whose clock went back, a ballot of the last run is never issued
+        // again with the same tie-breaker.
         self.ballot_clock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert_with(|| BallotClock::new(rand::random()))
             .next(now, after)
     }
 
