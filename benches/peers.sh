@@ -10,6 +10,10 @@
 #   3 nodes, RF 3 QUORUM put (batch)       vs  etcd 3 nodes put
 #   3 nodes, RF 3 QUORUM get               vs  etcd 3 nodes get (linearizable)
 #   3 nodes, put / noop on the same cluster
+#   3 nodes, RF 3 compare-and-set (issue #42), uncontended and on one key
+#     with 1, 8 and 64 clients, vs etcd 3 nodes Txn compare-and-swap, and
+#     the QUORUM put on the same cluster; round trips per compare-and-set
+#     counted from the nodes' internode metrics
 #
 # Every ringstore row runs twice: with one unary call per request, and with
 # `--pipeline` (the same 64 requests in flight on one Client/Pipeline
@@ -21,7 +25,9 @@
 # Installs redis-server, redis-tools, etcd-server, etcd-client (etcdctl, to
 # see the cluster up) and protobuf-compiler with
 # apt-get when missing, and builds benches/etcd-load (the etcd load tool).
-# STRESS_BIN=path runs another ringstore build. Address blocks 102 to 104.
+# STRESS_BIN=path runs another ringstore build. PEERS_SECTIONS=cas runs only
+# the compare-and-set section (PEERS_SECTIONS=main only the others).
+# Address blocks 102 to 106.
 set -euo pipefail
 # `stress … | record NAME` must set `result` in this shell, not in a subshell.
 shopt -s lastpipe
@@ -42,6 +48,8 @@ fi
 etcd_load=benches/etcd-load/target/release/etcd-load
 
 declare -A result # name -> ops/s
+sections=${PEERS_SECTIONS:-main,cas}
+want() { [[ ",$sections," == *",$1,"* ]]; }
 
 # Records `name` from a JSON report of `ringstore stress` or `etcd-load` on
 # stdin, and prints it.
@@ -115,6 +123,7 @@ start_etcd() { # BLOCK
   exit 1
 }
 
+if want main; then
 echo "== Redis (one server)"
 redis 6390 --appendonly no
 redis_bench 6390 set,ping | tee "$work/redis-nofsync.csv" >/dev/null
@@ -162,6 +171,57 @@ endpoints=http://127.104.0.1:2379,http://127.104.0.2:2379,http://127.104.0.3:237
   record "etcd 3 nodes get"
 stop_all
 
+fi
+
+# Sums, over the nodes of block BLOCK, the internode calls of kind RPC their
+# metrics count (`paxos_prepare`, `paxos_accept`, `paxos_commit`).
+paxos_calls() { # BLOCK RPC
+  local total=0 n
+  for i in 1 2 3; do
+    n=$("$bin" --host "127.$1.0.$i:7100" metrics 2>/dev/null |
+      awk -v rpc="rpc=\"$2\"" '/^ringstore_internode_request_duration_seconds_count/ && index($0, rpc) { s += $NF } END { print s + 0 }')
+    total=$((total + n))
+  done
+  echo "$total"
+}
+
+cas_stress() { # HOST OPS CONCURRENCY KEYS [--contended]
+  "$bin" --host "$1" stress cas -n "$2" --concurrency "$3" --key-count "$4" --value-size 100 \
+    --replication "SimpleStrategy:3" --token-aware --json ${5:-}
+}
+
+if want cas; then
+  echo "== compare-and-set: ringstore, 3 nodes RF 3 (batch)"
+  start_ringstore 3 batch 105
+  host=127.105.0.1:7100
+  stress "$host" write 3 QUORUM | record "cas: ringstore QUORUM put"
+  before_prepare=$(paxos_calls 105 paxos_prepare)
+  before_accept=$(paxos_calls 105 paxos_accept)
+  cas_ops=$((ops / 2))
+  cas_stress "$host" "$cas_ops" 64 100000 | record "cas: ringstore uncontended"
+  prepares=$(($(paxos_calls 105 paxos_prepare) - before_prepare))
+  accepts=$(($(paxos_calls 105 paxos_accept) - before_accept))
+  # Each round goes to the two other replicas: calls / 2 per compare-and-set.
+  rounds=$(python3 -c "print(f'{($prepares + $accepts) / 2 / $cas_ops:.2f}')")
+  echo "round trips per uncontended compare-and-set: $rounds (prepare calls $prepares, accept calls $accepts, for $cas_ops)"
+  for clients in 1 8 64; do
+    cas_stress "$host" $((ops / 20)) "$clients" 1 --contended | record "cas: ringstore one key, $clients clients"
+  done
+  stop_all
+
+  echo "== compare-and-set: etcd, 3 nodes"
+  start_etcd 106
+  endpoints=http://127.106.0.1:2379,http://127.106.0.2:2379,http://127.106.0.3:2379
+  "$etcd_load" write --endpoints "$endpoints" -n "$ops" --concurrency 64 --key-count 100000 --value-size 100 |
+    record "cas: etcd put"
+  "$etcd_load" cas --endpoints "$endpoints" -n "$cas_ops" --concurrency 64 --key-count 100000 --value-size 100 |
+    record "cas: etcd uncontended"
+  for clients in 1 8 64; do
+    "$etcd_load" cas --endpoints "$endpoints" -n $((ops / 20)) --concurrency "$clients" --key-count 1 --value-size 100 --contended |
+      record "cas: etcd one key, $clients clients"
+  done
+  stop_all
+fi
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 echo
 table() { # MODE (empty: unary calls; --pipeline)
@@ -184,5 +244,20 @@ row() { # LABEL OURS PEER PEER_LABEL GOAL [PIPELINED_PEER]
   fi
   echo "| $1 | ${result[$2]}/s | $4: ${result[$3]}/s | $(ratio "${result[$2]}" "${result[$3]}")× | $5 | $piped |"
 }
-table ""
-table --pipeline
+if want main; then
+  table ""
+  table --pipeline
+fi
+
+if want cas; then
+  echo
+  echo "compare-and-set, 3 nodes (ringstore RF 3, batch; etcd 3 nodes), 100-byte values:"
+  echo "| workload | ringstore | etcd Txn | ratio |"
+  echo "|---|---|---|---|"
+  echo "| uncontended, 64 in flight | ${result["cas: ringstore uncontended"]}/s | ${result["cas: etcd uncontended"]}/s | $(ratio "${result["cas: ringstore uncontended"]}" "${result["cas: etcd uncontended"]}")× |"
+  for clients in 1 8 64; do
+    echo "| one key, $clients clients | ${result["cas: ringstore one key, $clients clients"]}/s | ${result["cas: etcd one key, $clients clients"]}/s | $(ratio "${result["cas: ringstore one key, $clients clients"]}" "${result["cas: etcd one key, $clients clients"]}")× |"
+  done
+  echo "| uncontended CAS / QUORUM put | $(ratio "${result["cas: ringstore uncontended"]}" "${result["cas: ringstore QUORUM put"]}") | $(ratio "${result["cas: etcd uncontended"]}" "${result["cas: etcd put"]}") (Txn / put) | |"
+  echo "round trips per uncontended compare-and-set: $rounds"
+fi
