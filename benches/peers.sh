@@ -27,7 +27,7 @@
 # apt-get when missing, and builds benches/etcd-load (the etcd load tool).
 # STRESS_BIN=path runs another ringstore build. PEERS_SECTIONS=cas runs only
 # the compare-and-set section (PEERS_SECTIONS=main only the others).
-# Address blocks 102 to 106.
+# Address blocks 102 to 104, 113 and 114.
 set -euo pipefail
 # `stress … | record NAME` must set `result` in this shell, not in a subshell.
 shopt -s lastpipe
@@ -192,15 +192,15 @@ cas_stress() { # HOST OPS CONCURRENCY KEYS [--contended]
 
 if want cas; then
   echo "== compare-and-set: ringstore, 3 nodes RF 3 (batch)"
-  start_ringstore 3 batch 105
-  host=127.105.0.1:7100
+  start_ringstore 3 batch 113
+  host=127.113.0.1:7100
   stress "$host" write 3 QUORUM | record "cas: ringstore QUORUM put"
-  before_prepare=$(paxos_calls 105 paxos_prepare)
-  before_accept=$(paxos_calls 105 paxos_accept)
+  before_prepare=$(paxos_calls 113 paxos_prepare)
+  before_accept=$(paxos_calls 113 paxos_accept)
   cas_ops=$((ops / 2))
   cas_stress "$host" "$cas_ops" 64 100000 | record "cas: ringstore uncontended"
-  prepares=$(($(paxos_calls 105 paxos_prepare) - before_prepare))
-  accepts=$(($(paxos_calls 105 paxos_accept) - before_accept))
+  prepares=$(($(paxos_calls 113 paxos_prepare) - before_prepare))
+  accepts=$(($(paxos_calls 113 paxos_accept) - before_accept))
   # Each round goes to the two other replicas: calls / 2 per compare-and-set.
   rounds=$(python3 -c "print(f'{($prepares + $accepts) / 2 / $cas_ops:.2f}')")
   echo "round trips per uncontended compare-and-set: $rounds (prepare calls $prepares, accept calls $accepts, for $cas_ops)"
@@ -210,8 +210,8 @@ if want cas; then
   stop_all
 
   echo "== compare-and-set: etcd, 3 nodes"
-  start_etcd 106
-  endpoints=http://127.106.0.1:2379,http://127.106.0.2:2379,http://127.106.0.3:2379
+  start_etcd 114
+  endpoints=http://127.114.0.1:2379,http://127.114.0.2:2379,http://127.114.0.3:2379
   "$etcd_load" write --endpoints "$endpoints" -n "$ops" --concurrency 64 --key-count 100000 --value-size 100 |
     record "cas: etcd put"
   "$etcd_load" cas --endpoints "$endpoints" -n "$cas_ops" --concurrency 64 --key-count 100000 --value-size 100 |

@@ -13,13 +13,19 @@
 //! clients do, so the load keeps going through the healthy nodes, and the
 //! test asserts that increments were acknowledged during every fault.
 //!
-//! Address block 178. `RINGSTORE_FAULT_SEED=N` replays a schedule.
+//! A second run adds a node (bootstrap) after the first fault and
+//! decommissions another after the second, so the counter's replicas move
+//! while compare-and-sets run: pending replicas vote, and the replaced
+//! ring's replicas keep voting for `ring_delay` after the switch.
+//!
+//! Address blocks 178 and 179. `RINGSTORE_FAULT_SEED=N` replays a
+//! schedule.
 
 mod common;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::nemesis::{FaultCluster, FaultKind, schedule, seed_or};
@@ -34,6 +40,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long a client avoids a coordinator that failed it.
 const SHUN: Duration = Duration::from_secs(1);
 
+/// The nodes clients send to now (a decommissioned one leaves the list).
+type Active = Arc<Mutex<Vec<usize>>>;
+
 /// What one client saw.
 #[derive(Default)]
 struct Tally {
@@ -42,6 +51,10 @@ struct Tally {
     /// When each acknowledged increment completed, since the start.
     acked_at: Vec<Duration>,
     failures: u64,
+    /// Each failed call: when it ended, and its status.
+    failed_at: Vec<(Duration, String)>,
+    /// Each compare-and-set sent: when, and when it was answered or failed.
+    attempts: Vec<(Duration, Duration)>,
 }
 
 fn expected(current: &Option<Vec<u8>>) -> Option<pb::Expected> {
@@ -66,6 +79,7 @@ fn not_applied(status: &tonic::Status) -> bool {
 async fn count(
     id: usize,
     coordinators: Vec<ClientClient<Channel>>,
+    active: Active,
     start: Instant,
     stop: Arc<AtomicBool>,
 ) -> Tally {
@@ -78,10 +92,11 @@ async fn count(
             break;
         }
         turn += 1;
-        let node = (0..NODES)
-            .map(|i| (turn + i) % NODES)
+        let nodes = active.lock().unwrap().clone();
+        let node = (0..nodes.len())
+            .map(|i| nodes[(turn + i) % nodes.len()])
             .find(|n| shunned.get(n).is_none_or(|until| *until <= Instant::now()))
-            .unwrap_or(turn % NODES);
+            .unwrap_or(nodes[turn % nodes.len()]);
         let mut client = coordinators[node].clone();
         let mut read = tonic::Request::new(pb::GetSerialRequest {
             keyspace: "ks".into(),
@@ -94,8 +109,11 @@ async fn count(
                 let answer = answer.into_inner();
                 answer.found.then_some(answer.value)
             }
-            Err(_) => {
+            Err(status) => {
                 tally.failures += 1;
+                tally
+                    .failed_at
+                    .push((start.elapsed(), format!("node{node} read: {status}")));
                 shunned.insert(node, Instant::now() + SHUN);
                 continue;
             }
@@ -114,7 +132,10 @@ async fn count(
             ..Default::default()
         });
         cas.set_timeout(REQUEST_TIMEOUT);
-        match client.put_if(cas).await {
+        let sent = start.elapsed();
+        let answer = client.put_if(cas).await;
+        tally.attempts.push((sent, start.elapsed()));
+        match answer {
             Ok(answer) if answer.get_ref().applied => {
                 tally.acked += 1;
                 tally.acked_at.push(start.elapsed());
@@ -122,6 +143,9 @@ async fn count(
             Ok(_) => {}
             Err(status) => {
                 tally.failures += 1;
+                tally
+                    .failed_at
+                    .push((start.elapsed(), format!("node{node} cas: {status}")));
                 shunned.insert(node, Instant::now() + SHUN);
                 if !not_applied(&status) {
                     tally.unknown += 1;
@@ -132,24 +156,22 @@ async fn count(
     tally
 }
 
-#[test]
-fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exactly() {
+/// One run: `NODES` servers on `block` (room for one more when
+/// `topology`), the counter's clients, the faults of `kinds` on the
+/// schedule of `seed`; with `topology`, a node joins after the first fault
+/// and node 1 is decommissioned after the second. Checks the count and
+/// that the load went on through every event.
+fn run(block: u8, seed: u64, kinds: &[FaultKind], topology: bool) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let _runtime = runtime.enter();
-    let seed = seed_or(1781);
-    let kinds = [
-        FaultKind::Kill,
-        FaultKind::Pause,
-        FaultKind::Flap,
-        FaultKind::Isolate,
-    ];
-    let faults = schedule(seed, &kinds, NODES);
+    let faults = schedule(seed, kinds, NODES);
     eprintln!("fault seed {seed} (RINGSTORE_FAULT_SEED={seed} reproduces it): {faults:?}");
-    let mut cluster = FaultCluster::new(178, NODES, None);
+    let slots = NODES + usize::from(topology);
+    let mut cluster = FaultCluster::new(block, slots, None);
     for i in 0..NODES {
         cluster.start_node(i);
     }
@@ -157,16 +179,46 @@ fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exac
     cluster
         .servers
         .create_keyspace_with("ks", "SimpleStrategy:3", &[]);
-    let coordinators: Vec<_> = (0..NODES).map(|i| cluster.servers.client(i)).collect();
+    let coordinators: Vec<_> = (0..slots).map(|i| cluster.servers.client(i)).collect();
+    let active: Active = Arc::new(Mutex::new((0..NODES).collect()));
     cluster.start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let tallies: Vec<_> = (0..CLIENTS)
-        .map(|id| runtime.spawn(count(id, coordinators.clone(), cluster.start, stop.clone())))
+        .map(|id| {
+            runtime.spawn(count(
+                id,
+                coordinators.clone(),
+                active.clone(),
+                cluster.start,
+                stop.clone(),
+            ))
+        })
         .collect();
     // Warm up before the first fault.
     std::thread::sleep(Duration::from_secs(2));
-    for fault in faults {
+    for (n, fault) in faults.into_iter().enumerate() {
         cluster.inject(fault);
+        if topology && n == 0 {
+            let from = cluster.now();
+            cluster.start_node(NODES);
+            cluster.wait_until_settled(Duration::from_secs(90));
+            active.lock().unwrap().push(NODES);
+            cluster.log(None, "joined (bootstrap)".into(), NODES, from);
+        }
+        if topology && n == 1 {
+            let from = cluster.now();
+            active.lock().unwrap().retain(|&node| node != 1);
+            let done = cluster.servers.cli(1, &["decommission"]);
+            assert!(done.status.success(), "decommission failed");
+            let status = cluster.servers.take(1).wait().unwrap();
+            assert!(
+                status.success(),
+                "the decommissioned node exits 0: {status}"
+            );
+            cluster.running.retain(|&node| node != 1);
+            cluster.wait_until_settled(Duration::from_secs(60));
+            cluster.log(None, "decommissioned".into(), 1, from);
+        }
     }
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::SeqCst);
@@ -181,8 +233,9 @@ fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exac
     let acked: u64 = tallies.iter().map(|t| t.acked).sum();
     let unknown: u64 = tallies.iter().map(|t| t.unknown).sum();
     let failures: u64 = tallies.iter().map(|t| t.failures).sum();
+    let reader = active.lock().unwrap()[0];
     let total = runtime.block_on(async {
-        let mut client = cluster.servers.client(0);
+        let mut client = cluster.servers.client(reader);
         let read = client
             .get_serial(pb::GetSerialRequest {
                 keyspace: "ks".into(),
@@ -212,16 +265,38 @@ fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exac
         (acked..=acked + unknown).contains(&total),
         "the counter is {total}: {acked} increments acknowledged, {unknown} unknown"
     );
-    // The load overlapped every fault: increments were acknowledged while
-    // each one lasted (one node of three faulty leaves a quorum).
+    // The load overlapped every fault and movement: compare-and-sets were
+    // in flight during each, and increments were acknowledged during each
+    // that lasted 2 s or more (one node of three faulty leaves a quorum; a
+    // movement's ring switch may hold requests for a moment).
     let acked_at: Vec<Duration> = tallies.iter().flat_map(|t| t.acked_at.clone()).collect();
     for window in &cluster.faults {
         let until = window.until.expect("healed");
+        let overlapping = tallies
+            .iter()
+            .flat_map(|t| &t.attempts)
+            .filter(|(sent, ended)| *sent <= until && *ended >= window.from)
+            .count();
+        assert!(
+            overlapping > 0,
+            "no compare-and-set in flight during {window}"
+        );
         let during = acked_at
             .iter()
             .filter(|&&at| (window.from..until).contains(&at))
             .count();
-        assert!(during > 0, "no increment acknowledged during {window}");
+        if during == 0 && until - window.from >= Duration::from_secs(2) {
+            let failed: Vec<String> = tallies
+                .iter()
+                .flat_map(|t| &t.failed_at)
+                .filter(|(at, _)| (window.from..until).contains(at))
+                .map(|(at, what)| format!("{at:?} {what}"))
+                .collect();
+            panic!(
+                "no increment acknowledged during {window}; failed calls then: {}",
+                failed.join("; ")
+            );
+        }
     }
     assert!(acked >= 100, "too little progress: {acked} increments");
     // Unknown outcomes come mostly from coordinators pre-empting each
@@ -230,5 +305,26 @@ fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exac
     assert!(
         unknown * 3 <= acked,
         "{unknown} unknown outcomes against {acked} acknowledged increments"
+    );
+}
+
+#[test]
+fn a_counter_of_compare_and_sets_through_kills_pauses_and_partitions_counts_exactly() {
+    let kinds = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::Flap,
+        FaultKind::Isolate,
+    ];
+    run(178, seed_or(1781), &kinds, false);
+}
+
+#[test]
+fn a_counter_of_compare_and_sets_through_a_join_and_a_decommission_amid_kills_counts_exactly() {
+    run(
+        179,
+        seed_or(1791),
+        &[FaultKind::Kill, FaultKind::Pause],
+        true,
     );
 }

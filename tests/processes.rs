@@ -15,7 +15,7 @@
 //! tests), 160 to 164 in process for scans, export and import
 //! (`tests/scan.rs`, `tests/export_import.rs`; `benches/scan_rss.sh` uses
 //! 66), 170 to 176 in `tests/faults.rs` (with 127.<block>.1.x and .2.1 for
-//! its proxies; 177 to 179 kept for it), 182 in `tests/clock_skew.rs` (180
+//! its proxies; 177 kept for it; 178 and 179 in `tests/cas_faults.rs`), 182 in `tests/clock_skew.rs` (180
 //! and 181 there are in-process; 183 and 184 are kept for clock tests), 185
 //! in `tests/demo_tls.rs` (`ringstore demo --tls` as a process), 186 in
 //! `tests/fresh_start.rs`, 190 to 192 in `tests/client_library.rs` (193 and
@@ -28,7 +28,9 @@
 //! `tests/first_session.rs` (`ringstore demo` as a process). Other benches: 65, 66, 89, 98 to 104, 105
 //! (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
 //! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`), 109
-//! (`benches/full_read_rss.sh`).
+//! (`benches/full_read_rss.sh`), 110 to 112 (`benches/rate_latency.sh`,
+//! `benches/hot_keys.sh`, `benches/compare_builds.sh`), 113 and 114
+//! (`benches/peers.sh`'s compare-and-set section).
 
 mod common;
 
