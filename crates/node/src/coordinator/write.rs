@@ -125,21 +125,43 @@ async fn write_unmeasured<H: CoordinatorHost>(
     }
     drop(outcomes);
     let timeout = Duration::from_millis(context.write_timeout_ms());
+    match track(&mut tracker, &mut replies, timeout).await {
+        Tracked::Satisfied => Ok(()),
+        Tracked::Failed => Err(CoordinatorError::WriteFailed {
+            level: tracker.level(),
+            acked: tracker.acked(),
+            required: tracker.required(),
+        }
+        .into()),
+        Tracked::TimedOut => Err(timeout_of(&tracker)),
+    }
+}
+
+/// How a write's acks came in.
+pub(super) enum Tracked {
+    /// The level is met.
+    Satisfied,
+    /// Too many replicas failed for the level to be met.
+    Failed,
+    /// The timeout passed first.
+    TimedOut,
+}
+
+/// Feeds `replies` to `tracker` until its level is met, can no longer be
+/// met, or `timeout` passes.
+pub(super) async fn track(
+    tracker: &mut WriteTracker,
+    replies: &mut mpsc::UnboundedReceiver<WriteOutcome>,
+    timeout: Duration,
+) -> Tracked {
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut status = tracker.status();
     loop {
         match status {
             WriteStatus::Pending => {}
-            WriteStatus::Satisfied => return Ok(()),
-            WriteStatus::Failed => {
-                return Err(CoordinatorError::WriteFailed {
-                    level: tracker.level(),
-                    acked: tracker.acked(),
-                    required: tracker.required(),
-                }
-                .into());
-            }
+            WriteStatus::Satisfied => return Tracked::Satisfied,
+            WriteStatus::Failed => return Tracked::Failed,
         }
         status = tokio::select! {
             reply = replies.recv() => match reply {
@@ -148,7 +170,7 @@ async fn write_unmeasured<H: CoordinatorHost>(
                 Some(WriteOutcome::HintStored) => tracker.on_hint_stored(),
                 None => WriteStatus::Failed,
             },
-            () = &mut deadline => return Err(timeout_of(&tracker)),
+            () = &mut deadline => return Tracked::TimedOut,
         };
     }
 }

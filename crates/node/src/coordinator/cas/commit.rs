@@ -18,15 +18,13 @@ use std::time::Duration;
 
 use ringstore_paxos::Proposal;
 use ringstore_placement::{Datacenter, HostId};
-use ringstore_replication::{
-    ConsistencyLevel, ReplicaCandidate, WriteStatus, WriteTracker, plan_write,
-};
+use ringstore_replication::{ConsistencyLevel, ReplicaCandidate, WriteTracker, plan_write};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{CasError, Result};
 use crate::schema::KeyspaceDef;
 
-use super::super::write::{ReplicaWrite, WriteOutcome, store_hint};
+use super::super::write::{ReplicaWrite, Tracked, WriteOutcome, store_hint, track};
 use super::calls::{self, KeyRef};
 use super::host::CasHost;
 
@@ -108,25 +106,10 @@ pub(super) fn start<H: CasHost>(
         }
     };
     tokio::spawn(async move {
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut status = tracker.status();
-        let met = loop {
-            match status {
-                WriteStatus::Pending => {}
-                WriteStatus::Satisfied => break true,
-                WriteStatus::Failed => break false,
-            }
-            status = tokio::select! {
-                reply = replies.recv() => match reply {
-                    Some(WriteOutcome::Acked(host)) => tracker.on_ack(host),
-                    Some(WriteOutcome::Failed(host)) => tracker.on_failure(host),
-                    Some(WriteOutcome::HintStored) => tracker.on_hint_stored(),
-                    None => WriteStatus::Failed,
-                },
-                () = &mut deadline => break false,
-            };
-        };
+        let met = matches!(
+            track(&mut tracker, &mut replies, timeout).await,
+            Tracked::Satisfied
+        );
         let _ = answer.send(if met {
             Ok(())
         } else {
