@@ -61,11 +61,13 @@ pub mod key_queue;
 mod round;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringstore_paxos::{Operation, Outcome, Proposer, SerialConsistency};
 use ringstore_replication::ConsistencyLevel;
 use ringstore_storage::Cell;
+// Tokio's clock: decisions on time follow a simulation's paused clock.
+use tokio::time::Instant;
 
 use crate::empty_ring;
 use crate::error::{CasError, CasRound, Result};
