@@ -39,12 +39,6 @@ pub enum PaxosReplicaError {
         /// What it lacks.
         part: &'static str,
     },
-
-    /// This node's schema does not hold the keyspace yet (it may lag):
-    /// a replica does not take part in rounds of a keyspace it does not
-    /// know. `UNAVAILABLE`: it clears once the schema arrives.
-    #[error("this node has not learned keyspace {0} yet")]
-    UnknownKeyspace(KeyspaceId),
 }
 
 impl PaxosReplicaError {
@@ -53,7 +47,6 @@ impl PaxosReplicaError {
         match self {
             PaxosReplicaError::CorruptState { .. } => Code::DataLoss,
             PaxosReplicaError::Missing { .. } => Code::InvalidArgument,
-            PaxosReplicaError::UnknownKeyspace(_) => Code::Unavailable,
         }
     }
 

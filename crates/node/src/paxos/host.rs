@@ -18,7 +18,8 @@ pub trait PaxosReplicaHost: Send + Sync {
     /// `Ok` when the node takes writes; `UNAVAILABLE` naming the drain or
     /// the disk failure otherwise.
     fn check_serving(&self) -> Result<()>;
-    /// `Ok` when the node's schema holds keyspace `id`, not dropped;
-    /// `NOT_FOUND` for a dropped one, `UNAVAILABLE` for one not learned yet.
+    /// `NOT_FOUND` when the node's schema knows keyspace `id` as dropped;
+    /// `Ok` otherwise, a keyspace not learned yet included (see the module
+    /// essay).
     fn check_keyspace(&self, id: KeyspaceId) -> Result<()>;
 }

@@ -13,11 +13,15 @@
 //!
 //! # One call, step by step
 //! 1. Admit: the node serves writes (not drained, its disk not failed), the
-//!    key is 1 byte to `limits::MAX_KEY_BYTES`, and the node's schema holds
-//!    the keyspace, not dropped. A keyspace not learned yet is refused
-//!    (`UNAVAILABLE`), unlike a replica write's: a write merges by last
-//!    write wins whatever arrives first, but a replica promising in a
-//!    keyspace it cannot place answers for rounds it may have no part in.
+//!    key is 1 byte to `limits::MAX_KEY_BYTES`, and the keyspace is not one
+//!    the node's schema knows as dropped. A keyspace not learned yet is
+//!    taken, as a replica write to it is: the coordinator chose the
+//!    electorate, a promise or an accept is safe whatever this node knows
+//!    of the schema, and a node that restarted with its schema behind
+//!    (a torn crash) must not hold up every round it votes in until the
+//!    schema catches up (simulation seed 1343 found that: a compare-and-set
+//!    refused through a healthy coordinator, the restarted node counted in
+//!    its quorum).
 //! 2. Lock the key ([`KeyLocks`]): load → step → persist → reply of one key
 //!    never interleave, or two concurrent prepares could both load the same
 //!    state, both promise, and the older write the last word, a promise

@@ -23,17 +23,15 @@ use crate::paxos::KeyLocks;
 struct TestHost {
     store: Store,
     locks: KeyLocks,
-    known: HashSet<KeyspaceId>,
     dropped: HashSet<KeyspaceId>,
     drained: AtomicBool,
 }
 
 impl TestHost {
-    fn new(store: Store, ks: KeyspaceId) -> TestHost {
+    fn new(store: Store) -> TestHost {
         TestHost {
             store,
             locks: KeyLocks::default(),
-            known: HashSet::from([ks]),
             dropped: HashSet::new(),
             drained: AtomicBool::new(false),
         }
@@ -60,9 +58,6 @@ impl PaxosReplicaHost for TestHost {
         if self.dropped.contains(&id) {
             return Err(NodeError::KeyspaceNotFound(id.to_string()));
         }
-        if !self.known.contains(&id) {
-            return Err(PaxosReplicaError::UnknownKeyspace(id).into());
-        }
         Ok(())
     }
 }
@@ -79,10 +74,10 @@ fn open_store(dir: &Path) -> Store {
 
 /// `host`'s node stopped and started again on its data directory `dir`
 /// (a clean stop: the crash case is `what_was_answered_survives_…`).
-async fn restart(host: TestHost, dir: &Path, ks: KeyspaceId) -> TestHost {
+async fn restart(host: TestHost, dir: &Path) -> TestHost {
     host.store.close().await.unwrap();
     drop(host);
-    TestHost::new(open_store(dir), ks)
+    TestHost::new(open_store(dir))
 }
 
 fn ballot(micros: i64) -> Ballot {
@@ -107,7 +102,7 @@ fn stored_state(store: &Store, ks: KeyspaceId, key: &[u8]) -> AcceptorState {
 async fn a_promise_holds_after_a_restart_and_a_lower_ballot_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let host = TestHost::new(open_store(dir.path()), ks);
+    let host = TestHost::new(open_store(dir.path()));
     let answer = prepare(&host, ks, b"k", ballot(20)).await.unwrap();
     assert_eq!(
         answer,
@@ -116,7 +111,7 @@ async fn a_promise_holds_after_a_restart_and_a_lower_ballot_is_refused() {
             data: None
         }
     );
-    let host = restart(host, dir.path(), ks).await;
+    let host = restart(host, dir.path()).await;
     assert_eq!(
         prepare(&host, ks, b"k", ballot(10)).await.unwrap(),
         PrepareAnswer::Rejected {
@@ -146,7 +141,7 @@ async fn a_promise_holds_after_a_restart_and_a_lower_ballot_is_refused() {
 async fn an_accepted_proposal_holds_after_a_restart_and_the_next_prepare_returns_it() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let host = TestHost::new(open_store(dir.path()), ks);
+    let host = TestHost::new(open_store(dir.path()));
     let _ = prepare(&host, ks, b"k", ballot(10)).await.unwrap();
     let accepted = proposal(10, b"v");
     assert_eq!(
@@ -158,7 +153,7 @@ async fn an_accepted_proposal_holds_after_a_restart_and_the_next_prepare_returns
         AcceptReply::Accepted,
         "a duplicate accept is accepted again"
     );
-    let host = restart(host, dir.path(), ks).await;
+    let host = restart(host, dir.path()).await;
     assert_eq!(
         prepare(&host, ks, b"k", ballot(11)).await.unwrap(),
         PrepareAnswer::Promised {
@@ -176,7 +171,7 @@ async fn an_accepted_proposal_holds_after_a_restart_and_the_next_prepare_returns
 async fn a_commit_applies_its_cell_which_a_plain_read_sees_and_the_next_promise_reports() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let host = TestHost::new(open_store(dir.path()), ks);
+    let host = TestHost::new(open_store(dir.path()));
     let chosen = proposal(10, b"chosen");
     let _ = prepare(&host, ks, b"k", ballot(10)).await.unwrap();
     let _ = accept(&host, ks, b"k", chosen.clone()).await.unwrap();
@@ -214,12 +209,7 @@ async fn a_commit_applies_its_cell_which_a_plain_read_sees_and_the_next_promise_
 async fn what_was_answered_survives_a_crash_right_after_the_answer() {
     let disk = SimulatedDisk::new();
     let ks = KeyspaceId::random();
-    let open = || {
-        TestHost::new(
-            Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap(),
-            ks,
-        )
-    };
+    let open = || TestHost::new(Store::open(Arc::new(disk.clone()), Durability::Batch).unwrap());
 
     let host = open();
     let _ = prepare(&host, ks, b"k", ballot(10)).await.unwrap();
@@ -256,7 +246,7 @@ async fn concurrent_prepares_of_one_key_never_lower_a_promise() {
 
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let host = Arc::new(TestHost::new(open_store(dir.path()), ks));
+    let host = Arc::new(TestHost::new(open_store(dir.path())));
     let mut rng = StdRng::seed_from_u64(42);
     for round in 0..8i64 {
         let mut micros: Vec<i64> = (0..24).map(|i| round * 100 + i).collect();
@@ -302,7 +292,7 @@ async fn concurrent_prepares_of_one_key_never_lower_a_promise() {
 async fn corrupt_state_is_a_typed_data_loss_error_and_is_never_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let host = TestHost::new(open_store(dir.path()), ks);
+    let host = TestHost::new(open_store(dir.path()));
     let _ = prepare(&host, ks, b"k", ballot(10)).await.unwrap();
     let mut bytes = host.store.paxos_get(ks, b"k").unwrap().unwrap();
     let last = bytes.len() - 1;
@@ -334,16 +324,19 @@ async fn corrupt_state_is_a_typed_data_loss_error_and_is_never_replaced() {
 }
 
 #[tokio::test]
-async fn unknown_and_dropped_keyspaces_bad_keys_and_a_drained_node_are_refused() {
+async fn dropped_keyspaces_bad_keys_and_a_drained_node_are_refused_and_an_unknown_keyspace_taken() {
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyspaceId::random();
-    let mut host = TestHost::new(open_store(dir.path()), ks);
+    let mut host = TestHost::new(open_store(dir.path()));
     let dropped = KeyspaceId::random();
-    host.known.insert(dropped);
     host.dropped.insert(dropped);
 
+    // A keyspace this node has not learned yet: taken, as a replica write.
     let unknown = prepare(&host, KeyspaceId::random(), b"k", ballot(1)).await;
-    assert_eq!(unknown.unwrap_err().code(), Code::Unavailable);
+    assert!(
+        matches!(unknown, Ok(PrepareAnswer::Promised { .. })),
+        "{unknown:?}"
+    );
     let gone = accept(&host, dropped, b"k", proposal(1, b"v")).await;
     assert_eq!(gone.unwrap_err().code(), Code::NotFound);
     let empty = prepare(&host, ks, b"", ballot(1)).await;

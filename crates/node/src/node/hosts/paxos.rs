@@ -8,7 +8,7 @@ use ringstore_paxos::{Ballot, BallotClock};
 use crate::context::NodeContext;
 use crate::coordinator::CoordinatorHost;
 use crate::coordinator::cas::{CasHost, CasQueue};
-use crate::error::{NodeError, PaxosReplicaError, Result};
+use crate::error::{NodeError, Result};
 use crate::paxos::{KeyLocks, PaxosReplicaHost};
 
 impl PaxosReplicaHost for NodeContext {
@@ -28,8 +28,7 @@ impl PaxosReplicaHost for NodeContext {
         let schema = self.schema.current();
         match schema.entries().find(|e| e.keyspace.id == id) {
             Some(entry) if entry.dropped => Err(NodeError::KeyspaceNotFound(id.to_string())),
-            Some(_) => Ok(()),
-            None => Err(PaxosReplicaError::UnknownKeyspace(id).into()),
+            Some(_) | None => Ok(()),
         }
     }
 }
