@@ -717,6 +717,11 @@ pub struct RepairArgs {
     /// Report the ranges that differ and their key counts; move nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Paxos repair only, on this node: finish the compare-and-sets its
+    /// replica holds unfinished, then purge the Paxos state they no longer
+    /// need (no data is compared).
+    #[arg(long, conflicts_with_all = ["start_token", "end_token", "dc_local", "dry_run"])]
+    pub paxos_only: bool,
 }
 
 /// `ringstore repair ...` subcommands.

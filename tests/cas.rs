@@ -2,7 +2,7 @@
 //! `DeleteIf` and `GetSerial` through the client API, with rivals racing
 //! through every coordinator, a counter built from compare-and-sets, the
 //! round trips an uncontended one costs, plain writes mixed in, TTLs,
-//! refusals, and too few replicas.
+//! refusals, too few replicas, and Paxos repair collecting the state.
 //!
 //! The fault runs (kill -9, pauses, partitions) are the simulation's and
 //! the process fault suite's; here every node is up unless a test stops
@@ -457,5 +457,150 @@ async fn bad_requests_are_refused_and_too_few_replicas_is_certainly_not_applied(
     assert_eq!(down.code(), Code::Unavailable);
     assert!(not_applied(&down), "{down:?}");
     assert!(down.message().contains("not applied"), "{}", down.message());
+    cluster.shutdown().await;
+}
+
+/// The Paxos states node `i` holds for keyspace `KS`.
+fn paxos_states(cluster: &TestCluster, i: usize) -> usize {
+    let context = cluster.context(i);
+    let ks = context.keyspace(KS).unwrap().id;
+    context
+        .store
+        .paxos_page(ks, None, usize::MAX)
+        .unwrap()
+        .len()
+}
+
+/// `repair --paxos-only` of `KS` on node `i`: (finished, failed, purged).
+async fn paxos_repair(cluster: &TestCluster, i: usize) -> (u64, u64, u64) {
+    let response = cluster
+        .repair(i)
+        .await
+        .paxos_repair(pb::PaxosRepairRequest {
+            keyspace: KS.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let k = &response.keyspaces[0];
+    (k.keys_finished, k.keys_failed, k.states_purged)
+}
+
+/// Paxos repair finishes a proposal a coordinator left accepted on one
+/// replica, purges every node's state, and changes no value: every key
+/// reads back the same before and after, serially and at `ALL`, and
+/// compare-and-sets go on through every coordinator (past the floors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paxos_repair_finishes_what_is_left_and_purges_state_without_changing_a_value() {
+    let cluster = TestCluster::start(239, 3, 1).await;
+    cluster.create_keyspace(0, KS, 3).await;
+    const KEYS: usize = 30;
+    for k in 0..KEYS {
+        let mut client = cluster.client(k % 3).await;
+        let key = format!("k{k}");
+        let first = format!("{key}-v1").into_bytes();
+        let answer = client.put_if(put_if(&key, absent(), &first)).await.unwrap();
+        assert!(answer.into_inner().applied, "{key}");
+        if k % 2 == 0 {
+            let second = format!("{key}-v2").into_bytes();
+            let answer = client.put_if(put_if(&key, value_is(&first), &second)).await;
+            assert!(answer.unwrap().into_inner().applied, "{key}");
+        }
+    }
+    // A coordinator that died after its accept reached node 0 only: the
+    // proposal is accepted there, committed nowhere.
+    let ks = cluster.context(0).keyspace(KS).unwrap().id;
+    let orphan = ringstore_paxos::Proposal {
+        ballot: ringstore_paxos::Ballot {
+            micros: ringstore_storage::Timestamp::now().0,
+            tiebreak: 7,
+        },
+        cell: Some(ringstore_storage::Cell::live(
+            ringstore_storage::Timestamp::now(),
+            b"orphan".to_vec(),
+        )),
+    };
+    let accepted =
+        ringstore_node::paxos::accept(cluster.context(0).as_ref(), ks, b"orphan", orphan)
+            .await
+            .unwrap();
+    assert_eq!(accepted, ringstore_paxos::AcceptReply::Accepted);
+    let expected: Vec<(String, Vec<u8>)> = (0..KEYS)
+        .map(|k| {
+            let version = if k % 2 == 0 { "v2" } else { "v1" };
+            (format!("k{k}"), format!("k{k}-{version}").into_bytes())
+        })
+        .collect();
+    for i in 0..3 {
+        assert!(
+            paxos_states(&cluster, i) >= KEYS,
+            "node {i} holds the keys' state"
+        );
+    }
+
+    let (finished, failed, _) = paxos_repair(&cluster, 0).await;
+    assert_eq!(
+        (finished, failed),
+        (1, 0),
+        "the orphan proposal is finished"
+    );
+    // Every node collects its own state; a commit still on its way to a
+    // replica when it ran leaves a state for the next run.
+    common::eventually(
+        Duration::from_secs(20),
+        "every node's Paxos state is purged",
+        || async {
+            let mut left = 0;
+            for i in 0..3 {
+                let (_, failed, _) = paxos_repair(&cluster, i).await;
+                assert_eq!(failed, 0);
+                left += paxos_states(&cluster, i);
+            }
+            left == 0
+        },
+    )
+    .await;
+
+    // The orphan was either finished (chosen) or abandoned: all agree.
+    let mut client = cluster.client(1).await;
+    let orphan = read_serial(&mut client, "orphan").await;
+    assert!(
+        matches!(orphan.as_deref(), None | Some(b"orphan")),
+        "{orphan:?}"
+    );
+    for i in 0..3 {
+        let mut client = cluster.client(i).await;
+        for (key, value) in &expected {
+            assert_eq!(
+                read_serial(&mut client, key).await.as_ref(),
+                Some(value),
+                "{key} via {i}"
+            );
+            let plain = client
+                .get(pb::GetRequest {
+                    keyspace: KS.into(),
+                    key: key.as_bytes().to_vec(),
+                    consistency: pb::ConsistencyLevel::All as i32,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(&plain.value, value, "{key} at ALL via {i}");
+        }
+        // New compare-and-sets through every coordinator, past the floors.
+        for (key, value) in expected.iter().take(5) {
+            let next = [value.as_slice(), b"+", i.to_string().as_bytes()].concat();
+            let answer = client
+                .put_if(put_if(key, value_is(value), &next))
+                .await
+                .unwrap();
+            assert!(answer.get_ref().applied, "{key} via {i}");
+            let answer = client
+                .put_if(put_if(key, value_is(&next), value))
+                .await
+                .unwrap();
+            assert!(answer.get_ref().applied, "{key} back via {i}");
+        }
+    }
     cluster.shutdown().await;
 }

@@ -219,6 +219,20 @@ async fn putif_deleteif_and_getserial_answer_as_cassandras_applied_row() {
         "{stderr}"
     );
     assert!(hurried.stdout.is_empty());
+
+    // Paxos repair collects this node's state: one line per keyspace.
+    let repaired = ringstore(c, &["repair", "--paxos-only", KS]).await;
+    let stdout = String::from_utf8_lossy(&repaired.stdout);
+    assert_eq!(repaired.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("lwt: finished ") && stdout.contains(" 0 failed; purged "),
+        "{stdout}"
+    );
+    let unknown = ringstore(c, &["repair", "--paxos-only", "nosuch"]).await;
+    assert_ne!(unknown.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nosuch"));
+    let mixed = ringstore(c, &["repair", "--paxos-only", "--dry-run", KS]).await;
+    assert_eq!(mixed.status.code(), Some(2), "a usage error");
     cluster.shutdown().await;
 }
 

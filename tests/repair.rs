@@ -48,10 +48,7 @@ async fn cluster(block: u8, tweak: impl Fn(&mut NodeConfig)) -> TestCluster {
 }
 
 async fn repair_client(cluster: &TestCluster, i: usize) -> RepairClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{}", cluster.address(i)))
-        .unwrap()
-        .connect_lazy();
-    RepairClient::new(channel)
+    cluster.repair(i).await
 }
 
 /// Runs a repair through node `via` and returns its last progress message.

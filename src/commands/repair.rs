@@ -1,4 +1,5 @@
-//! `ringstore repair`, `repair status` and `garbagecollect`.
+//! `ringstore repair`, `repair status`, `repair --paxos-only` and
+//! `garbagecollect`.
 //!
 //! `repair` asks the node to coordinate a repair and follows its progress
 //! (a bar on a terminal), then prints a summary; it fails, naming each range,
@@ -22,6 +23,9 @@ use crate::failure::{Failure, Outcome};
 pub async fn run(connection: &Connection, args: &RepairArgs, out: &mut impl Write) -> Outcome {
     if let Some(RepairCommand::Status) = args.command {
         return status(connection, out).await;
+    }
+    if args.paxos_only {
+        return paxos_only(connection, args, out).await;
     }
     let request = pb::RepairRequest {
         keyspace: args.keyspace.clone().unwrap_or_default(),
@@ -198,6 +202,40 @@ fn render_status(response: &pb::RepairStatusResponse, now: i64) -> String {
         ));
     }
     text
+}
+
+/// `repair --paxos-only [KEYSPACE]`: one line per keyspace; fails, naming
+/// the first reason, when a key's round failed.
+async fn paxos_only(connection: &Connection, args: &RepairArgs, out: &mut impl Write) -> Outcome {
+    let response = connection
+        .repair()
+        .paxos_repair(pb::PaxosRepairRequest {
+            keyspace: args.keyspace.clone().unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    let mut failed = Vec::new();
+    for k in &response.keyspaces {
+        writeln!(
+            out,
+            "{}: finished {} unfinished compare-and-sets, {} failed; purged {} Paxos states, kept {}",
+            k.keyspace, k.keys_finished, k.keys_failed, k.states_purged, k.states_kept
+        )
+        .map_err(anyhow::Error::from)?;
+        if k.keys_failed > 0 {
+            failed.push(format!(
+                "{}: {} keys ({})",
+                k.keyspace, k.keys_failed, k.first_error
+            ));
+        }
+    }
+    if !failed.is_empty() {
+        return Err(Failure::Other(anyhow!(
+            "the Paxos repair could not finish every key; run it again once the replicas are up: {}",
+            failed.join("; ")
+        )));
+    }
+    Ok(())
 }
 
 /// `garbagecollect [KEYSPACE]`: one line per keyspace.

@@ -183,6 +183,14 @@ impl TestCluster {
         SchemaClient::new(Self::channel(self.address(i)).await)
     }
 
+    /// A `Repair` client of node `i`.
+    pub async fn repair(
+        &self,
+        i: usize,
+    ) -> ringstore_proto::v1::repair_client::RepairClient<Channel> {
+        ringstore_proto::v1::repair_client::RepairClient::new(Self::channel(self.address(i)).await)
+    }
+
     /// An `Admin` client of node `i`.
     pub async fn admin(&self, i: usize) -> AdminClient<Channel> {
         AdminClient::new(Self::channel(self.address(i)).await)

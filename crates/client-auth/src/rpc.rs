@@ -101,6 +101,7 @@ const TABLE: &[(&str, Rule)] = {
         ("/ringstore.v1.Repair/Repair", On(Admin, Field(1))),
         ("/ringstore.v1.Repair/RepairStatus", Login),
         ("/ringstore.v1.Repair/GarbageCollect", On(Admin, Field(1))),
+        ("/ringstore.v1.Repair/PaxosRepair", On(Admin, Field(1))),
         // Users: managing users is `admin` on all keyspaces; the service
         // also requires a superuser to create, drop or change a superuser.
         ("/ringstore.v1.Users/CreateUser", On(Admin, NoKs)),

@@ -106,6 +106,8 @@ pub struct NodeContext {
     pub(crate) serving: tokio::sync::watch::Sender<Serving>,
     /// The locks serializing the Paxos acceptor calls of one key.
     pub(crate) paxos_locks: crate::paxos::KeyLocks,
+    /// Each keyspace's Paxos floor on this replica (`paxos/floors.rs`).
+    pub(crate) paxos_floors: crate::paxos::PaxosFloors,
     /// The ballots this node issues as a Paxos coordinator: its clock and a
     /// tie-breaker drawn at random when this run of the node first
     /// coordinates a compare-and-set (not at start: a simulation's runs

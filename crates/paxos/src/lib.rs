@@ -24,10 +24,15 @@
 //!   state to persist, then the reply. Its stored form (`state_codec.rs`)
 //!   carries a format byte and a CRC-32.
 //! - [`Operation`] and [`Expected`] (`operation.rs`): `PutIf`, `DeleteIf`,
-//!   `SerialRead`; the condition and the new cell.
+//!   `SerialRead`, `Repair`; the condition and the new cell.
 //! - [`Electorate`] and [`CommitTracker`] (`electorate.rs`): who votes, the
 //!   quorum, the commit acks to wait for.
 //! - [`SerialConsistency`] (`serial.rs`): `SERIAL` or `LOCAL_SERIAL`.
+//! - Garbage collection (`gc.rs`): a replica's floor ballot
+//!   ([`AcceptorState::floored`]), what it may purge under it
+//!   ([`AcceptorState::purgeable`]), and the repair round
+//!   ([`Operation::Repair`]) that makes state purgeable and puts the latest
+//!   chosen version in every replica's data.
 //! - [`Proposer`] (`proposer.rs`): one operation as a state machine:
 //!   [`Event`]s in, [`Action`]s out, ending in an [`Outcome`].
 //!
@@ -140,12 +145,9 @@
 //! - The electorate: natural plus pending replicas, from placement.
 //!
 //! # Caveats
-//! - **No Paxos state garbage collection or repair yet.** State grows by one
-//!   small row per key ever CASed. Dropping it safely needs Cassandra 4.1's
-//!   Paxos repair: finish every uncommitted proposal on a quorum, then raise
-//!   a low bound that replicas refuse ballots below, and only then purge;
-//!   the same repair must run before a topology change completes, so that a
-//!   new electorate cannot miss a proposal the old one accepted. Future work.
+//! - **Paxos state is collected only where a repair and a floor allow**
+//!   (`gc.rs`): a replica that missed a repair's commit keeps its
+//!   uncommitted state until a later repair reaches it.
 //! - Reads and writes share one promise register, so concurrent serial
 //!   reads of one key contend with each other (v2 keeps a separate read
 //!   promise).
@@ -159,6 +161,7 @@ mod acceptor;
 mod ballot;
 mod electorate;
 mod error;
+mod gc;
 mod operation;
 mod proposer;
 mod serial;

@@ -53,6 +53,12 @@ pub enum Operation {
     /// Read the current version (Cassandra's `SERIAL` read), finishing any
     /// proposal left in progress.
     SerialRead,
+    /// Paxos repair of the key: a serial read that then commits the current
+    /// version under its ballot to every replica, even when nothing was in
+    /// progress, so that every replica's state becomes purgeable and its
+    /// data holds the latest chosen version (see `gc.rs`). Answered as a
+    /// read.
+    Repair,
 }
 
 impl Operation {
@@ -66,7 +72,7 @@ impl Operation {
     pub fn apply(&self, current: Option<&Cell>, ballot: Ballot, now: Timestamp) -> Option<Cell> {
         let expected = match self {
             Operation::PutIf { expected, .. } | Operation::DeleteIf { expected } => expected,
-            Operation::SerialRead => return None,
+            Operation::SerialRead | Operation::Repair => return None,
         };
         if !expected.matches(current, now) {
             return None;
@@ -82,12 +88,14 @@ impl Operation {
                 ttl: Some(ttl),
                 ..
             } => Cell::expiring(timestamp, value.clone(), ttl.get(), now),
-            Operation::DeleteIf { .. } | Operation::SerialRead => Cell::deletion(timestamp, now),
+            Operation::DeleteIf { .. } | Operation::SerialRead | Operation::Repair => {
+                Cell::deletion(timestamp, now)
+            }
         })
     }
 
-    /// Whether this is a read.
+    /// Whether this is a read (a repair is answered as one).
     pub fn is_read(&self) -> bool {
-        matches!(self, Operation::SerialRead)
+        matches!(self, Operation::SerialRead | Operation::Repair)
     }
 }

@@ -442,6 +442,9 @@ impl Proposer {
             }
         };
         let read = self.operation.is_read();
+        if self.operation == Operation::Repair {
+            return self.repair(current, in_progress.is_some());
+        }
         let (cell, answer) = match (
             self.operation
                 .apply(current.as_ref(), self.ballot, self.now),
@@ -451,6 +454,33 @@ impl Proposer {
             (None, Some(unfinished)) => (unfinished, answer(current, read)),
             (None, None) => return self.finish(answer(current, read)),
         };
+        self.propose(cell, answer)
+    }
+
+    /// A repair's quorum promised (see `gc.rs`): with a proposal in
+    /// progress, propose the current version (the in-progress cell merged
+    /// with the quorum's data) and commit it once chosen; with none, commit
+    /// the current version under this ballot at once.
+    fn repair(&mut self, current: Option<Cell>, in_progress: bool) -> Vec<Action> {
+        let answer = Outcome::Read {
+            current: current.clone(),
+        };
+        match current {
+            Some(cell) if in_progress => self.propose(cell, answer),
+            cell => {
+                let proposal = Proposal {
+                    ballot: self.ballot,
+                    cell,
+                };
+                self.phase = Phase::Done;
+                vec![Action::Commit(proposal), Action::Done(answer)]
+            }
+        }
+    }
+
+    /// Starts round 2: `cell` proposed under this ballot, `answer` given
+    /// once it is chosen.
+    fn propose(&mut self, cell: Cell, answer: Outcome) -> Vec<Action> {
         let proposal = Proposal {
             ballot: self.ballot,
             cell: Some(cell),

@@ -11,6 +11,12 @@
 //! - the final serial read equals the applied increments plus some of the
 //!   indeterminate ones: none lost, none doubled.
 //!
+//! Garbage collection runs amid it all: repair rounds
+//! ([`Operation::Repair`]) on random coordinators, whose answers are
+//! observations too, and replicas that raise their floor to a ballot of
+//! their own clock and purge whatever state is purgeable under it
+//! (`gc.rs`).
+//!
 //! Accept *requests* are never duplicated: the proposer trusts a refusal to
 //! mean "not accepted", which needs at-most-once delivery of each request
 //! (see `proposer.rs`). Prepares, commits and every reply are.
@@ -50,7 +56,12 @@ enum Message {
 struct Replica {
     state: AcceptorState,
     data: Option<Cell>,
+    /// The floor ballot: refused at or below, covering purged promises.
+    floor: Option<Ballot>,
 }
+
+/// The owner of a repair round's attempts.
+const REPAIRER: usize = usize::MAX - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClientState {
@@ -99,6 +110,11 @@ struct World {
     final_read: Option<Outcome>,
     drop: f64,
     duplicate: f64,
+    /// States purged and repairs run, to show the collection ran.
+    purged: u64,
+    repairs: u64,
+    /// The step each attempt started, for repair rounds' observations.
+    repair_started: BTreeMap<usize, u64>,
 }
 
 fn value_of(cell: Option<&Cell>) -> u64 {
@@ -150,6 +166,9 @@ impl World {
             final_read: None,
             drop,
             duplicate,
+            purged: 0,
+            repairs: 0,
+            repair_started: BTreeMap::new(),
         }
     }
 
@@ -207,6 +226,14 @@ impl World {
         let c = self.attempts[attempt].0;
         if c == usize::MAX {
             self.final_read = Some(outcome);
+            return;
+        }
+        if c == REPAIRER {
+            if let Outcome::Read { current } = outcome {
+                let started = self.repair_started[&attempt];
+                self.observe(started, value_of(current.as_ref()));
+                self.repairs += 1;
+            }
             return;
         }
         let (node, state, started) = {
@@ -307,14 +334,17 @@ impl World {
                 let replica = &mut self.replicas[to];
                 let event = match request {
                     ToReplica::Prepare(ballot) => {
-                        let step = replica.state.prepare(ballot);
+                        let step = replica.state.floored(replica.floor).prepare(ballot);
                         if let Some(state) = step.persist {
                             replica.state = state;
                         }
                         Event::from_prepare_reply(from, step.reply, replica.data.clone())
                     }
                     ToReplica::Accept(proposal) => {
-                        let step = replica.state.accept(proposal.clone());
+                        let step = replica
+                            .state
+                            .floored(replica.floor)
+                            .accept(proposal.clone());
                         if let Some(state) = step.persist {
                             replica.state = state;
                         }
@@ -372,6 +402,12 @@ impl World {
         {
             self.step += 1;
             assert!(self.step < 200_000, "no progress");
+            if self.rng.random_bool(0.003) {
+                self.repair();
+            }
+            if self.rng.random_bool(0.03) {
+                self.collect();
+            }
             let waiting = self.waiting();
             if self.network.is_empty() || self.rng.random_bool(0.02) {
                 if let Some(&attempt) = waiting.get(self.rng.random_range(0..waiting.len().max(1)))
@@ -397,6 +433,33 @@ impl World {
                 self.network.push(message.clone());
             }
             self.deliver(message);
+        }
+    }
+
+    /// A repair round from a random coordinator.
+    fn repair(&mut self) {
+        let node = self.rng.random_range(0..self.hosts.len());
+        self.repair_started.insert(self.attempts.len(), self.step);
+        self.launch(REPAIRER, node, Operation::Repair, None);
+    }
+
+    /// A random replica raises its floor to a ballot of its own clock, a
+    /// little in the past or the future, and purges its state if it may.
+    fn collect(&mut self) {
+        let r = self.rng.random_range(0..self.hosts.len());
+        let lag = self.rng.random_range(-300..300);
+        let floor = Ballot {
+            micros: self.now(r).0 - lag,
+            tiebreak: 0,
+        };
+        let replica = &mut self.replicas[r];
+        replica.floor = replica.floor.max(Some(floor));
+        if let Some(floor) = replica.floor
+            && replica.state != AcceptorState::default()
+            && replica.state.purgeable(floor)
+        {
+            replica.state = AcceptorState::default();
+            self.purged += 1;
         }
     }
 
@@ -487,14 +550,18 @@ impl World {
 }
 
 fn run_seeds(natural: usize, pending: usize, clients: usize, seeds: std::ops::Range<u64>) {
-    let mut applied = 0;
+    let (mut applied, mut purged, mut repairs) = (0, 0, 0);
     for seed in seeds {
         let mut world = World::new(seed, natural, pending, clients);
         world.run();
         world.check();
         applied += world.applied;
+        purged += world.purged;
+        repairs += world.repairs;
     }
     assert!(applied > 0, "the workload never applied anything");
+    assert!(purged > 0, "no state was ever purged");
+    assert!(repairs > 0, "no repair round ever finished");
 }
 
 #[test]

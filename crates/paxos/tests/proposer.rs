@@ -525,3 +525,73 @@ fn finishing_another_proposal_that_fails_is_a_retry_never_unknown() {
         );
     }
 }
+
+/// A repair round with nothing in progress commits the current version
+/// under its ballot at once (1 round trip); with a proposal in progress it
+/// proposes the current version (the in-progress cell merged with the
+/// data) and commits it once chosen.
+#[test]
+fn a_repair_round_always_commits_the_current_version_under_its_ballot() {
+    let newest = live(50, b"newest");
+    let mut p = start(Operation::Repair);
+    p.step(promise(1, Promise::default(), Some(live(10, b"old"))));
+    assert_eq!(
+        p.step(promise(2, Promise::default(), Some(newest.clone()))),
+        vec![
+            Action::Commit(Proposal {
+                ballot: BALLOT,
+                cell: Some(newest.clone()),
+            }),
+            Action::Done(Outcome::Read {
+                current: Some(newest.clone()),
+            }),
+        ]
+    );
+    assert_eq!(p.round_trips(), 1);
+
+    // Nothing anywhere: the empty version is committed, to record the
+    // ballot as every replica's most recent commit.
+    let mut p = start(Operation::Repair);
+    p.step(empty_promise(1));
+    assert_eq!(
+        p.step(empty_promise(2)),
+        vec![
+            Action::Commit(Proposal {
+                ballot: BALLOT,
+                cell: None,
+            }),
+            Action::Done(Outcome::Read { current: None }),
+        ]
+    );
+
+    // In progress: an older ballot's cell accepted, never committed.
+    let unfinished = Proposal {
+        ballot: refused(5),
+        cell: Some(live(60, b"unfinished")),
+    };
+    let holding = Promise {
+        accepted: Some(unfinished),
+        committed: None,
+    };
+    let mut p = start(Operation::Repair);
+    p.step(promise(1, holding, Some(newest.clone())));
+    let proposal = accept_sent(&p.step(empty_promise(2)));
+    let current = live(60, b"unfinished");
+    assert_eq!(
+        proposal,
+        Proposal {
+            ballot: BALLOT,
+            cell: Some(current.clone()),
+        }
+    );
+    p.step(accepted(1));
+    assert_eq!(
+        p.step(accepted(3)),
+        vec![
+            Action::Commit(proposal),
+            Action::Done(Outcome::Read {
+                current: Some(current),
+            }),
+        ]
+    );
+}

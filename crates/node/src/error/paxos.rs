@@ -30,6 +30,19 @@ pub enum PaxosReplicaError {
         source: PaxosError,
     },
 
+    /// The keyspace's stored Paxos floor does not read back. The replica
+    /// refuses its rounds until it is repaired: without the floor, purged
+    /// promises would be forgotten. `DATA_LOSS`.
+    #[error("the Paxos floor of keyspace {keyspace} is corrupt: {length} bytes, format {format:?}")]
+    CorruptFloor {
+        /// The keyspace.
+        keyspace: KeyspaceId,
+        /// The stored value's length.
+        length: usize,
+        /// Its first byte, the format (none when empty).
+        format: Option<u8>,
+    },
+
     /// A Paxos request or answer without a part it needs (a ballot, a
     /// proposal, an outcome).
     #[error("{call} message without its {part}")]
@@ -45,7 +58,9 @@ impl PaxosReplicaError {
     /// The gRPC status code of this error.
     pub fn code(&self) -> Code {
         match self {
-            PaxosReplicaError::CorruptState { .. } => Code::DataLoss,
+            PaxosReplicaError::CorruptState { .. } | PaxosReplicaError::CorruptFloor { .. } => {
+                Code::DataLoss
+            }
             PaxosReplicaError::Missing { .. } => Code::InvalidArgument,
         }
     }
@@ -53,6 +68,9 @@ impl PaxosReplicaError {
     /// Whether the error reports damaged stored state (retrying will not
     /// help; another replica must answer in this one's place).
     pub fn is_corruption(&self) -> bool {
-        matches!(self, PaxosReplicaError::CorruptState { .. })
+        matches!(
+            self,
+            PaxosReplicaError::CorruptState { .. } | PaxosReplicaError::CorruptFloor { .. }
+        )
     }
 }

@@ -252,6 +252,7 @@ fn node_context(
         read_queues: Default::default(),
         read_many_refusals: Default::default(),
         paxos_locks: Default::default(),
+        paxos_floors: Default::default(),
         ballot_clock: std::sync::Mutex::new(None),
         cas_queue: Default::default(),
         hot_keys: Default::default(),

@@ -6,6 +6,7 @@
 use ringstore_storage::{KeyspaceId, Store};
 
 use crate::error::Result;
+use crate::paxos::floors::PaxosFloors;
 use crate::paxos::key_locks::KeyLocks;
 
 /// What this node's Paxos replica uses of the node.
@@ -15,6 +16,8 @@ pub trait PaxosReplicaHost: Send + Sync {
     fn store(&self) -> &Store;
     /// The locks that serialize the acceptor calls of one key.
     fn paxos_locks(&self) -> &KeyLocks;
+    /// The keyspaces' floors, below which this replica refuses ballots.
+    fn paxos_floors(&self) -> &PaxosFloors;
     /// `Ok` when the node takes writes; `UNAVAILABLE` naming the drain or
     /// the disk failure otherwise.
     fn check_serving(&self) -> Result<()>;

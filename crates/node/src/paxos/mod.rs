@@ -27,7 +27,9 @@
 //!    state, both promise, and the older write the last word, a promise
 //!    going back.
 //! 3. Load the state from the store's `paxos` tree (none stored: the empty
-//!    state). Bytes that do not decode are a typed error
+//!    state), raised to the keyspace's floor ([`floors`]: ballots below it
+//!    are refused, standing in for the promises a purge deleted). Bytes
+//!    that do not decode are a typed error
 //!    ([`PaxosReplicaError::CorruptState`](crate::error::PaxosReplicaError),
 //!    `DATA_LOSS`), never a panic and never a fresh empty state: a replica
 //!    that forgot its promise could promise a lower ballot again.
@@ -68,16 +70,22 @@
 //!   work.
 //! - The key locks are striped ([`KeyLocks`]): two keys in one stripe wait
 //!   for each other (only for one flush each).
-//! - Paxos state is never garbage-collected or repaired, and survives the
-//!   drop of its keyspace (see `ringstore_paxos`'s caveats).
+//! - Paxos state is purged only by `repair --paxos-only` (the coordinator's
+//!   `cas/repair.rs` finishes uncommitted keys, then [`purge`] raises the
+//!   floor and deletes what it covers), and survives the drop of its
+//!   keyspace.
 //! - Local Paxos calls are not counted in the keyspace metrics or sampled
 //!   by `toppartitions` yet.
 
+pub mod floors;
 pub mod host;
 pub mod key_locks;
+pub mod purge;
 pub mod replica;
 pub mod wire;
 
+pub use floors::PaxosFloors;
 pub use host::PaxosReplicaHost;
 pub use key_locks::KeyLocks;
+pub use purge::{PurgeReport, purge, uncommitted};
 pub use replica::{PrepareAnswer, accept, commit, prepare};

@@ -46,8 +46,8 @@ impl PrepareAnswer {
 }
 
 /// Prepare `ballot` for `key` of keyspace `ks`: promise it if it is newer
-/// than anything promised or accepted, durably, and answer with the key's
-/// data cell.
+/// than anything promised or accepted and than the keyspace's floor,
+/// durably, and answer with the key's data cell.
 pub async fn prepare(
     host: &impl PaxosReplicaHost,
     ks: KeyspaceId,
@@ -57,7 +57,8 @@ pub async fn prepare(
     admit(host, ks, key)?;
     let _key = host.paxos_locks().lock(ks, key).await;
     let store = host.store();
-    let step = load(store, ks, key)?.prepare(ballot);
+    let floor = host.paxos_floors().floor(store, ks)?;
+    let step = load(store, ks, key)?.floored(floor).prepare(ballot);
     if let Some(state) = &step.persist {
         store
             .paxos_put(ks, key, &state.encode())
@@ -74,7 +75,8 @@ pub async fn prepare(
 }
 
 /// Accept `proposal` for `key` of keyspace `ks` unless a newer ballot was
-/// promised or accepted; an acceptance is durable when this returns.
+/// promised or accepted, or the keyspace's floor is newer; an acceptance
+/// is durable when this returns.
 pub async fn accept(
     host: &impl PaxosReplicaHost,
     ks: KeyspaceId,
@@ -84,7 +86,8 @@ pub async fn accept(
     admit(host, ks, key)?;
     let _key = host.paxos_locks().lock(ks, key).await;
     let store = host.store();
-    let step = load(store, ks, key)?.accept(proposal);
+    let floor = host.paxos_floors().floor(store, ks)?;
+    let step = load(store, ks, key)?.floored(floor).accept(proposal);
     if let Some(state) = &step.persist {
         store
             .paxos_put(ks, key, &state.encode())
@@ -133,7 +136,7 @@ fn admit(host: &impl PaxosReplicaHost, ks: KeyspaceId, key: &[u8]) -> Result<()>
 
 /// The stored acceptor state of `key` in `ks` (the empty state if none was
 /// stored); damaged bytes are an error, never the empty state.
-fn load(store: &Store, ks: KeyspaceId, key: &[u8]) -> Result<AcceptorState> {
+pub(super) fn load(store: &Store, ks: KeyspaceId, key: &[u8]) -> Result<AcceptorState> {
     match store.paxos_get(ks, key).map_err(stored(ks))? {
         None => Ok(AcceptorState::default()),
         Some(bytes) => AcceptorState::decode(&bytes).map_err(|source| {

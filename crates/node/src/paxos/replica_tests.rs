@@ -16,13 +16,14 @@ use tonic::Code;
 use super::*;
 use crate::error::{NodeError, ServingError};
 use crate::limits::MAX_KEY_BYTES;
-use crate::paxos::KeyLocks;
+use crate::paxos::{KeyLocks, PaxosFloors, purge, uncommitted};
 
 /// A node as the replica sees it: a store, the locks, the keyspaces its
 /// schema holds (and those it dropped), whether it serves.
 struct TestHost {
     store: Store,
     locks: KeyLocks,
+    floors: PaxosFloors,
     dropped: HashSet<KeyspaceId>,
     drained: AtomicBool,
 }
@@ -32,6 +33,7 @@ impl TestHost {
         TestHost {
             store,
             locks: KeyLocks::default(),
+            floors: PaxosFloors::default(),
             dropped: HashSet::new(),
             drained: AtomicBool::new(false),
         }
@@ -45,6 +47,10 @@ impl PaxosReplicaHost for TestHost {
 
     fn paxos_locks(&self) -> &KeyLocks {
         &self.locks
+    }
+
+    fn paxos_floors(&self) -> &PaxosFloors {
+        &self.floors
     }
 
     fn check_serving(&self) -> Result<()> {
@@ -133,6 +139,86 @@ async fn a_promise_holds_after_a_restart_and_a_lower_ballot_is_refused() {
     );
     assert!(matches!(
         prepare(&host, ks, b"other key", ballot(10)).await.unwrap(),
+        PrepareAnswer::Promised { .. }
+    ));
+}
+
+/// A purge deletes exactly the states its floor covers and whose
+/// acceptance is committed here; the floor then refuses what the purged
+/// promises refused, after a restart too; the data keeps the commits.
+#[tokio::test]
+async fn a_purge_deletes_committed_state_under_its_floor_which_then_refuses_older_ballots() {
+    let dir = tempfile::tempdir().unwrap();
+    let ks = KeyspaceId::random();
+    let host = TestHost::new(open_store(dir.path()));
+    // "done": accepted and committed at 10. "open": accepted at 12, never
+    // committed. "promised": only promised, at 14. "late": committed at 40,
+    // past the floor.
+    for (key, micros) in [(&b"done"[..], 10), (b"open", 12), (b"late", 40)] {
+        let _ = prepare(&host, ks, key, ballot(micros)).await.unwrap();
+        let _ = accept(&host, ks, key, proposal(micros, key)).await.unwrap();
+    }
+    let _ = prepare(&host, ks, b"promised", ballot(14)).await.unwrap();
+    commit(&host, ks, b"done", proposal(10, b"done"))
+        .await
+        .unwrap();
+    commit(&host, ks, b"late", proposal(40, b"late"))
+        .await
+        .unwrap();
+    assert_eq!(uncommitted(&host, ks).unwrap(), vec![b"open".to_vec()]);
+
+    let report = purge(&host, ks, ballot(30)).await.unwrap();
+    assert_eq!((report.purged, report.kept), (2, 2), "{report:?}");
+    assert_eq!(report.floor, Some(ballot(30)));
+    for (key, kept) in [
+        (&b"done"[..], false),
+        (b"promised", false),
+        (b"open", true),
+        (b"late", true),
+    ] {
+        assert_eq!(
+            host.store.paxos_get(ks, key).unwrap().is_some(),
+            kept,
+            "{key:?}"
+        );
+    }
+    let data = host.store.read(ks, b"done").unwrap().unwrap();
+    assert_eq!(
+        data.value.as_deref(),
+        Some(&b"done"[..]),
+        "a commit's cell stays in the data"
+    );
+
+    // A lower floor later changes nothing; the floor survives a restart and
+    // refuses every ballot a purged promise refused, and the floor itself.
+    let report = purge(&host, ks, ballot(20)).await.unwrap();
+    assert_eq!(report.floor, Some(ballot(30)));
+    let host = restart(host, dir.path()).await;
+    for older in [ballot(13), ballot(30)] {
+        assert_eq!(
+            prepare(&host, ks, b"promised", older).await.unwrap(),
+            PrepareAnswer::Rejected {
+                promised: ballot(30)
+            }
+        );
+    }
+    assert_eq!(
+        accept(&host, ks, b"done", proposal(11, b"stale"))
+            .await
+            .unwrap(),
+        AcceptReply::Rejected {
+            promised: ballot(30)
+        }
+    );
+    assert!(matches!(
+        prepare(&host, ks, b"done", ballot(31)).await.unwrap(),
+        PrepareAnswer::Promised { .. }
+    ));
+    // Another keyspace has a floor of its own.
+    assert!(matches!(
+        prepare(&host, KeyspaceId::random(), b"done", ballot(5))
+            .await
+            .unwrap(),
         PrepareAnswer::Promised { .. }
     ));
 }

@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::context::NodeContext;
 use crate::convert::{cell_from_pb, cell_to_pb, keyspace_id_from_pb};
 use crate::convert::{range_from_pb, ranges_from_pb};
+use crate::coordinator::cas::repair::finish_range;
 use crate::deadline;
 use crate::error::{NodeError, OperatorError, RequestError, Result};
 use crate::internode_auth::Caller;
@@ -321,6 +322,17 @@ impl Internode for InternodeService {
         let range = range_from_pb(request.range)?;
         let peer = request.requester_host_id.parse().ok().map(HostId);
         let operation = stream_operation(&request.operation)?;
+        // What this replica holds unfinished in the range is finished first,
+        // so the range's new replica does not miss a chosen version
+        // (`coordinator/cas/repair.rs`).
+        if let Some(def) = self
+            .context
+            .keyspaces()
+            .into_iter()
+            .find(|k| k.id == keyspace)
+        {
+            finish_range(&self.context, &def, range).await?;
+        }
         let chunks = send_range(self.context.clone(), keyspace, range, peer, operation);
         Ok(Response::new(ReceiverStream::new(chunks)))
     }

@@ -1,7 +1,9 @@
 //! The `Repair` service: `ringstore repair` (started here, progress
-//! streamed back), `repair status` and `garbagecollect`.
+//! streamed back), `repair status`, `garbagecollect` and
+//! `repair --paxos-only`.
 //!
-//! It takes the node as repair's host ([`RepairHost`]).
+//! It takes the node as repair's host ([`RepairHost`]), and as a
+//! compare-and-set coordinator ([`CasHost`]) for the Paxos repair.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use crate::coordinator::cas::CasHost;
+use crate::coordinator::cas::repair::repair_keyspace;
 use crate::error::{NodeError, OperatorError, Result};
 use crate::repair::RepairHost;
 use crate::repair::gc;
@@ -132,7 +136,7 @@ async fn follow(
 }
 
 #[tonic::async_trait]
-impl<H: RepairHost + 'static> Repair for RepairService<H> {
+impl<H: RepairHost + CasHost + 'static> Repair for RepairService<H> {
     type RepairStream = ReceiverStream<Result<pb::RepairProgress, Status>>;
 
     async fn repair(
@@ -166,7 +170,7 @@ impl<H: RepairHost + 'static> Repair for RepairService<H> {
             .as_ref()
             .map(|p| progress_to_pb(host, p));
         let ranges = scheduled_ranges(host);
-        let now = host.now();
+        let now = RepairHost::now(host);
         let since = Timestamp(now.0 - host.started().elapsed().as_micros() as i64);
         let late = overdue(&ranges, gc_grace_of(host), since, now);
         let ranges = ranges
@@ -206,5 +210,24 @@ impl<H: RepairHost + 'static> Repair for RepairService<H> {
             })
             .collect();
         Ok(Response::new(pb::GarbageCollectResponse { keyspaces }))
+    }
+
+    async fn paxos_repair(
+        &self,
+        request: Request<pb::PaxosRepairRequest>,
+    ) -> Result<Response<pb::PaxosRepairResponse>, Status> {
+        let mut keyspaces = Vec::new();
+        for keyspace in self.keyspaces(&request.into_inner().keyspace)? {
+            let report = repair_keyspace(&self.host, &keyspace).await?;
+            keyspaces.push(pb::PaxosRepaired {
+                keyspace: report.keyspace,
+                keys_finished: report.finished,
+                keys_failed: report.failed,
+                first_error: report.first_error.unwrap_or_default(),
+                states_purged: report.purge.purged,
+                states_kept: report.purge.kept,
+            });
+        }
+        Ok(Response::new(pb::PaxosRepairResponse { keyspaces }))
     }
 }

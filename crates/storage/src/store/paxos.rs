@@ -7,9 +7,10 @@
 //!
 //! # Layout
 //! Key `keyspace uuid (16 bytes) ++ key`: a keyspace's state is one prefix
-//! of the tree, so a later garbage collection or drop can remove it with
-//! one range scan. No token in the key: Paxos state is looked up by key,
-//! never scanned by token range (yet).
+//! of the tree, which garbage collection walks in pages
+//! ([`Store::paxos_page`]) and a drop can remove with one range scan. No
+//! token in the key: Paxos state is looked up by key, or walked whole per
+//! keyspace, never scanned by token range.
 //!
 //! # Durability
 //! [`Store::paxos_put`] is durable on return whatever the store's
@@ -22,6 +23,10 @@
 //! whose loss is harmless (a commit's most recent commit ballot), durable
 //! with the store's next flush, and never durable without the writes made
 //! before it (a flush covers every write made before it).
+//! [`Store::paxos_remove`] does not wait either: a purge lost in a crash
+//! only brings back state that was purgeable, and still is.
+
+use std::ops::Bound;
 
 use ringstore_cell::KeyspaceId;
 
@@ -67,6 +72,48 @@ impl Store {
         self.paxos_insert(ks, key, state).await.map(drop)
     }
 
+    /// Up to `limit` entries of keyspace `ks`'s Paxos state, in key order,
+    /// starting after `after` (from the first key when `None`): each key
+    /// (without the keyspace prefix) with its state's bytes. Reads inline;
+    /// a caller walks a keyspace page by page, passing the last key back.
+    pub fn paxos_page(
+        &self,
+        ks: KeyspaceId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = ks.0.as_bytes();
+        let start = match after {
+            Some(key) => Bound::Excluded(paxos_key(ks, key)),
+            None => Bound::Included(prefix.to_vec()),
+        };
+        let end = prefix_end(prefix);
+        let end_bound = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut page = Vec::new();
+        for entry in self
+            .inner
+            .paxos
+            .range(start.as_ref().map(Vec::as_slice), end_bound)
+        {
+            if page.len() >= limit {
+                break;
+            }
+            let (key, state) = entry?;
+            page.push((key[prefix.len()..].to_vec(), state));
+        }
+        Ok(page)
+    }
+
+    /// Removes the Paxos state of `key` of keyspace `ks`, durable with the
+    /// store's next flush (see `store/paxos.rs`). The caller holds the
+    /// key's lock and has decided the state may go.
+    pub async fn paxos_remove(&self, ks: KeyspaceId, key: &[u8]) -> Result<()> {
+        let key = paxos_key(ks, key);
+        self.off_worker(move |store| store.write(|| store.inner.paxos.remove(&key).map(drop)))
+            .await
+            .map(drop)
+    }
+
     /// Inserts Paxos state off the async workers; its flush's ticket.
     async fn paxos_insert(&self, ks: KeyspaceId, key: &[u8], state: &[u8]) -> Result<Ticket> {
         let (key, state) = (paxos_key(ks, key), state.to_vec());
@@ -77,4 +124,17 @@ impl Store {
             .await?;
         Ok(ticket)
     }
+}
+
+/// The first key past every key starting with `prefix` (`None`: no such key,
+/// the prefix is all `0xff`).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }

@@ -43,6 +43,9 @@
 //! `x-ringstore-cas: not-applied` ([`crate::error::cas`]), so a client can
 //! tell it from a transport failure of the same code.
 //!
+//! Paxos repair ([`repair`]) runs the same shell with
+//! [`Operation::Repair`], then collects the replica's state under a floor.
+//!
 //! # Caveats
 //! - A topology change that completes while a proposal is accepted by a
 //!   minority of the old electorate only: the new electorate may miss it
@@ -58,6 +61,7 @@ mod commit;
 mod electorate;
 pub(crate) mod host;
 pub mod key_queue;
+pub(crate) mod repair;
 mod round;
 
 use std::sync::Arc;

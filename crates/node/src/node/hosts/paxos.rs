@@ -9,7 +9,7 @@ use crate::context::NodeContext;
 use crate::coordinator::CoordinatorHost;
 use crate::coordinator::cas::{CasHost, CasQueue};
 use crate::error::{NodeError, Result};
-use crate::paxos::{KeyLocks, PaxosReplicaHost};
+use crate::paxos::{KeyLocks, PaxosFloors, PaxosReplicaHost};
 
 impl PaxosReplicaHost for NodeContext {
     fn store(&self) -> &Store {
@@ -18,6 +18,10 @@ impl PaxosReplicaHost for NodeContext {
 
     fn paxos_locks(&self) -> &KeyLocks {
         &self.paxos_locks
+    }
+
+    fn paxos_floors(&self) -> &PaxosFloors {
+        &self.paxos_floors
     }
 
     fn check_serving(&self) -> Result<()> {

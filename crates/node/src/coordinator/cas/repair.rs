@@ -1,0 +1,126 @@
+//! Paxos repair of a keyspace, as `ringstore repair --paxos-only` runs it
+//! on one node: finish what this replica holds unfinished, then collect
+//! what its floor covers (`ringstore_paxos`'s `gc.rs` says why each step
+//! is safe).
+//!
+//! 1. **Finish.** Every key whose acceptance this replica never saw
+//!    committed ([`paxos::uncommitted`]) gets a repair round
+//!    ([`Operation::Repair`]) at `SERIAL`, committed at `QUORUM`: what
+//!    was in progress is finished, and the key's current version is
+//!    committed under the round's ballot to every replica.
+//! 2. **Floor and purge.** A ballot newer than every round of step 1 (this
+//!    node's ballot clock only rises) becomes the keyspace's floor on this
+//!    replica, durably, and every state it covers whose acceptance is
+//!    committed here is deleted ([`paxos::purge`]).
+//!
+//! Each node collects only its own replica's state: running it on every
+//! node collects the cluster's.
+//!
+//! A topology change runs step 1 alone ([`finish_range`]): a node asked to
+//! stream a range (the leaving node of a decommission, the losing replica
+//! of a join) first finishes its unfinished proposals of keys in that
+//! range. The change's pending replica is in the electorate then, so the
+//! rounds commit the latest chosen version to it directly: a version
+//! chosen by a quorum that included the losing replica, and whose commit
+//! never landed, is not left behind when that replica leaves the key's
+//! electorate. A key whose round failed (replicas down,
+//! contention) keeps its state and is counted; a later run finishes it.
+//! A round that waits for a rival's turn on the key's queue does so as any
+//! compare-and-set would.
+
+use std::sync::Arc;
+
+use ringstore_paxos::{Operation, SerialConsistency};
+use ringstore_placement::{Murmur3Partitioner, TokenRange};
+use ringstore_replication::ConsistencyLevel;
+
+use crate::error::Result;
+use crate::paxos::{self, PurgeReport};
+use crate::schema::KeyspaceDef;
+
+use super::{CasHost, CasRequest, cas};
+
+/// What a Paxos repair of one keyspace did on this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PaxosRepairReport {
+    /// The keyspace.
+    pub(crate) keyspace: String,
+    /// Keys whose unfinished acceptance a round finished.
+    pub(crate) finished: u64,
+    /// Keys whose round failed; their state stays.
+    pub(crate) failed: u64,
+    /// The first failure's reason, if any.
+    pub(crate) first_error: Option<String>,
+    /// What the purge did.
+    pub(crate) purge: PurgeReport,
+}
+
+/// Runs the Paxos repair of `keyspace` on this node (see the module docs).
+pub(crate) async fn repair_keyspace<H: CasHost>(
+    context: &Arc<H>,
+    keyspace: &KeyspaceDef,
+) -> Result<PaxosRepairReport> {
+    let keys = paxos::uncommitted(context.paxos_replica(), keyspace.id)?;
+    let (finished, failed, first_error) = finish(context, keyspace, keys).await;
+    let floor = context.next_ballot(None);
+    Ok(PaxosRepairReport {
+        keyspace: keyspace.name.clone(),
+        finished,
+        failed,
+        first_error,
+        purge: paxos::purge(context.paxos_replica(), keyspace.id, floor).await?,
+    })
+}
+
+/// Finishes this replica's unfinished proposals of keys in `range` (before
+/// it streams the range, see the module docs): how many rounds finished
+/// and failed. A failure is logged, not returned: the stream goes on, and
+/// the key's state stays for a later repair.
+pub(crate) async fn finish_range<H: CasHost>(
+    context: &Arc<H>,
+    keyspace: &KeyspaceDef,
+    range: TokenRange,
+) -> Result<(u64, u64)> {
+    let keys: Vec<Vec<u8>> = paxos::uncommitted(context.paxos_replica(), keyspace.id)?
+        .into_iter()
+        .filter(|key| Murmur3Partitioner::token(key).is_ok_and(|token| range.contains(token)))
+        .collect();
+    if keys.is_empty() {
+        return Ok((0, 0));
+    }
+    let (finished, failed, first_error) = finish(context, keyspace, keys).await;
+    if let Some(error) = first_error {
+        tracing::warn!(
+            keyspace = %keyspace.name, %range, finished, failed, %error,
+            "could not finish every compare-and-set of a range before streaming it"
+        );
+    }
+    Ok((finished, failed))
+}
+
+/// One repair round per key: (finished, failed, the first failure).
+async fn finish<H: CasHost>(
+    context: &Arc<H>,
+    keyspace: &KeyspaceDef,
+    keys: Vec<Vec<u8>>,
+) -> (u64, u64, Option<String>) {
+    let (mut finished, mut failed, mut first_error) = (0, 0, None);
+    for key in keys {
+        let request = CasRequest {
+            keyspace: keyspace.clone(),
+            key,
+            operation: Operation::Repair,
+            serial: SerialConsistency::Serial,
+            commit: ConsistencyLevel::Quorum,
+        };
+        match cas(context, request).await {
+            Ok(_) => finished += 1,
+            Err(error) => {
+                tracing::debug!(keyspace = %keyspace.name, %error, "a Paxos repair round failed");
+                failed += 1;
+                first_error.get_or_insert_with(|| error.to_string());
+            }
+        }
+    }
+    (finished, failed, first_error)
+}
