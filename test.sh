@@ -11,6 +11,8 @@
 #   globals, its log filter) and which runs them in parallel.
 # - strace (apt-get; through sudo when not root): crates/storage/tests/fsync.rs
 #   watches the system calls of a durable flush with it, and fails without it.
+# - chromium (apt-get, the same way): tests/console_browser.rs loads the web
+#   console in headless Chromium, and fails without it.
 # It stops with a message naming the step when it cannot install one; no test
 # is skipped for want of a tool. `.ci/run` runs exactly this script.
 set -euo pipefail
@@ -27,25 +29,38 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
-if ! command -v strace >/dev/null; then
-  echo "== test.sh: installing strace (apt-get install strace)"
+# apt_install TOOL PACKAGE: installs PACKAGE with apt-get (through sudo when
+# not root) unless TOOL is on the PATH; stops with a message when it cannot.
+apt_install() {
+  local tool=$1 package=$2 as_root
+  command -v "$tool" >/dev/null && return 0
+  echo "== test.sh: installing $tool (apt-get install $package)"
   if [ "$(id -u)" = 0 ]; then
     as_root=""
   elif command -v sudo >/dev/null; then
     as_root="sudo"
   else
-    echo "test.sh: strace is missing and this user can neither apt-get nor sudo:" \
-      "install strace (Debian/Ubuntu: apt-get install strace) and run again" >&2
+    echo "test.sh: $tool is missing and this user can neither apt-get nor sudo:" \
+      "install it (Debian/Ubuntu: apt-get install $package) and run again" >&2
     exit 1
   fi
   if ! command -v apt-get >/dev/null; then
-    echo "test.sh: strace is missing and there is no apt-get here:" \
-      "install strace with this system's package manager and run again" >&2
+    echo "test.sh: $tool is missing and there is no apt-get here:" \
+      "install $package with this system's package manager and run again" >&2
     exit 1
   fi
-  $as_root apt-get update -qq
-  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace
-fi
+  if [ -z "${apt_updated:-}" ]; then
+    $as_root apt-get update -qq
+    apt_updated=1
+  fi
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package"
+}
+
+apt_install strace strace
+# Debian's package is `chromium`; the browser test also takes a
+# `chromium-browser` or `google-chrome` already on the PATH.
+command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null ||
+  apt_install chromium chromium
 
 echo "== cargo nextest run --workspace $*"
 exec cargo nextest run --workspace "$@"

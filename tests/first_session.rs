@@ -2,7 +2,8 @@
 //! its node without `--host` (through `RINGSTORE_HOST`, or at the default
 //! address where the demo passes connections to its first node), and the
 //! demo prints its own lines first, keeps its nodes' log lines in a file it
-//! names, and leaves the terminal to warnings.
+//! names, and leaves the terminal to warnings; among its lines is the
+//! address of the web console, which serves the page there.
 //!
 //! Address block 220: the demo on 127.220.0.1, its door at 127.220.0.100
 //! (the real default, 127.0.0.1:7100, may be taken on a test machine),
@@ -17,6 +18,23 @@ const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The whole answer (head and body) to `GET path` at `address`.
+fn http_get(address: &str, path: &str) -> String {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
 }
 
 fn cli(env: &[(&str, &str)], args: &[&str]) -> Output {
@@ -132,6 +150,20 @@ fn the_demo_prints_its_lines_first_logs_to_a_file_and_answers_at_its_cli_address
         "the commands to try need no --host: {printed:#?}"
     );
     assert!(printed.iter().any(|l| l.contains(door)), "{printed:#?}");
+    // The web console's address is among the lines to try, and it serves
+    // the page there.
+    let console = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("  open http://"))
+        .and_then(|l| l.split_once('/'))
+        .map(|(address, _)| address.to_string())
+        .unwrap_or_else(|| panic!("no console address: {printed:#?}"));
+    assert_eq!(console, "127.220.0.1:7200", "{printed:#?}");
+    let page = http_get(&console, "/");
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("ringstore console"),
+        "{page}"
+    );
 
     // The door reaches the node: the printed commands work with the door as
     // the CLI's host (as they do at the real default).

@@ -25,7 +25,8 @@
 //! `tests/rotation.rs`, 213 in `tests/secure_default.rs`, 215 in
 //! `tests/gossip_forgery.rs`, 216 in `tests/late_writes.rs` (217 there is
 //! in-process), 218 and 219 in `tests/damaged_disk.rs`, 220 in
-//! `tests/first_session.rs` (`ringstore demo` as a process). Other benches: 65, 66, 89, 98 to 104, 105
+//! `tests/first_session.rs` (`ringstore demo` as a process), 221 and 222 in
+//! `tests/console_browser.rs` (the web console in headless Chromium). Other benches: 65, 66, 89, 98 to 104, 105
 //! (`benches/fresh_cluster.sh`), 106 (`benches/allocator.sh`), 107
 //! (`benches/bootstrap.sh`), 108 (`benches/slow_replica.sh`), 109
 //! (`benches/full_read_rss.sh`), 110 to 112 (`benches/rate_latency.sh`,

@@ -25,15 +25,10 @@ pub async fn run(connection: &Connection, args: &StatusArgs, out: &mut impl Writ
     Ok(())
 }
 
-/// The two state letters: `U`/`D` and `N`/`J`/`L`.
+/// The two state letters: `U`/`D` and `N`/`J`/`L` (the web console shows
+/// the same, from the same function).
 pub fn letters(node: &pb::NodeStatus) -> String {
-    let status = if node.up { 'U' } else { 'D' };
-    let state = match node.state.as_str() {
-        "JOINING" => 'J',
-        "LEAVING" | "LEFT" => 'L',
-        _ => 'N',
-    };
-    format!("{status}{state}")
+    ringstore_node::console::status_letters(node.up, &node.state)
 }
 
 /// The width of the address column: the longest address, at least "Address".

@@ -78,6 +78,38 @@ impl LatencySummary {
         (self.count > 0).then(|| self.sum_seconds / self.count as f64)
     }
 
+    /// The samples taken after `earlier`, a summary of the same histogram
+    /// taken before this one: counts, sum and buckets subtracted. A bucket
+    /// layout that differs from `earlier`'s, or counts that went back (a
+    /// histogram restarted), leave this summary as it is.
+    pub fn since(&self, earlier: &LatencySummary) -> LatencySummary {
+        let same_bounds = self.buckets.len() == earlier.buckets.len()
+            && self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .all(|(a, b)| a.0 == b.0);
+        let went_back = earlier.count > self.count
+            || self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .any(|(a, b)| b.1 > a.1);
+        if !same_bounds || went_back {
+            return self.clone();
+        }
+        LatencySummary {
+            count: self.count - earlier.count,
+            sum_seconds: (self.sum_seconds - earlier.sum_seconds).max(0.0),
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .map(|(a, b)| (a.0, a.1 - b.1))
+                .collect(),
+        }
+    }
+
     fn finite_bound(&self, index: usize) -> f64 {
         let bound = self.buckets[index].0;
         if bound.is_finite() {
@@ -133,6 +165,26 @@ mod tests {
         let slow = LatencySummary::of(&histogram(&[0.5, 0.0001]));
         assert_eq!(slow.max(), Some(0.008));
         assert_eq!(slow.min(), Some(0.001));
+    }
+
+    #[test]
+    fn the_samples_since_an_earlier_summary_have_their_own_percentiles() {
+        let h = histogram(&[0.0005; 10]);
+        let earlier = LatencySummary::of(&h);
+        for _ in 0..4 {
+            h.observe(0.007);
+        }
+        let since = LatencySummary::of(&h).since(&earlier);
+        assert_eq!(since.count, 4);
+        assert_eq!(since.buckets[0], (0.001, 0));
+        assert_eq!(since.percentile(0.5), Some(0.008));
+        assert!((since.sum_seconds - 0.028).abs() < 1e-9);
+        // Nothing new: no samples, no percentiles.
+        let now = LatencySummary::of(&h);
+        assert_eq!(now.since(&now).percentile(0.5), None);
+        // A restarted histogram (counts went back) is taken as it is.
+        let restarted = LatencySummary::of(&histogram(&[0.003]));
+        assert_eq!(restarted.since(&now), restarted);
     }
 
     #[test]

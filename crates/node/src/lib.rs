@@ -32,7 +32,8 @@
 //! - **Metrics** ([`metrics`]): `ringstore_metrics` families recorded on the
 //!   request path, sampled from the rest of the node at scrape time, served
 //!   over HTTP (`GET /metrics`, port 7200) and the `Metrics` RPC; `tpstats`,
-//!   `proxyhistograms` and `tablestats` read the same numbers. `drain` stops
+//!   `proxyhistograms` and `tablestats` read the same numbers. The same
+//!   port serves the web [`console`] and its JSON API (`/api/v1/…`). `drain` stops
 //!   writes and gossip before maintenance; [`snapshots`] copies keyspace
 //!   data at one point in time and restores it. A node whose storage fails
 //!   for good (a full disk) acts on its `disk_failure_policy`
@@ -85,6 +86,7 @@ pub mod client_auth;
 pub mod clock;
 pub mod clock_guard;
 pub mod config;
+pub mod console;
 pub mod context;
 pub mod convert;
 pub mod coordinator;

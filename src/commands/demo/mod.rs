@@ -155,6 +155,11 @@ pub async fn run(args: &DemoArgs, log_format: LogFormat) -> Outcome {
     println!("  ringstore{on_first} getendpoints demo hello");
     println!("  ringstore{on_first} stress write -n 100000 --keyspace demo --consistency QUORUM");
     println!("  ringstore{on_first} repair demo");
+    if let Some(url) = console_url(&configs[0]) {
+        println!(
+            "  open {url} in a browser: the web console (every node serves one on its HTTP port)"
+        );
+    }
     if args.tls {
         println!("A client without the certificates is refused: ringstore --host {first} status");
     }
@@ -180,6 +185,18 @@ pub async fn run(args: &DemoArgs, log_format: LogFormat) -> Outcome {
         node.shutdown().await.context("stopping a node")?;
     }
     Ok(())
+}
+
+/// The web console of the node `config` describes, on its HTTP port (none
+/// when that port is off).
+fn console_url(config: &NodeConfig) -> Option<String> {
+    let scheme = if config.metrics_security.tls {
+        "https"
+    } else {
+        "http"
+    };
+    let address = config.metrics_bind_address()?;
+    Some(format!("{scheme}://{address}/"))
 }
 
 /// The loopback address of node `i` (from 0).

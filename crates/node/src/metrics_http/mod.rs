@@ -1,9 +1,15 @@
-//! `GET /metrics` over HTTP: the thin shell that serves [`crate::metrics::page`]
-//! to Prometheus, in clear or over TLS ([`tls`]), to anyone or to holders
-//! of a bearer token ([`security`]). Any other path is 404; a request
-//! without the token, or with another, is 401; a page that cannot be made
-//! is 500 with the reason. It holds the node as a [`MetricsHost`], all
-//! the page needs, not as its context.
+//! The node's HTTP port: the thin shell that serves `GET /metrics`
+//! ([`crate::metrics::page`]) to Prometheus, and the web [`console`] with
+//! its JSON API (`/api/v1/…`), in clear or over TLS ([`tls`]), to anyone
+//! or to holders of a bearer token ([`security`]).
+//!
+//! The token, when set, guards `/metrics` and every `/api/v1/…` path: a
+//! request without it, or with another, is 401 (JSON for the API). The
+//! console's page and its script and style are served without it, since
+//! they hold no data: the page asks for the token when the API refuses it.
+//! Any other path is 404; a page that cannot be made is 500 with the
+//! reason. It holds the node as a [`MetricsHost`] and a [`ConsoleHost`],
+//! all the page and the console need, not as its context.
 
 pub(crate) mod security;
 mod tls;
@@ -12,14 +18,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 
 pub use security::{BearerToken, MetricsHttpError, MetricsSecurity};
 
+use crate::console::{self, ConsoleError, ConsoleHost};
 use crate::metrics::MetricsHost;
 
 /// The content type of the Prometheus text format.
@@ -65,21 +73,27 @@ struct Scrape {
     token: Option<BearerToken>,
 }
 
-/// Serves `GET /metrics` of `context`'s node on `listener`, secured by
-/// `access`, until `shutdown`.
+/// Serves `GET /metrics` and the console of the node on `listener`
+/// (`metrics` and `console` are the same node, as the hosts each reads),
+/// secured by `access`, until `shutdown`.
 pub(crate) async fn serve(
     listener: TcpListener,
-    context: Arc<dyn MetricsHost>,
+    metrics: Arc<dyn MetricsHost>,
+    console: Arc<dyn ConsoleHost>,
     access: MetricsAccess,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let address = listener.local_addr().ok();
+    let (console, sampler) = console::router(console);
+    // The console's traffic history is sampled while the port serves.
+    let sampler = tokio::spawn(sampler);
     let app = Router::new()
         .route("/metrics", get(scrape))
         .with_state(Scrape {
-            context,
-            token: access.token,
-        });
+            context: metrics,
+            token: access.token.clone(),
+        })
+        .merge(console.layer(middleware::from_fn_with_state(access.token, guard_api)));
     let served = match access.tls {
         None => {
             axum::serve(listener, app)
@@ -95,9 +109,30 @@ pub(crate) async fn serve(
             Err(error) => Err(error),
         },
     };
+    sampler.abort();
     if let Err(error) = served {
         tracing::error!(%error, address = ?address.map(|a: SocketAddr| a.to_string()), "the metrics server failed");
     }
+}
+
+/// Lets a console request through when it is not for the API, when the
+/// port asks for no token, or when it presents the token; else 401.
+async fn guard_api(
+    State(token): State<Option<BearerToken>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let guarded = request.uri().path().starts_with("/api/");
+    if guarded && let Some(token) = &token {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        if !token.admits(presented) {
+            return ConsoleError::Unauthorized.into_response();
+        }
+    }
+    next.run(request).await
 }
 
 async fn scrape(State(scrape): State<Scrape>, headers: HeaderMap) -> Response {

@@ -169,6 +169,7 @@ pub(super) fn serve(
                 tasks.push(tokio::spawn(metrics_http::serve(
                     listener,
                     context.clone(),
+                    context.clone(),
                     access,
                     wait_for(stopped.clone()),
                 )));

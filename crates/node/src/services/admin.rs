@@ -1,7 +1,9 @@
 //! The `Admin` service: what `status`, `ring`, `info`, `describering`,
 //! `getendpoints`, the hint commands, `metrics`, `tpstats`,
 //! `proxyhistograms`, `tablestats` and `toppartitions` show, and `flush`,
-//! `drain` and the log levels.
+//! `drain` and the log levels. [`status`], [`info`] and [`hints`] are
+//! free functions, which the web console's host calls too, so the console
+//! and the CLI show the same.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,27 +30,117 @@ impl AdminService {
     pub fn new(context: Arc<NodeContext>) -> AdminService {
         AdminService { context }
     }
+}
 
-    /// Every member but those that left or were removed, with `ownership` per host.
-    fn nodes(&self, view: &ClusterView, ownership: &BTreeMap<HostId, f64>) -> Vec<pb::NodeStatus> {
-        let clock = self.context.membership.clock_report();
-        let mut nodes: Vec<pb::NodeStatus> = view
-            .members
-            .values()
-            .filter(|m| m.metadata.state != NodeState::Left)
-            .filter(|m| !view.removed.contains(&m.metadata.host_id))
-            .map(|m| {
-                node_status(
-                    m,
-                    ownership.get(&m.metadata.host_id).copied().unwrap_or(0.0),
-                    clock_offset(&clock, view.local, m.metadata.host_id),
-                )
-            })
-            .collect();
-        nodes.sort_by(|a, b| {
-            (&a.datacenter, &a.client_address).cmp(&(&b.datacenter, &b.client_address))
-        });
-        nodes
+/// Every member but those that left or were removed, with `ownership` per
+/// host, in data center and address order.
+fn nodes(
+    context: &NodeContext,
+    view: &ClusterView,
+    ownership: &BTreeMap<HostId, f64>,
+) -> Vec<pb::NodeStatus> {
+    let clock = context.membership.clock_report();
+    let mut nodes: Vec<pb::NodeStatus> = view
+        .members
+        .values()
+        .filter(|m| m.metadata.state != NodeState::Left)
+        .filter(|m| !view.removed.contains(&m.metadata.host_id))
+        .map(|m| {
+            node_status(
+                m,
+                ownership.get(&m.metadata.host_id).copied().unwrap_or(0.0),
+                clock_offset(&clock, view.local, m.metadata.host_id),
+            )
+        })
+        .collect();
+    nodes.sort_by(|a, b| {
+        (&a.datacenter, &a.client_address).cmp(&(&b.datacenter, &b.client_address))
+    });
+    nodes
+}
+
+/// What `status` shows, as this node's gossip view has it: every member
+/// with its primary ownership, or its effective ownership of `keyspace`
+/// when one is named (`NOT_FOUND` when it is not held).
+pub fn status(context: &NodeContext, keyspace: &str) -> Result<pb::StatusResponse, NodeError> {
+    let (view, ownership, effective) = if keyspace.is_empty() {
+        let view = context.view();
+        let ownership = view.ring.primary_ownership();
+        (view, ownership, false)
+    } else {
+        let keyspace = context.keyspace(keyspace)?;
+        let (view, map) = context.placement(&keyspace);
+        (view, map.effective_ownership(), true)
+    };
+    Ok(pb::StatusResponse {
+        nodes: nodes(context, &view, &ownership),
+        effective,
+        ring_epoch: view.ring.epoch(),
+        ring_checksum: view.ring.checksum(),
+    })
+}
+
+/// What `info` shows of this node.
+pub fn info(context: &NodeContext) -> Result<pb::InfoResponse, NodeError> {
+    let view = context.view();
+    let local = view
+        .member(context.host_id)
+        .ok_or(OperatorError::LocalNodeMissing)?;
+    let m = &local.metadata;
+    Ok(pb::InfoResponse {
+        host_id: context.host_id.to_string(),
+        cluster_name: context.config.cluster_name.clone(),
+        datacenter: m.dc.to_string(),
+        rack: m.rack.to_string(),
+        generation: context.generation.0,
+        uptime_seconds: context.started.elapsed().as_secs(),
+        load_bytes: context.store.load_bytes(),
+        tokens: m.tokens.iter().map(|t| t.0).collect(),
+        gossip_active: context.is_serving(),
+        state: state_name(m.state).to_string(),
+        schema_version: context.schema.current().version().to_string(),
+        software_version: env!("CARGO_PKG_VERSION").to_string(),
+        durability: format!("{:?}", context.config.storage.durability).to_lowercase(),
+        pending_hints: context.handoff.pending().values().map(|t| t.hints).sum(),
+        pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
+        hint_counters: Some(hint_counters(&context.handoff)),
+        disk_bytes: context.store.disk_bytes().unwrap_or(0),
+        clock: Some(clock_standing(context)),
+        storage_failure: context
+            .store
+            .failure()
+            .borrow()
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    })
+}
+
+/// What the hint commands show: the hints pending per target (with its
+/// client address, empty when gossip no longer knows it), the counters and
+/// the delivery settings.
+pub fn hints(context: &NodeContext) -> pb::HintsResponse {
+    let handoff = &context.handoff;
+    let view = context.view();
+    let targets = handoff
+        .pending()
+        .into_iter()
+        .map(|(host, stats)| pb::HintTarget {
+            host_id: host.to_string(),
+            address: view
+                .member(host)
+                .map(|m| m.metadata.client_addr.to_string())
+                .unwrap_or_default(),
+            hints: stats.hints,
+            bytes: stats.bytes,
+        })
+        .collect();
+    pb::HintsResponse {
+        targets,
+        counters: Some(hint_counters(handoff)),
+        enabled: handoff.is_enabled(),
+        paused: handoff.is_paused(),
+        throttle_kib: handoff.throttle_kib(),
     }
 }
 
@@ -170,21 +262,7 @@ impl Admin for AdminService {
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let keyspace = request.into_inner().keyspace;
-        let (view, ownership, effective) = if keyspace.is_empty() {
-            let view = self.context.view();
-            let ownership = view.ring.primary_ownership();
-            (view, ownership, false)
-        } else {
-            let keyspace = self.context.keyspace(&keyspace)?;
-            let (view, map) = self.context.placement(&keyspace);
-            (view, map.effective_ownership(), true)
-        };
-        Ok(Response::new(pb::StatusResponse {
-            nodes: self.nodes(&view, &ownership),
-            effective,
-            ring_epoch: view.ring.epoch(),
-            ring_checksum: view.ring.checksum(),
-        }))
+        Ok(Response::new(status(&self.context, &keyspace)?))
     }
 
     async fn ring(
@@ -194,7 +272,7 @@ impl Admin for AdminService {
         let view = self.context.view();
         let ownership = view.ring.primary_ownership();
         Ok(Response::new(pb::RingResponse {
-            nodes: self.nodes(&view, &ownership),
+            nodes: nodes(&self.context, &view, &ownership),
             ring_epoch: view.ring.epoch(),
             ring_checksum: view.ring.checksum(),
         }))
@@ -204,39 +282,7 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::InfoRequest>,
     ) -> Result<Response<pb::InfoResponse>, Status> {
-        let context = &self.context;
-        let view = context.view();
-        let local = view
-            .member(context.host_id)
-            .ok_or(OperatorError::LocalNodeMissing)?;
-        let m = &local.metadata;
-        Ok(Response::new(pb::InfoResponse {
-            host_id: context.host_id.to_string(),
-            cluster_name: context.config.cluster_name.clone(),
-            datacenter: m.dc.to_string(),
-            rack: m.rack.to_string(),
-            generation: context.generation.0,
-            uptime_seconds: context.started.elapsed().as_secs(),
-            load_bytes: context.store.load_bytes(),
-            tokens: m.tokens.iter().map(|t| t.0).collect(),
-            gossip_active: context.is_serving(),
-            state: state_name(m.state).to_string(),
-            schema_version: context.schema.current().version().to_string(),
-            software_version: env!("CARGO_PKG_VERSION").to_string(),
-            durability: format!("{:?}", context.config.storage.durability).to_lowercase(),
-            pending_hints: context.handoff.pending().values().map(|t| t.hints).sum(),
-            pending_hint_bytes: context.handoff.pending().values().map(|t| t.bytes).sum(),
-            hint_counters: Some(hint_counters(&context.handoff)),
-            disk_bytes: context.store.disk_bytes().unwrap_or(0),
-            clock: Some(clock_standing(context)),
-            storage_failure: context
-                .store
-                .failure()
-                .borrow()
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-        }))
+        Ok(Response::new(info(&self.context)?))
     }
 
     async fn describe_ring(
@@ -305,28 +351,7 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::HintsRequest>,
     ) -> Result<Response<pb::HintsResponse>, Status> {
-        let handoff = &self.context.handoff;
-        let view = self.context.view();
-        let targets = handoff
-            .pending()
-            .into_iter()
-            .map(|(host, stats)| pb::HintTarget {
-                host_id: host.to_string(),
-                address: view
-                    .member(host)
-                    .map(|m| m.metadata.client_addr.to_string())
-                    .unwrap_or_default(),
-                hints: stats.hints,
-                bytes: stats.bytes,
-            })
-            .collect();
-        Ok(Response::new(pb::HintsResponse {
-            targets,
-            counters: Some(hint_counters(handoff)),
-            enabled: handoff.is_enabled(),
-            paused: handoff.is_paused(),
-            throttle_kib: handoff.throttle_kib(),
-        }))
+        Ok(Response::new(hints(&self.context)))
     }
 
     async fn set_handoff(

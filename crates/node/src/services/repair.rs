@@ -4,6 +4,8 @@
 //!
 //! It takes the node as repair's host ([`RepairHost`]), and as a
 //! compare-and-set coordinator ([`CasHost`]) for the Paxos repair.
+//! [`repair_status`] is a free function, which the web console's host
+//! calls too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,6 +137,41 @@ async fn follow(
     }
 }
 
+/// What `repair status` shows: the job running or last run, the schedule,
+/// and when each scheduled range was last repaired (and whether that is
+/// overdue against its keyspace's gc grace).
+pub fn repair_status(host: &impl RepairHost) -> pb::RepairStatusResponse {
+    let current = host
+        .repair()
+        .progress
+        .borrow()
+        .as_ref()
+        .map(|p| progress_to_pb(host, p));
+    let ranges = scheduled_ranges(host);
+    let now = host.now();
+    let since = Timestamp(now.0 - host.started().elapsed().as_micros() as i64);
+    let late = overdue(&ranges, gc_grace_of(host), since, now);
+    let ranges = ranges
+        .iter()
+        .enumerate()
+        .map(|(index, range)| pb::ScheduledRangeStatus {
+            keyspace: host.keyspace_name(range.keyspace),
+            start_token: range.range.start.0,
+            end_token: range.range.end.0,
+            last_repaired_micros: range.last_repaired.map(|t| t.0),
+            overdue: late.contains(&index),
+        })
+        .collect();
+    let config = host.repair_config();
+    pb::RepairStatusResponse {
+        current,
+        schedule: config.schedule.as_str().to_string(),
+        schedule_interval_seconds: config.interval_seconds,
+        ranges,
+        tombstone_gc: config.tombstone_gc.as_str().to_string(),
+    }
+}
+
 #[tonic::async_trait]
 impl<H: RepairHost + CasHost + 'static> Repair for RepairService<H> {
     type RepairStream = ReceiverStream<Result<pb::RepairProgress, Status>>;
@@ -162,36 +199,7 @@ impl<H: RepairHost + CasHost + 'static> Repair for RepairService<H> {
         &self,
         _: Request<pb::RepairStatusRequest>,
     ) -> Result<Response<pb::RepairStatusResponse>, Status> {
-        let host = self.host.as_ref();
-        let current = host
-            .repair()
-            .progress
-            .borrow()
-            .as_ref()
-            .map(|p| progress_to_pb(host, p));
-        let ranges = scheduled_ranges(host);
-        let now = RepairHost::now(host);
-        let since = Timestamp(now.0 - host.started().elapsed().as_micros() as i64);
-        let late = overdue(&ranges, gc_grace_of(host), since, now);
-        let ranges = ranges
-            .iter()
-            .enumerate()
-            .map(|(index, range)| pb::ScheduledRangeStatus {
-                keyspace: host.keyspace_name(range.keyspace),
-                start_token: range.range.start.0,
-                end_token: range.range.end.0,
-                last_repaired_micros: range.last_repaired.map(|t| t.0),
-                overdue: late.contains(&index),
-            })
-            .collect();
-        let config = host.repair_config();
-        Ok(Response::new(pb::RepairStatusResponse {
-            current,
-            schedule: config.schedule.as_str().to_string(),
-            schedule_interval_seconds: config.interval_seconds,
-            ranges,
-            tombstone_gc: config.tombstone_gc.as_str().to_string(),
-        }))
+        Ok(Response::new(repair_status(self.host.as_ref())))
     }
 
     async fn garbage_collect(

@@ -3,6 +3,8 @@
 //!
 //! It takes the node as topology's host ([`TopologyHost`], which extends
 //! streaming's: `netstats` and the throttle are the streams').
+//! [`net_stats`] is a free function, which the web console's host calls
+//! too.
 
 use std::sync::Arc;
 
@@ -43,6 +45,48 @@ fn host_id(text: &str) -> Result<HostId, NodeError> {
         }
         .into()
     })
+}
+
+/// What `netstats` shows: this node's mode, its stream sessions (running
+/// ones and the last finished ones, oldest first) and the stream throttle.
+pub fn net_stats(host: &impl TopologyHost) -> pb::NetStatsResponse {
+    let view = host.view();
+    let mode = view
+        .member(host.host_id())
+        .map(|m| m.metadata.state.to_string().to_uppercase())
+        .unwrap_or_default();
+    let streams = host
+        .streams()
+        .snapshot()
+        .into_iter()
+        .map(|s| pb::StreamProgress {
+            eta_seconds: s.eta_seconds(),
+            operation: s.info.operation,
+            direction: s.info.direction.as_str().into(),
+            peer_host_id: s.info.peer.to_string(),
+            peer_address: s
+                .info
+                .peer_address
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            keyspace: s.info.keyspace,
+            ranges_done: s.ranges_done,
+            ranges_total: s.info.ranges_total,
+            bytes_done: s.bytes_done,
+            bytes_total: s.info.bytes_total,
+            bytes_per_second: s.bytes_per_second,
+            state: match s.state {
+                SessionState::Running => "running".into(),
+                SessionState::Done => "done".into(),
+                SessionState::Failed(reason) => format!("failed: {reason}"),
+            },
+        })
+        .collect();
+    pb::NetStatsResponse {
+        mode,
+        streams,
+        stream_throughput_mib_per_sec: host.stream_throttle().mib_per_sec(),
+    }
 }
 
 #[tonic::async_trait]
@@ -95,44 +139,7 @@ impl<H: TopologyHost + 'static> Topology for TopologyService<H> {
         &self,
         _: Request<pb::NetStatsRequest>,
     ) -> Result<Response<pb::NetStatsResponse>, Status> {
-        let view = self.host.view();
-        let mode = view
-            .member(self.host.host_id())
-            .map(|m| m.metadata.state.to_string().to_uppercase())
-            .unwrap_or_default();
-        let streams = self
-            .host
-            .streams()
-            .snapshot()
-            .into_iter()
-            .map(|s| pb::StreamProgress {
-                eta_seconds: s.eta_seconds(),
-                operation: s.info.operation,
-                direction: s.info.direction.as_str().into(),
-                peer_host_id: s.info.peer.to_string(),
-                peer_address: s
-                    .info
-                    .peer_address
-                    .map(|a| a.to_string())
-                    .unwrap_or_default(),
-                keyspace: s.info.keyspace,
-                ranges_done: s.ranges_done,
-                ranges_total: s.info.ranges_total,
-                bytes_done: s.bytes_done,
-                bytes_total: s.info.bytes_total,
-                bytes_per_second: s.bytes_per_second,
-                state: match s.state {
-                    SessionState::Running => "running".into(),
-                    SessionState::Done => "done".into(),
-                    SessionState::Failed(reason) => format!("failed: {reason}"),
-                },
-            })
-            .collect();
-        Ok(Response::new(pb::NetStatsResponse {
-            mode,
-            streams,
-            stream_throughput_mib_per_sec: self.host.stream_throttle().mib_per_sec(),
-        }))
+        Ok(Response::new(net_stats(self.host.as_ref())))
     }
 
     async fn set_stream_throughput(

@@ -4,7 +4,7 @@
 //! its own (`RepairHost`, `TopologyHost`, `StreamHost`, `MetricsHost`,
 //! `SnapshotHost`, `SchemaHost`, `AuthHost`, `CoordinatorHost`,
 //! `DrainHost`, `DiskFailureHost`, `TopPartitionsHost`, `PaxosReplicaHost`,
-//! `ClientHost`) and never names
+//! `ClientHost`, `ConsoleHost`) and never names
 //! `NodeContext`; the context implements them here, where the node is
 //! wired at start. The impls live in `node/`, not in `context.rs`, because
 //! some hosts answer by calling another subsystem (the repair host asks
@@ -18,6 +18,7 @@
 //! [`RemovalHost`](crate::removal::RemovalHost), which need nothing but
 //! the context's own fields, are implemented at the end of `context.rs`.
 
+mod console;
 mod coordinator;
 mod paxos;
 mod repair_and_metrics;
