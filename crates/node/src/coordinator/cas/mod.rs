@@ -47,12 +47,14 @@
 //! [`Operation::Repair`], then collects the replica's state under a floor.
 //!
 //! # Caveats
-//! - A topology change that completes while a proposal is accepted by a
-//!   minority of the old electorate only: the new electorate may miss it
-//!   (Cassandra 4.1 runs a Paxos repair before the change completes).
-//!   Pending replicas vote during the movement and the replaced ring's
-//!   live replicas for `ring_delay` after it, which narrows but does not
-//!   close this window.
+//! - Topology changes: a node asked to stream a range first finishes the
+//!   proposals it holds unfinished in it ([`repair::finish_range`]), with
+//!   the new replica voting as pending, so a version chosen by a quorum
+//!   that included the leaving or losing replica is not left behind. What
+//!   it cannot cover: a removed (dead) node's unfinished proposals, and a
+//!   join that streams from another replica because the losing one is
+//!   down (as for plain writes, the guarantee then rests on the replicas
+//!   that remain).
 //! - Queued operations on one key run one round each; batching them into
 //!   one round (CASPaxos's trick) is future work.
 
