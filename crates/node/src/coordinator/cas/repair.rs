@@ -27,6 +27,13 @@
 //! contention) keeps its state and is counted; a later run finishes it.
 //! A round that waits for a rival's turn on the key's queue does so as any
 //! compare-and-set would.
+//!
+//! # Caveats
+//! - Finding the unfinished keys walks the keyspace's whole Paxos state
+//!   (it is keyed by key, not token): once per range streamed during a
+//!   topology change. Cheap while `repair --paxos-only` keeps the state
+//!   small; slow for millions of uncollected keys.
+//! - Rounds run one key at a time.
 
 use std::sync::Arc;
 
