@@ -538,6 +538,14 @@ async fn paxos_repair_finishes_what_is_left_and_purges_state_without_changing_a_
         );
     }
 
+    // The compare-and-sets' commits reached node 0 (each waited for a
+    // quorum only): the orphan is what it holds unfinished.
+    common::eventually(
+        Duration::from_secs(10),
+        "node 0 saw every commit",
+        || async { uncommitted(&cluster, 0) == ["orphan"] },
+    )
+    .await;
     let (finished, failed, _) = paxos_repair(&cluster, 0).await;
     assert_eq!(
         (finished, failed),
@@ -601,6 +609,168 @@ async fn paxos_repair_finishes_what_is_left_and_purges_state_without_changing_a_
                 .unwrap();
             assert!(answer.get_ref().applied, "{key} back via {i}");
         }
+    }
+    cluster.shutdown().await;
+}
+
+/// A proposal a coordinator left accepted on nodes 0 and 1 (a quorum: the
+/// value is chosen) and committed nowhere, planted for two keys.
+async fn plant_chosen_orphan(cluster: &TestCluster, key: &str, value: &[u8]) {
+    let ks = cluster.context(0).keyspace(KS).unwrap().id;
+    let now = ringstore_storage::Timestamp::now();
+    let orphan = ringstore_paxos::Proposal {
+        ballot: ringstore_paxos::Ballot {
+            micros: now.0,
+            tiebreak: 7,
+        },
+        cell: Some(ringstore_storage::Cell::live(now, value.to_vec())),
+    };
+    for i in [0, 1] {
+        let context = cluster.context(i).as_ref();
+        let accepted = ringstore_node::paxos::accept(context, ks, key.as_bytes(), orphan.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            accepted,
+            ringstore_paxos::AcceptReply::Accepted,
+            "{key} on {i}"
+        );
+    }
+}
+
+/// The keys node `i` holds accepted but never saw committed.
+fn uncommitted(cluster: &TestCluster, i: usize) -> Vec<String> {
+    let context = cluster.context(i);
+    let ks = context.keyspace(KS).unwrap().id;
+    ringstore_node::paxos::uncommitted(context.as_ref(), ks)
+        .unwrap()
+        .into_iter()
+        .map(|key| String::from_utf8(key).unwrap())
+        .collect()
+}
+
+/// A node asked to stream a range (the losing replica of a join, the
+/// leaving node of a decommission) first finishes the compare-and-sets it
+/// holds unfinished in that range: a version a quorum chose, whose commit
+/// never landed, is in the data it streams (and on every replica), while a
+/// key outside the range keeps its state for a later repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_is_streamed_only_after_its_unfinished_compare_and_sets_are_finished() {
+    let cluster = TestCluster::start(240, 3, 1).await;
+    cluster.create_keyspace(0, KS, 3).await;
+    let (inside, outside) = ("in-range", "out-of-range");
+    plant_chosen_orphan(&cluster, inside, b"chosen-in").await;
+    plant_chosen_orphan(&cluster, outside, b"chosen-out").await;
+    let mut planted = uncommitted(&cluster, 0);
+    planted.sort();
+    assert_eq!(planted, [inside, outside]);
+    for i in 0..3 {
+        assert_eq!(cluster.local_value(i, KS, inside), None, "node {i}");
+    }
+
+    // Node 0 streams the range that holds only `inside`'s token.
+    let token = |key: &str| {
+        ringstore_placement::Murmur3Partitioner::token(key.as_bytes())
+            .unwrap()
+            .0
+    };
+    let (t_in, t_out) = (token(inside), token(outside));
+    assert_ne!(t_in, t_out);
+    let ks = cluster.context(0).keyspace(KS).unwrap().id;
+    let mut stream = cluster
+        .internode(0)
+        .await
+        .stream_range(pb::StreamRangeRequest {
+            keyspace_id: ks.to_string(),
+            range: Some(pb::TokenRangeMessage {
+                start: t_in - 1,
+                end: t_in,
+            }),
+            requester_host_id: String::new(),
+            operation: "bootstrap".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut streamed = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        for entry in chunk.entries {
+            let value = entry.cell.and_then(|c| c.value);
+            streamed.push((String::from_utf8(entry.key).unwrap(), value));
+        }
+    }
+    assert_eq!(
+        streamed,
+        [(inside.to_string(), Some(b"chosen-in".to_vec()))],
+        "the chosen version is streamed"
+    );
+    // Committed at QUORUM, and sent to every replica.
+    common::eventually(
+        Duration::from_secs(10),
+        "every replica holds the chosen version",
+        || async {
+            (0..3).all(|i| cluster.local_value(i, KS, inside).as_deref() == Some(b"chosen-in"))
+        },
+    )
+    .await;
+    assert_eq!(
+        uncommitted(&cluster, 0),
+        [outside],
+        "only the range is finished"
+    );
+    assert_eq!(cluster.local_value(0, KS, outside), None);
+    cluster.shutdown().await;
+}
+
+/// With `repair.paxos_repair_interval_seconds` set, every node repairs its
+/// Paxos state on its own: a proposal left chosen but uncommitted reaches
+/// every replica's data, and every node's state is purged, with no
+/// `repair --paxos-only`; compare-and-sets go on afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_repairs_and_purges_its_paxos_state_on_its_own() {
+    let dirs = tempfile::tempdir().unwrap();
+    let configs = (0..3)
+        .map(|i| {
+            let mut config = TestCluster::config(241, i, 1, dirs.path());
+            config.repair.paxos_repair_interval_seconds = 1;
+            config
+        })
+        .collect();
+    let cluster = TestCluster::start_with(configs, dirs).await;
+    cluster.create_keyspace(0, KS, 3).await;
+    let mut client = cluster.client(1).await;
+    for k in 0..10 {
+        let key = format!("k{k}");
+        let answer = client.put_if(put_if(&key, absent(), key.as_bytes())).await;
+        assert!(answer.unwrap().into_inner().applied, "{key}");
+    }
+    plant_chosen_orphan(&cluster, "orphan", b"chosen").await;
+    assert!(paxos_states(&cluster, 0) > 0);
+
+    common::eventually(
+        Duration::from_secs(30),
+        "every node has repaired and purged its Paxos state",
+        || async {
+            (0..3).all(|i| {
+                paxos_states(&cluster, i) == 0
+                    && cluster.local_value(i, KS, "orphan").as_deref() == Some(b"chosen")
+            })
+        },
+    )
+    .await;
+    for k in 0..10 {
+        let key = format!("k{k}");
+        assert_eq!(
+            read_serial(&mut client, &key).await.as_deref(),
+            Some(key.as_bytes())
+        );
+        let answer = client
+            .put_if(put_if(&key, value_is(key.as_bytes()), b"next"))
+            .await;
+        assert!(
+            answer.unwrap().into_inner().applied,
+            "{key} past the floors"
+        );
     }
     cluster.shutdown().await;
 }

@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::processes::{Processes, eventually, text};
+use common::processes::{Processes, eventually, http_request, text};
 
 // ---- the browser -----------------------------------------------------------
 
@@ -192,28 +191,8 @@ fn stream_rows(dom: &str) -> Vec<(String, String, f64)> {
 /// `GET path` at `address`, with `Authorization: Bearer <token>` when
 /// given: the status, the headers (lower-cased) and the body.
 fn get(address: &str, path: &str, token: Option<&str>) -> (u16, String, String) {
-    let mut stream = std::net::TcpStream::connect(address)
-        .unwrap_or_else(|e| panic!("cannot connect to {address}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    (status, head.to_lowercase(), body.to_string())
+    let answer = http_request(address, path, token);
+    (answer.status, answer.head, answer.body)
 }
 
 /// `GET path` as JSON, which must answer 200.
@@ -348,10 +327,20 @@ fn the_console_api_answers_json_to_holders_of_the_token_and_names_unknown_paths(
     assert_eq!(status, 200, "{page}");
     assert!(head.contains("content-type: text/html"), "{head}");
     assert!(page.contains("<script src=\"/console.js\">"), "{page}");
-    for asset in ["/console.js", "/console.css"] {
-        let (status, _, body) = get(&http, asset, None);
+    // Each file comes with a policy that lets the page run only its own
+    // files (the browser tests above render under it) and no MIME sniffing.
+    for asset in ["/", "/console.js", "/console.css"] {
+        let (status, head, body) = get(&http, asset, None);
         assert_eq!(status, 200, "{asset}");
         assert!(!body.is_empty(), "{asset}");
+        assert!(
+            head.contains("content-security-policy: default-src 'none'; script-src 'self';"),
+            "{asset}: {head}"
+        );
+        assert!(
+            head.contains("x-content-type-options: nosniff"),
+            "{asset}: {head}"
+        );
     }
     // The API needs it, as /metrics does.
     for token in [None, Some("wrong-token")] {
@@ -371,6 +360,9 @@ fn the_console_api_answers_json_to_holders_of_the_token_and_names_unknown_paths(
     let token = Some(TOKEN);
     let (status, _, _) = get(&http, "/metrics", token);
     assert_eq!(status, 200);
+    let (status, head, _) = get(&http, "/api/v1/nodes", token);
+    assert_eq!(status, 200);
+    assert!(head.contains("x-content-type-options: nosniff"), "{head}");
 
     // Unknown API paths: 404, in JSON, naming the path; others plain 404.
     let (status, head, body) = get(&http, "/api/v1/nope", token);

@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::processes::text;
+use common::tls::{https_get, plaintext_exchange};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
 
@@ -211,6 +212,24 @@ fn demo_tls_prints_commands_that_work_over_mutual_tls_and_plaintext_is_refused()
     assert_eq!(anonymous.status.code(), Some(2));
     let message = text(&anonymous.stderr);
     assert!(message.contains("--client-cert"), "{message}");
+    // The web console is served over TLS only, with the node's certificate
+    // (which the demo's CA signed), and the page loads under its policy.
+    let ca = flag(&status, "--ca-cert").to_string();
+    let console = demo
+        .line(Duration::from_secs(5), |l| l.starts_with("  open https://"))
+        .trim_start()
+        .trim_start_matches("open https://")
+        .split_once('/')
+        .map(|(address, _)| address.to_string())
+        .expect("the console's address");
+    assert_eq!(console, "127.185.0.1:7200");
+    let (code, page) = https_get(&console, "/", Path::new(&ca), None).expect("HTTPS");
+    assert!(
+        code == 200 && page.contains("ringstore console"),
+        "{code} {page}"
+    );
+    let clear = plaintext_exchange(&console);
+    assert!(!clear.contains("ringstore"), "served in clear: {clear}");
     // The nodes have a cluster secret: none warns of an open internode port.
     let log = std::fs::read_to_string(&demo.log).unwrap();
     assert!(!log.contains("no cluster_secret"), "{log}");

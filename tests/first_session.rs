@@ -9,33 +9,16 @@
 //! (the real default, 127.0.0.1:7100, may be taken on a test machine),
 //! nothing at all on 127.220.0.8 and .9.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::processes::{http_request, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_ringstore");
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The whole answer (head and body) to `GET path` at `address`.
-fn http_get(address: &str, path: &str) -> String {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-}
 
 fn cli(env: &[(&str, &str)], args: &[&str]) -> Output {
     Command::new(BIN)
@@ -159,10 +142,12 @@ fn the_demo_prints_its_lines_first_logs_to_a_file_and_answers_at_its_cli_address
         .map(|(address, _)| address.to_string())
         .unwrap_or_else(|| panic!("no console address: {printed:#?}"));
     assert_eq!(console, "127.220.0.1:7200", "{printed:#?}");
-    let page = http_get(&console, "/");
+    let page = http_request(&console, "/", None);
     assert!(
-        page.starts_with("HTTP/1.1 200") && page.contains("ringstore console"),
-        "{page}"
+        page.status == 200 && page.body.contains("ringstore console"),
+        "{} {}",
+        page.head,
+        page.body
     );
 
     // The door reaches the node: the printed commands work with the door as

@@ -313,31 +313,70 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) 
     }
 }
 
-/// `GET path` from the HTTP server at `address` (one request, closed after):
-/// the status code and the body.
-pub fn http_get(address: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
+/// An HTTP answer, as the tests read it.
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The status line and the headers, lower-cased.
+    pub head: String,
+    /// The body.
+    pub body: String,
+}
+
+/// Sends `GET path` over `stream` to the server at `address`, with
+/// `Authorization: Bearer <token>` when given and `Connection: close`, and
+/// reads the whole answer.
+pub fn http_exchange(
+    stream: &mut (impl std::io::Read + std::io::Write),
+    address: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<HttpAnswer, String> {
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("sending to {address}: {e}"))?;
+    let mut response = Vec::new();
+    match stream.read_to_end(&mut response) {
+        Ok(_) => {}
+        // A TLS server closing without close_notify: the answer is whole.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {}
+        Err(e) => return Err(format!("reading from {address}: {e}")),
+    }
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    Ok(HttpAnswer {
+        status,
+        head: head.to_lowercase(),
+        body: body.to_string(),
+    })
+}
+
+/// `GET path` from the plaintext HTTP server at `address` (one request,
+/// closed after), with a bearer token when given.
+pub fn http_request(address: &str, path: &str, token: Option<&str>) -> HttpAnswer {
     let mut stream = std::net::TcpStream::connect(address)
         .unwrap_or_else(|e| panic!("cannot connect to {address}: {e}"));
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    (status, body.to_string())
+    http_exchange(&mut stream, address, path, token).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `GET path` from the HTTP server at `address`: the status code and the
+/// body.
+pub fn http_get(address: &str, path: &str) -> (u16, String) {
+    let answer = http_request(address, path, None);
+    (answer.status, answer.body)
 }
 
 /// The value of the sample `name{labels}` (given exactly as the page

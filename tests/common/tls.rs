@@ -73,7 +73,6 @@ pub fn https_get(
     ca: &Path,
     token: Option<&str>,
 ) -> Result<(u16, String), String> {
-    use std::io::{Read, Write};
     use std::sync::Arc;
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -100,31 +99,8 @@ pub fn https_get(
     tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .map_err(|e| error(&e))?;
     let mut stream = rustls::StreamOwned::new(connection, tcp);
-    let authorization = token
-        .map(|token| format!("Authorization: Bearer {token}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
-    )
-    .map_err(|e| error(&e))?;
-    let mut response = Vec::new();
-    match stream.read_to_end(&mut response) {
-        Ok(_) => {}
-        // A server closing without close_notify: the response is whole.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {}
-        Err(e) => return Err(error(&e)),
-    }
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("no status in {head:?}"))?;
-    Ok((status, body.to_string()))
+    let answer = super::processes::http_exchange(&mut stream, address, path, token)?;
+    Ok((answer.status, answer.body))
 }
 
 /// What a plaintext `GET /metrics` to `address` gets back, whatever it is

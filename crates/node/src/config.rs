@@ -245,6 +245,12 @@ pub struct RepairConfig {
     /// Seconds between background garbage-collection passes over this
     /// node's data (1 hour; 0 = only on `garbagecollect`).
     pub gc_interval_seconds: u64,
+    /// Seconds between this node's automatic Paxos repairs (1 hour; 0 =
+    /// only on `repair --paxos-only`): in every keyspace that holds
+    /// compare-and-set state, unfinished proposals are finished and the
+    /// state older than a new floor is purged, as Cassandra 4.1 repairs
+    /// Paxos on its own.
+    pub paxos_repair_interval_seconds: u64,
     /// The rate at which building repair trees reads this node's data, in
     /// MiB/s (as Cassandra's validation under `compaction_throughput`;
     /// 0 = unthrottled), so that repair leaves client requests room.
@@ -259,6 +265,7 @@ impl Default for RepairConfig {
             tombstone_gc: ringstore_repair::TombstoneGc::Repair,
             propagation_delay_seconds: 3600,
             gc_interval_seconds: 3600,
+            paxos_repair_interval_seconds: 3600,
             validation_mib_per_sec: 16,
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ringstore_node::NodeConfig;
-use ringstore_node::config::{DurabilityMode, FailureDetection};
+use ringstore_node::config::{DurabilityMode, FailureDetection, RepairConfig};
 use ringstore_node::platform::{Disk, Keepalive, Network, Platform};
 use ringstore_storage::{SimulatedDisk, SimulatedFileSystem};
 use tempfile::TempDir;
@@ -23,6 +23,8 @@ use crate::time::{ClockSkew, EPOCH_MICROS, NodeClock, SimTime};
 const GOSSIP_PORT: u16 = 7000;
 const CLIENT_PORT: u16 = 7100;
 const INTERNODE_PORT: u16 = 7101;
+/// Seconds between each node's Paxos repairs (a run's load lasts 30 s).
+const PAXOS_REPAIR_EVERY_SECONDS: u64 = 4;
 
 /// How the simulated network and time behave.
 #[derive(Clone, Debug)]
@@ -152,6 +154,13 @@ impl<'a> SimCluster<'a> {
             metrics_enabled: false,
             ring_delay_ms: 500,
             failure_detection: FailureDetection::Lan,
+            // Paxos repair every few seconds of the run, so that the
+            // linearizability checker judges compare-and-sets racing
+            // repair rounds, rising floors and purges, faults included.
+            repair: RepairConfig {
+                paxos_repair_interval_seconds: PAXOS_REPAIR_EVERY_SECONDS,
+                ..RepairConfig::default()
+            },
             ..NodeConfig::default()
         };
         debug_assert_eq!(config.storage.durability, DurabilityMode::Batch);

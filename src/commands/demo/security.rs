@@ -94,6 +94,10 @@ impl Security {
                 ca: Some(files.ca()),
                 require_client_auth: true,
             };
+            // The HTTP port (metrics and the web console) over TLS too,
+            // with the node's certificate: no client certificate, so a
+            // browser that trusts the demo's CA opens it.
+            config.metrics_security.tls = true;
         }
         config.cluster_secret = self.secret.clone();
         if self.auth {
@@ -197,6 +201,11 @@ impl Security {
                 "TLS on the client and internode ports, mutual (certificates in {}), \
                  and a random cluster secret",
                 files.dir().display()
+            ));
+            lines.push(format!(
+                "The HTTP port (metrics, web console) serves HTTPS only: a browser warns \
+                 until it trusts {}",
+                files.ca().display()
             ));
         }
         if let Some(password) = &self.password {

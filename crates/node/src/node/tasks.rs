@@ -1,7 +1,7 @@
 //! The node's background work, each a task that runs until the node stops:
 //! schema pulls, the client-auth bootstrap, the clock's high-water mark,
-//! the known members' metadata, load reports, hint delivery, the disk-failure watch, repair and garbage
-//! collection — and, for a node not yet in the ring, its join.
+//! the known members' metadata, load reports, hint delivery, the disk-failure watch, repair, garbage
+//! collection and Paxos repair — and, for a node not yet in the ring, its join.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::local_state::RingEntry;
 use crate::context::NodeContext;
+use crate::coordinator::cas;
 use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::topology::{bootstrap, join};
@@ -45,6 +46,21 @@ pub(super) fn spawn_background(
         spawn_until_stopped(repair::gc::run(context.clone()), stopped),
         spawn_until_stopped(resume_repair(context.clone()), stopped),
     ];
+    let paxos_every = context.config.repair.paxos_repair_interval_seconds;
+    if paxos_every > 0 {
+        let keyspaces = {
+            let context = context.clone();
+            move || context.keyspaces()
+        };
+        tasks.push(spawn_until_stopped(
+            cas::repair::run_scheduled(
+                context.clone(),
+                Duration::from_secs(paxos_every),
+                keyspaces,
+            ),
+            stopped,
+        ));
+    }
     if authenticating {
         tasks.push(spawn_until_stopped(
             client_auth::bootstrap(context.clone()),

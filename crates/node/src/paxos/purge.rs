@@ -11,7 +11,7 @@
 //! can go.
 
 use ringstore_paxos::{AcceptorState, Ballot};
-use ringstore_storage::KeyspaceId;
+use ringstore_storage::{KeyspaceId, Store};
 
 use crate::error::Result;
 use crate::paxos::host::PaxosReplicaHost;
@@ -45,14 +45,8 @@ pub async fn purge(
         floor: Some(floor),
         ..PurgeReport::default()
     };
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store.paxos_page(ks, after.as_deref(), PAGE)?;
-        let Some((last, _)) = page.last() else {
-            return Ok(report);
-        };
-        after = Some(last.clone());
-        for (key, _) in page {
+    for keys in pages(store, ks) {
+        for key in keys? {
             let _key = host.paxos_locks().lock(ks, &key).await;
             // Reloaded under the lock: the page may be stale by now.
             if load(store, ks, &key)?.purgeable(floor) {
@@ -63,6 +57,7 @@ pub async fn purge(
             }
         }
     }
+    Ok(report)
 }
 
 /// The keys of keyspace `ks` whose accepted proposal this replica never
@@ -71,19 +66,38 @@ pub async fn purge(
 pub fn uncommitted(host: &impl PaxosReplicaHost, ks: KeyspaceId) -> Result<Vec<Vec<u8>>> {
     let store = host.store();
     let mut keys = Vec::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store.paxos_page(ks, after.as_deref(), PAGE)?;
-        let Some((last, _)) = page.last() else {
-            return Ok(keys);
-        };
-        after = Some(last.clone());
-        for (key, _) in page {
+    for page in pages(store, ks) {
+        for key in page? {
             if is_uncommitted(&load(store, ks, &key)?) {
                 keys.push(key);
             }
         }
     }
+    Ok(keys)
+}
+
+/// The keys of keyspace `ks`'s Paxos state, a page of [`PAGE`] at a time in
+/// key order; each page is read when asked for, so states written or
+/// removed meanwhile may or may not be seen.
+fn pages(store: &Store, ks: KeyspaceId) -> impl Iterator<Item = Result<Vec<Vec<u8>>>> + '_ {
+    let mut after: Option<Vec<u8>> = None;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let page = match store.paxos_page(ks, after.as_deref(), PAGE) {
+            Ok(page) => page,
+            Err(error) => {
+                done = true;
+                return Some(Err(error.into()));
+            }
+        };
+        let keys: Vec<Vec<u8>> = page.into_iter().map(|(key, _)| key).collect();
+        after = keys.last().cloned();
+        done = after.is_none();
+        (!keys.is_empty()).then_some(Ok(keys))
+    })
 }
 
 fn is_uncommitted(state: &AcceptorState) -> bool {

@@ -8,13 +8,20 @@
 //!    ([`Operation::Repair`]) at `SERIAL`, committed at `QUORUM`: what
 //!    was in progress is finished, and the key's current version is
 //!    committed under the round's ballot to every replica.
-//! 2. **Floor and purge.** A ballot newer than every round of step 1 (this
-//!    node's ballot clock only rises) becomes the keyspace's floor on this
-//!    replica, durably, and every state it covers whose acceptance is
-//!    committed here is deleted ([`paxos::purge`]).
+//! 2. **Floor and purge.** A ballot two write timeouts older than a fresh
+//!    one becomes the keyspace's floor on this replica, durably (it only
+//!    rises), and every state it covers whose acceptance is committed here
+//!    is deleted ([`paxos::purge`]). The lag spares the compare-and-sets in
+//!    flight, which a floor would refuse; the states of step 1's rounds are
+//!    purged by the next run.
 //!
 //! Each node collects only its own replica's state: running it on every
 //! node collects the cluster's.
+//!
+//! Every node runs it on its own every
+//! `repair.paxos_repair_interval_seconds` ([`run_scheduled`]), in each
+//! keyspace that holds Paxos state; a keyspace with none is skipped, so its
+//! floor is not raised for nothing.
 //!
 //! A topology change runs step 1 alone ([`finish_range`]): a node asked to
 //! stream a range (the leaving node of a decommission, the losing replica
@@ -36,8 +43,9 @@
 //! - Rounds run one key at a time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use ringstore_paxos::{Operation, SerialConsistency};
+use ringstore_paxos::{Ballot, Operation, SerialConsistency};
 use ringstore_placement::{Murmur3Partitioner, TokenRange};
 use ringstore_replication::ConsistencyLevel;
 
@@ -69,7 +77,7 @@ pub(crate) async fn repair_keyspace<H: CasHost>(
 ) -> Result<PaxosRepairReport> {
     let keys = paxos::uncommitted(context.paxos_replica(), keyspace.id)?;
     let (finished, failed, first_error) = finish(context, keyspace, keys).await;
-    let floor = context.next_ballot(None);
+    let floor = lagging_floor(context.next_ballot(None), context.write_timeout_ms());
     Ok(PaxosRepairReport {
         keyspace: keyspace.name.clone(),
         finished,
@@ -77,6 +85,68 @@ pub(crate) async fn repair_keyspace<H: CasHost>(
         first_error,
         purge: paxos::purge(context.paxos_replica(), keyspace.id, floor).await?,
     })
+}
+
+/// How many write timeouts the floor stays behind the newest ballot.
+const FLOOR_LAG_TIMEOUTS: i64 = 2;
+
+/// The floor a repair sets: `newest` (a ballot newer than every round it
+/// ran) moved back by [`FLOOR_LAG_TIMEOUTS`] write timeouts. A round still
+/// running began within a timeout and carries a newer ballot, so the floor
+/// does not refuse it (a floor at `newest` would turn every compare-and-set
+/// in flight on the keyspace into a refused accept: an unknown outcome).
+/// Any floor is safe; a state newer than this one is purged by a later run.
+fn lagging_floor(newest: Ballot, write_timeout_ms: u64) -> Ballot {
+    let lag = i64::try_from(write_timeout_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000 * FLOOR_LAG_TIMEOUTS);
+    Ballot {
+        micros: newest.micros.saturating_sub(lag),
+        tiebreak: 0,
+    }
+}
+
+/// Runs [`repair_keyspace`] every `every` (the first pass one interval
+/// after start) in each keyspace `keyspaces` lists that holds Paxos state
+/// on this node, until the node stops. A failure is logged and the pass
+/// goes on to the next keyspace; what it left is tried again next time.
+pub(crate) async fn run_scheduled<H: CasHost>(
+    context: Arc<H>,
+    every: Duration,
+    keyspaces: impl Fn() -> Vec<KeyspaceDef>,
+) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        for keyspace in keyspaces() {
+            let holds_state = context
+                .store()
+                .paxos_page(keyspace.id, None, 1)
+                .map(|page| !page.is_empty());
+            if matches!(holds_state, Ok(false)) {
+                continue;
+            }
+            match repair_keyspace(&context, &keyspace).await {
+                Ok(report) if report.failed > 0 => tracing::warn!(
+                    keyspace = %report.keyspace, finished = report.finished,
+                    failed = report.failed, error = report.first_error.unwrap_or_default(),
+                    purged = report.purge.purged,
+                    "the scheduled Paxos repair could not finish every compare-and-set"
+                ),
+                Ok(report) if report.finished + report.purge.purged > 0 => tracing::info!(
+                    keyspace = %report.keyspace, finished = report.finished,
+                    purged = report.purge.purged, kept = report.purge.kept,
+                    "scheduled Paxos repair"
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(
+                    keyspace = %keyspace.name, %error, "the scheduled Paxos repair failed"
+                ),
+            }
+        }
+    }
 }
 
 /// Finishes this replica's unfinished proposals of keys in `range` (before
