@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use common::processes::{Processes, eventually, http_request, text};
 
+/// How soon a killed node's row must show `DN` on the console.
+const DN_WITHIN: Duration = Duration::from_secs(15);
+
 // ---- the browser -----------------------------------------------------------
 
 /// Headless Chromium, each run with a profile of its own.
@@ -233,24 +236,24 @@ fn the_console_shows_the_ring_a_node_going_down_and_a_joining_nodes_streams() {
         },
     );
 
-    // A node killed: its row shows DN within 10 s.
+    // A node killed: its row shows DN within 15 s. The failure detector
+    // takes 5–6 s; each look launches Chromium, which on a loaded 2-core
+    // machine took up to 3 s (9.2 s in all seen with other builds running,
+    // and over 10 s once, on a fresh machine building the suite beside it).
     let victim = servers.address(2, 7100);
     servers.kill(2);
     let killed = Instant::now();
     look_until(
         &browser,
         &console,
-        Duration::from_secs(10),
+        DN_WITHIN,
         "2-one-node-down.png",
         "the console shows the killed node DN",
         |dom| node_rows(dom).contains(&(victim.clone(), "DN".to_string())),
     );
     let seen_down = killed.elapsed();
     println!("the killed node showed DN after {seen_down:?}");
-    assert!(
-        seen_down <= Duration::from_secs(10),
-        "DN only after {seen_down:?}"
-    );
+    assert!(seen_down <= DN_WITHIN, "DN only after {seen_down:?}");
 
     // Back up, some data (20 MiB at RF 3), and a fourth node joining: the
     // joining node's console shows itself UJ and its streams (one per
