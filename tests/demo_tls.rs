@@ -213,7 +213,7 @@ fn demo_tls_prints_commands_that_work_over_mutual_tls_and_plaintext_is_refused()
     let message = text(&anonymous.stderr);
     assert!(message.contains("--client-cert"), "{message}");
     // The web console is served over TLS only, with the node's certificate
-    // (which the demo's CA signed), and the page loads under its policy.
+    // (which the demo's CA signed): a plaintext request gets no page.
     let ca = flag(&status, "--ca-cert").to_string();
     let console = demo
         .line(Duration::from_secs(5), |l| l.starts_with("  open https://"))
