@@ -728,15 +728,10 @@ async fn a_range_is_streamed_only_after_its_unfinished_compare_and_sets_are_fini
 /// `repair --paxos-only`; compare-and-sets go on afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_node_repairs_and_purges_its_paxos_state_on_its_own() {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(241, i, 1, dirs.path());
-            config.repair.paxos_repair_interval_seconds = 1;
-            config
-        })
-        .collect();
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_configured(241, 3, 1, |_, config| {
+        config.repair.paxos_repair_interval_seconds = 1;
+    })
+    .await;
     cluster.create_keyspace(0, KS, 3).await;
     let mut client = cluster.client(1).await;
     for k in 0..10 {

@@ -24,17 +24,12 @@ use pb::ConsistencyLevel::Quorum;
 /// with its clock `offset_ms` off, and creates keyspace `ks` (RF 3) through
 /// node 0.
 async fn cluster_with_skew(block: u8, skewed: usize, offset_ms: i64) -> TestCluster {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(block, i, 3, dirs.path());
-            if i == skewed {
-                config.test_clock_offset_ms = offset_ms;
-            }
-            config
-        })
-        .collect();
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_configured(block, 3, 3, |i, config| {
+        if i == skewed {
+            config.test_clock_offset_ms = offset_ms;
+        }
+    })
+    .await;
     cluster.create_keyspace(0, "ks", 3).await;
     cluster
 }

@@ -38,6 +38,23 @@ async fn quorum_writes_are_read_at_quorum_from_every_node() {
             assert_eq!(found.value, format!("value{i}").into_bytes());
         }
     }
+    // `status` shows the answering node's own load as its store has it now,
+    // not as it last gossiped it (every 10 s: 0 this soon after the start).
+    let status = cluster
+        .admin(0)
+        .await
+        .status(pb::StatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let own = status
+        .nodes
+        .iter()
+        .find(|n| n.client_address == cluster.address(0).to_string())
+        .expect("node 0 lists itself");
+    let stored = cluster.context(0).store.load_bytes();
+    assert!(stored > 0, "30 writes stored nothing");
+    assert_eq!(own.load_bytes, stored);
     cluster.shutdown().await;
 }
 
@@ -423,15 +440,10 @@ async fn reads_coalesced_into_shared_calls_each_get_their_own_key_s_answer() {
 /// peer `ReadMany` once, then remembers its refusal. Address block 195.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_coalesced_for_peers_without_read_many_are_sent_again_alone() {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(195, i, 3, dirs.path());
-            config.test_without_read_many = i > 0;
-            config
-        })
-        .collect();
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_configured(195, 3, 3, |i, config| {
+        config.test_without_read_many = i > 0;
+    })
+    .await;
     let coalesced = concurrent_reads_each_get_their_own_key_s_answer(&cluster).await;
     assert!(
         coalesced > 0,
@@ -497,15 +509,10 @@ async fn replica_writes_share_one_stream_per_peer_which_a_restart_replaces() {
 /// peer a stream once, then remembers its refusal. Address block 203.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_writes_to_peers_without_apply_streams_go_as_unary_calls() {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(203, i, 3, dirs.path());
-            config.test_without_apply_stream = i > 0;
-            config
-        })
-        .collect();
-    let cluster = TestCluster::start_with(configs, dirs).await;
+    let cluster = TestCluster::start_configured(203, 3, 3, |i, config| {
+        config.test_without_apply_stream = i > 0;
+    })
+    .await;
     cluster.create_keyspace(0, "three", 3).await;
     writes_at_all_reach_every_replica(&cluster, "unary").await;
     let offered = cluster.context(0).metrics.apply_streams_opened_total();

@@ -113,15 +113,10 @@ async fn all_intact(cluster: &TestCluster, victim: HostId, tokens: &[Token]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_gossip_from_a_member_or_a_removed_node_changes_nothing() {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..4)
-        .map(|i| {
-            let mut config = TestCluster::config(215, i, 3, dirs.path());
-            config.cluster_secret = Some(SECRET.into());
-            config
-        })
-        .collect();
-    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    let mut cluster = TestCluster::start_configured(215, 4, 3, |_, config| {
+        config.cluster_secret = Some(SECRET.into());
+    })
+    .await;
     cluster.create_keyspace(0, "ks", 3).await;
     let mut client = cluster.client(0).await;
     client

@@ -209,15 +209,10 @@ async fn any_is_satisfied_by_a_hint_when_the_only_replica_is_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_down_longer_than_the_hint_window_gets_no_hints() {
-    let dir = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(36, i, 3, dir.path());
-            config.hints.max_hint_window_seconds = 1;
-            config
-        })
-        .collect();
-    let mut cluster = TestCluster::start_with(configs, dir).await;
+    let mut cluster = TestCluster::start_configured(36, 3, 3, |_, config| {
+        config.hints.max_hint_window_seconds = 1;
+    })
+    .await;
     cluster.create_keyspace(0, "ks", 3).await;
     cluster.stop(2).await;
     cluster.wait_until_settled().await;

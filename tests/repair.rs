@@ -34,17 +34,12 @@ use pb::ConsistencyLevel::{All, One, Quorum};
 
 /// Three nodes with handoff off and unthrottled validation, `tweak`ed.
 async fn cluster(block: u8, tweak: impl Fn(&mut NodeConfig)) -> TestCluster {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..3)
-        .map(|i| {
-            let mut config = TestCluster::config(block, i, 3, dirs.path());
-            config.hints.enabled = false;
-            config.repair.validation_mib_per_sec = 0;
-            tweak(&mut config);
-            config
-        })
-        .collect();
-    TestCluster::start_with(configs, dirs).await
+    TestCluster::start_configured(block, 3, 3, |_, config| {
+        config.hints.enabled = false;
+        config.repair.validation_mib_per_sec = 0;
+        tweak(config);
+    })
+    .await
 }
 
 async fn repair_client(cluster: &TestCluster, i: usize) -> RepairClient<Channel> {
@@ -549,16 +544,11 @@ async fn the_scheduler_repairs_every_range_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removenode_syncs_the_dead_nodes_ranges_from_every_survivor() {
-    let dirs = tempfile::tempdir().unwrap();
-    let configs = (0..4)
-        .map(|i| {
-            let mut config = TestCluster::config(96, i, 4, dirs.path());
-            config.hints.enabled = false;
-            config.repair.validation_mib_per_sec = 0;
-            config
-        })
-        .collect();
-    let mut cluster = TestCluster::start_with(configs, dirs).await;
+    let mut cluster = TestCluster::start_configured(96, 4, 4, |_, config| {
+        config.hints.enabled = false;
+        config.repair.validation_mib_per_sec = 0;
+    })
+    .await;
     cluster.create_keyspace(0, "ks", 3).await;
     for n in 0..200 {
         put_at(&cluster, 0, &key(n), "v1", All).await;

@@ -1124,3 +1124,70 @@ async fn a_joining_node_never_says_an_existing_keyspace_does_not_exist() {
     assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
     cluster.shutdown().await;
 }
+
+/// A node that joins while a member is down computes its ranges on the
+/// whole ring, the down member's tokens included. Simulation seed 5491
+/// found a joiner that did not yet hold a down member's record: it streamed
+/// what a ring without that member gave it, turned `Normal`, and read an
+/// acknowledged `QUORUM` write back as missing. Here metadata digests — the
+/// only way gossip spreads a down member's record — are an hour apart, so
+/// the joiner learns it only by catching up with its peers before it chooses
+/// tokens and moves data (`topology::catch_up`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_joining_while_a_member_is_down_streams_against_the_whole_ring() {
+    const KEYS: usize = 400;
+    const DIGESTS_AN_HOUR_APART: u64 = 3600;
+    let mut cluster = TestCluster::start_configured(246, 4, 1, |_, config| {
+        config.test_metadata_digest_interval_seconds = DIGESTS_AN_HOUR_APART;
+    })
+    .await;
+    cluster.create_keyspace(0, "ks", 2).await;
+    write_keys(&cluster, 0, "key-", KEYS, "before").await;
+    let down = cluster.context(3).host_id;
+    cluster.stop(3).await;
+    for observer in 0..3 {
+        wait_until_down(&cluster, observer, down).await;
+    }
+
+    let joiner = cluster
+        .add(NodeConfig {
+            test_metadata_digest_interval_seconds: DIGESTS_AN_HOUR_APART,
+            ..TestCluster::config(246, 4, 1, cluster.dir())
+        })
+        .await;
+    let context = cluster.context(joiner).clone();
+    let me = context.host_id;
+    eventually(Duration::from_secs(60), "the joiner turns Normal", || {
+        let context = context.clone();
+        async move { !context.view().ring.tokens_of(me).is_empty() }
+    })
+    .await;
+    let view = context.view();
+    assert!(
+        view.member(down).is_some(),
+        "the joiner bootstrapped without the down member's record"
+    );
+    assert_eq!(
+        view.ring.checksum(),
+        cluster.context(0).view().ring.checksum(),
+        "the joiner's ring differs from the others'"
+    );
+    // Every key the whole ring gives the joiner was streamed to it.
+    let map = replica_map(&cluster, 0);
+    let mine: Vec<String> = (0..KEYS)
+        .map(|i| format!("key-{i}"))
+        .filter(|key| map.replicas(token(key)).contains(me))
+        .collect();
+    assert!(
+        mine.len() > KEYS / 10,
+        "the joiner replicates {} keys",
+        mine.len()
+    );
+    for key in &mine {
+        assert_eq!(
+            cluster.local_value(joiner, "ks", key),
+            Some(b"before".to_vec()),
+            "the joiner lacks {key}"
+        );
+    }
+}

@@ -103,6 +103,26 @@ impl TestCluster {
         Self::start_with(configs, dirs).await
     }
 
+    /// Starts `n` fresh nodes on `racks` racks, node `i`'s config changed
+    /// by `tweak(i, config)`, and waits until they are settled (as
+    /// [`TestCluster::start`]).
+    pub async fn start_configured(
+        block: u8,
+        n: usize,
+        racks: usize,
+        tweak: impl Fn(usize, &mut NodeConfig),
+    ) -> TestCluster {
+        let dirs = tempfile::tempdir().unwrap();
+        let configs: Vec<NodeConfig> = (0..n)
+            .map(|i| {
+                let mut config = Self::config(block, i, racks, dirs.path());
+                tweak(i, &mut config);
+                config
+            })
+            .collect();
+        Self::start_with(configs, dirs).await
+    }
+
     /// Starts nodes with the given configs.
     pub async fn start_with(configs: Vec<NodeConfig>, dirs: tempfile::TempDir) -> TestCluster {
         let mut nodes = Vec::new();

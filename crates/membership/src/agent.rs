@@ -7,6 +7,7 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use ringstore_placement::HostId;
 use tokio::net::UdpSocket;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -31,6 +32,7 @@ enum Command {
     Remembrance(oneshot::Sender<Remembrance>),
     SetSecrets(Vec<ClusterSecret>, oneshot::Sender<bool>),
     Leave(oneshot::Sender<()>),
+    Pull(SocketAddr, Vec<HostId>),
 }
 
 /// A cloneable handle to a running membership task. The task stops when
@@ -108,6 +110,13 @@ impl MembershipHandle {
         let (reply, wait) = oneshot::channel();
         self.request(Command::Remembrance(reply)).await?;
         wait.await.map_err(|_| MembershipError::Stopped)
+    }
+
+    /// Asks the member gossiping at `from` for its copies of `hosts`'
+    /// records ([`Membership::pull`]); they arrive in the view as any
+    /// gossiped record does, if they do (a datagram can be lost).
+    pub async fn pull(&self, from: SocketAddr, hosts: Vec<HostId>) -> Result<()> {
+        self.request(Command::Pull(from, hosts)).await
     }
 
     /// Announces a deliberate departure (call before shutting down).
@@ -239,6 +248,7 @@ impl Task {
                     Some(Command::SetSecrets(secrets, reply)) => {
                         let _ = reply.send(self.membership.set_secrets(secrets));
                     }
+                    Some(Command::Pull(from, hosts)) => self.membership.pull(from, &hosts),
                     Some(Command::Leave(done)) => {
                         self.membership.leave();
                         self.flush().await;

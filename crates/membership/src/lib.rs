@@ -21,7 +21,12 @@
 //!    reaches most members within a few network delays; a first sighting
 //!    is not passed on, or a starting node would flood the cluster with
 //!    every member. A member that comes up (or comes back with a new
-//!    generation) is pulled directly.
+//!    generation) is pulled directly. A member already down when a node
+//!    starts cannot be: its record reaches the node only in another
+//!    member's digest, usually within a second or two. A node that must
+//!    hold it by a given moment (a joiner, before it computes its ranges)
+//!    asks its peers what they hold and pulls the rest from them
+//!    ([`Membership::pull`]).
 //!    foca's custom broadcasts are not used for metadata: they are sent a
 //!    bounded number of times, never reach a node that joins later, and must
 //!    fit one packet, which 256 tokens do not. Metadata is chunked instead.

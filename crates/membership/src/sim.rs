@@ -261,6 +261,18 @@ impl Simulation {
         self.flush(index);
     }
 
+    /// Has node `index` ask node `from` for its copies of `hosts`' records
+    /// ([`Membership::pull`]).
+    pub fn pull(&mut self, index: usize, from: usize, hosts: &[HostId]) {
+        let address = self.nodes[from].addr;
+        self.nodes[index]
+            .membership
+            .as_mut()
+            .expect("a running node")
+            .pull(address, hosts);
+        self.flush(index);
+    }
+
     /// Sets node `index`'s clock to read `offset` ahead of the simulation's
     /// time (behind, if negative), in microseconds; takes effect at once, as
     /// a clock step does.

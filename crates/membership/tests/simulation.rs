@@ -205,6 +205,65 @@ fn a_late_joiner_learns_the_newest_metadata_of_every_member() {
     );
 }
 
+/// A node that starts while a member is down learns that member's record
+/// only from another's digest (the down member cannot be pulled from): with
+/// digests an hour apart it never does by itself, and its ring lacks the
+/// member's tokens. A pull from a member that holds the record brings it —
+/// what a joiner does before it computes its ranges (`ringstore-node`'s
+/// `topology::catch_up::wait_until_caught_up`).
+#[test]
+fn a_node_started_while_a_member_is_down_learns_its_record_by_pulling_it() {
+    let rare_digests = || {
+        let mut config = config("test", None);
+        config.metadata_gossip_interval = Duration::from_secs(3600);
+        config
+    };
+    let mut sim = Simulation::new(29, LinkModel::lan());
+    for i in 0..4 {
+        sim.add_node(rare_digests(), metadata(i, 16, "test"));
+    }
+    sim.run_until(Duration::from_secs(60), |s| s.converged(&all(4)))
+        .expect("converged");
+    let down = sim.nodes()[3].host_id;
+    sim.kill(3);
+    sim.run_until(Duration::from_secs(60), |s| {
+        (0..3).all(|i| sim_sees(s, i, down, Liveness::Down))
+    })
+    .expect("the killed node is seen down");
+
+    let late = sim.add_node(rare_digests(), metadata(4, 16, "test"));
+    sim.run_until(Duration::from_secs(30), |s| {
+        (0..3).all(|i| s.view(late).member(s.nodes()[i].host_id).is_some())
+    })
+    .expect("the late node learns the live members");
+    sim.run_for(Duration::from_secs(20));
+    let view = sim.view(late);
+    assert!(
+        view.member(down).is_none(),
+        "without digests the late node was expected not to know the down member"
+    );
+    assert_ne!(view.ring.checksum(), sim.view(0).ring.checksum());
+
+    sim.pull(late, 1, &[down]);
+    sim.run_for(Duration::from_secs(1));
+    let view = sim.view(late);
+    let member = view.member(down).expect("the pulled record arrived");
+    assert_eq!(member.liveness, Liveness::Down);
+    assert_eq!(view.ring.tokens_of(down).len(), 16);
+    assert_eq!(view.ring.checksum(), sim.view(0).ring.checksum());
+}
+
+fn sim_sees(
+    sim: &Simulation,
+    observer: usize,
+    host: ringstore_placement::HostId,
+    liveness: Liveness,
+) -> bool {
+    sim.view(observer)
+        .member(host)
+        .is_some_and(|m| m.liveness == liveness)
+}
+
 #[test]
 fn every_node_sees_every_node_s_full_list_of_256_tokens() {
     let (sim, _) = cluster_with(8, 17, 256, LinkModel::lan());

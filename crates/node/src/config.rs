@@ -135,6 +135,12 @@ pub struct NodeConfig {
     /// the simulation and the process tests catch it
     /// (`RINGSTORE_TEST_IGNORE_CLIENT_DEADLINES`). Never set it in production.
     pub test_ignore_client_deadlines: bool,
+    /// For tests only: send metadata digests this many seconds apart
+    /// instead of every second (0 keeps the default), so that a test can
+    /// show what a node learns without them
+    /// (`RINGSTORE_TEST_METADATA_DIGEST_INTERVAL_SECONDS`). Never set it in
+    /// production: a member's record then spreads only by pushes and pulls.
+    pub test_metadata_digest_interval_seconds: u64,
     /// The most mutations one `Batch` request may carry (default 1,000).
     pub max_batch_mutations: usize,
     /// The most bytes of keys and values one `Batch` request may carry
@@ -398,6 +404,7 @@ impl Default for NodeConfig {
             test_without_read_many: false,
             test_without_apply_stream: false,
             test_ignore_client_deadlines: false,
+            test_metadata_digest_interval_seconds: 0,
             max_batch_mutations: 1000,
             max_batch_bytes: 16 * 1024 * 1024,
             batch_concurrency: 32,

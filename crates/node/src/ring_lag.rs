@@ -165,6 +165,11 @@ pub fn answer_for(view: &ClusterView, checksum: u64) -> Vec<pb::MemberStamp> {
     if checksum == 0 || checksum == view.ring.checksum() {
         return Vec::new();
     }
+    member_stamps(view)
+}
+
+/// What `view` holds of every member: its record's stamp and state.
+pub fn member_stamps(view: &ClusterView) -> Vec<pb::MemberStamp> {
     view.members
         .values()
         .map(|m| pb::MemberStamp {

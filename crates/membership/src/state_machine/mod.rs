@@ -380,6 +380,16 @@ impl Membership {
         changed
     }
 
+    /// Asks the node at `from` (a gossip address) for its copies of `hosts`'
+    /// records: the way to fetch what another member is known to hold —
+    /// a down member's record, say, that no digest has brought yet.
+    /// Answered as any pull is: each record it holds, signed by its host.
+    pub fn pull(&mut self, from: SocketAddr, hosts: &[HostId]) {
+        for part in hosts.chunks(MAX_HOSTS_PER_PULL) {
+            self.send(from, &encode_control(&Control::Pull(part.to_vec())));
+        }
+    }
+
     /// Tells the cluster this node is leaving on purpose (before a shutdown).
     pub fn leave(&mut self) {
         self.leaving = true;

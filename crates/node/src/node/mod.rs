@@ -378,9 +378,13 @@ fn membership(
         FailureDetection::Lan => MembershipConfig::lan,
         FailureDetection::Relaxed => MembershipConfig::relaxed,
     };
-    let membership_config = preset(config.cluster_name.clone(), seeds(config, local))
+    let mut membership_config = preset(config.cluster_name.clone(), seeds(config, local))
         .with_secrets(secrets.map(ClusterSecrets::for_gossip).unwrap_or_default())
         .with_max_clock_offset(Duration::from_millis(config.max_clock_offset_ms));
+    if config.test_metadata_digest_interval_seconds > 0 {
+        membership_config.metadata_gossip_interval =
+            Duration::from_secs(config.test_metadata_digest_interval_seconds);
+    }
     Membership::new(membership_config, identity, metadata, keys, rand::random())
         .with_remembered(local.known_members.clone())
         .with_clock(wall_clock)

@@ -33,7 +33,8 @@ impl AdminService {
 }
 
 /// Every member but those that left or were removed, with `ownership` per
-/// host, in data center and address order.
+/// host, in data center and address order. This node's load is its store's
+/// now; the others' as they last gossiped it (every 10 s).
 fn nodes(
     context: &NodeContext,
     view: &ClusterView,
@@ -46,11 +47,15 @@ fn nodes(
         .filter(|m| m.metadata.state != NodeState::Left)
         .filter(|m| !view.removed.contains(&m.metadata.host_id))
         .map(|m| {
-            node_status(
+            let mut node = node_status(
                 m,
                 ownership.get(&m.metadata.host_id).copied().unwrap_or(0.0),
                 clock_offset(&clock, view.local, m.metadata.host_id),
-            )
+            );
+            if m.metadata.host_id == view.local {
+                node.load_bytes = context.store.load_bytes();
+            }
+            node
         })
         .collect();
     nodes.sort_by(|a, b| {

@@ -447,6 +447,14 @@ impl Internode for InternodeService {
         Ok(Response::new(response))
     }
 
+    async fn members_seen(
+        &self,
+        _request: Request<pb::MembersSeenRequest>,
+    ) -> Result<Response<pb::MembersSeenResponse>, Status> {
+        let members = ring_lag::member_stamps(&self.context.view());
+        Ok(Response::new(pb::MembersSeenResponse { members }))
+    }
+
     async fn take_hints(
         &self,
         request: Request<pb::TakeHintsRequest>,

@@ -18,6 +18,7 @@ use ringstore_streaming::StreamOperation;
 
 use crate::error::{Result, TopologyError};
 use crate::streaming::fetch::fetch_ranges;
+use crate::topology::catch_up::wait_until_caught_up;
 use crate::topology::host::TopologyHost;
 use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
 use crate::topology::transfers::transfers;
@@ -36,6 +37,9 @@ pub async fn stream_and_complete<H: TopologyHost>(
     operation: StreamOperation,
 ) -> Result<()> {
     wait_until_announced(&**context).await;
+    // The transfers are computed from the view: it must hold every member
+    // the peers hold, down ones included (see `catch_up`).
+    wait_until_caught_up(&**context).await;
     wait_for_schema(&**context).await;
     let view = context.view();
     let replaced = view

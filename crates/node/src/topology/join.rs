@@ -22,8 +22,8 @@
 //!   member waits, before it turns `Normal`, until no live member is still
 //!   choosing (so the ring stays empty while they announce; bounded, and
 //!   over once one is `Normal`), until its own tokens are known everywhere,
-//!   and until it has caught up with every peer's own metadata
-//!   ([`wait_until_caught_up`](crate::topology::waits::wait_until_caught_up)); then
+//!   and until it holds every member record its peers hold
+//!   ([`wait_until_caught_up`](crate::topology::catch_up::wait_until_caught_up)); then
 //!   it checks for collisions, and streams what the ring it sees then holds
 //!   of its ranges (nothing, in a new cluster). A write acknowledged before
 //!   every node knew its tokens was acknowledged by nodes already `Normal`,
@@ -45,15 +45,14 @@ use ringstore_streaming::StreamOperation;
 
 use crate::error::{NodeError, Result, TopologyError};
 use crate::topology::bootstrap;
+use crate::topology::catch_up::wait_until_caught_up;
 use crate::topology::host::{TokenAllocation, TopologyHost};
 use crate::topology::join_turn::{
     CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
     gossiped_tokens, join_order, join_turn, who_is_starting,
 };
 use crate::topology::persisted::{save_tokens, set_unfinished_bootstrap};
-use crate::topology::waits::{
-    wait_for_no_movement, wait_until_announced, wait_until_caught_up, wait_until_connected,
-};
+use crate::topology::waits::{wait_for_no_movement, wait_until_announced, wait_until_connected};
 
 /// How long a node waits for its turn before allocating anyway.
 const TURN_PATIENCE: Duration = Duration::from_secs(60);
@@ -115,6 +114,8 @@ pub async fn join<H: TopologyHost>(
             (_, JoinTurn::Serial) => {
                 wait_for_turn(&*context).await;
                 wait_for_no_movement(&*context).await;
+                // Tokens are balanced against the ring: down members' too.
+                wait_until_caught_up(&*context).await;
                 match &fixed {
                     Some(tokens) => tokens.clone(),
                     None => allocate(&*context)?,

@@ -41,10 +41,11 @@
 //!   moved the same way (announce, stream, commit, clean up).
 //! - `transfers.rs`: who fetches which range from whom, and having them do
 //!   it; `preview.rs`: the movement plans of `plan`.
-//! - `waits.rs`: the waits between steps; `movement.rs`: the checks before
-//!   a movement starts and the wait once it is announced; `persisted.rs`:
-//!   what a node keeps across restarts (tokens, an unfinished bootstrap,
-//!   takeovers).
+//! - `waits.rs`: the waits between steps; `catch_up.rs`: the wait until
+//!   this node holds every member record its peers hold, before data moves;
+//!   `movement.rs`: the checks before a movement starts and the wait once
+//!   it is announced; `persisted.rs`: what a node keeps across restarts
+//!   (tokens, an unfinished bootstrap, takeovers).
 //! - `host.rs`: [`TopologyHost`](host::TopologyHost), what the changes need
 //!   from the running node (the streaming host, settings, gossip, the
 //!   schema, and repair and hint hand-off as methods); the node implements
@@ -57,6 +58,7 @@
 
 pub mod alter;
 pub mod bootstrap;
+pub mod catch_up;
 pub mod cleanup;
 pub mod decommission;
 pub mod host;

@@ -1,8 +1,10 @@
 //! The waits of a topology change: each blocks until gossip (or the peers,
 //! asked over the internode port) show what the next step needs — another
 //! node reached, `ring_delay` passed, an announcement known everywhere,
-//! this node's view caught up, no other range movement under way;
-//! [`announced_movement`] is the two a movement waits for once announced.
+//! no other range movement under way;
+//! [`announced_movement`] is what a movement waits for once announced.
+//! The wait until this node holds every member record its peers hold is
+//! [`catch_up`](super::catch_up)'s.
 //!
 //! None of them fails (but `announced_movement`, when gossip shows no
 //! pending ring after them): a wait that cannot be satisfied in reasonable time
@@ -19,6 +21,7 @@ use ringstore_placement::{HostId, Ring};
 use ringstore_proto::v1 as pb;
 
 use crate::error::{Result, TopologyError};
+use crate::topology::catch_up::wait_until_caught_up;
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::alters_under_way;
 
@@ -68,64 +71,6 @@ pub async fn wait_until_announced(context: &impl TopologyHost) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until this node's view holds, of every live peer, at least the
-/// metadata that peer has of itself now (asked over the internode port):
-/// every state change a peer made before the question — a node that turned
-/// `Normal`, say — is then in the view. [`wait_until_announced`] is the other
-/// direction. Gives up after `ANNOUNCE_PATIENCE` on peers that do not answer
-/// or whose news does not arrive, with a warning.
-pub async fn wait_until_caught_up(context: &impl TopologyHost) {
-    let view = context.view();
-    let peers = live_peers(context, &view);
-    let asks = peers.iter().map(|&(host, address)| async move {
-        metadata_seen(context, address, host)
-            .await
-            .map(|stamp| (host, stamp))
-    });
-    let answers = futures::future::join_all(asks).await;
-    let mut missing: Vec<HostId> = answers
-        .iter()
-        .zip(&peers)
-        .filter(|(answer, _)| answer.is_none())
-        .map(|(_, &(host, _))| host)
-        .collect();
-    let wanted: Vec<(HostId, (u64, u64))> = answers.into_iter().flatten().collect();
-    let mut views = context.membership().watch_view();
-    let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
-    loop {
-        let view = context.view();
-        let behind: Vec<HostId> = wanted
-            .iter()
-            .filter(|&&(host, stamp)| {
-                view.member(host).is_none_or(|m| {
-                    (m.metadata.stamp.generation.0, m.metadata.stamp.version) < stamp
-                })
-            })
-            .map(|&(host, _)| host)
-            .collect();
-        if behind.is_empty() && missing.is_empty() {
-            return;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            missing.extend(behind);
-            tracing::warn!(
-                ?missing,
-                "this node's view has not caught up with some live peers; proceeding"
-            );
-            return;
-        }
-        if behind.is_empty() {
-            // Only unanswered peers are left: their news is what gossip holds.
-            tracing::warn!(
-                ?missing,
-                "some live peers did not say what they hold of themselves; proceeding"
-            );
-            return;
-        }
-        let _ = tokio::time::timeout(Duration::from_millis(200), views.changed()).await;
     }
 }
 
@@ -195,7 +140,8 @@ pub async fn wait_until_connected(context: &impl TopologyHost) {
 }
 
 /// Once the movement this node announced is known everywhere (`ring_delay`,
-/// then [`wait_until_announced`]): the view to move data by, and its
+/// then [`wait_until_announced`]) and this node knows every member its
+/// peers know ([`wait_until_caught_up`]): the view to move data by, and its
 /// pending ring. `doing` names the movement for the error when there is none.
 pub async fn announced_movement(
     context: &impl TopologyHost,
@@ -203,6 +149,7 @@ pub async fn announced_movement(
 ) -> Result<(Arc<ClusterView>, Arc<Ring>)> {
     wait_ring_delay(context).await;
     wait_until_announced(context).await;
+    wait_until_caught_up(context).await;
     let view = context.view();
     let pending = view
         .pending_ring
