@@ -769,3 +769,175 @@ async fn every_node_repairs_and_purges_its_paxos_state_on_its_own() {
     }
     cluster.shutdown().await;
 }
+
+/// How a dead node leaves the ring.
+#[derive(Clone, Copy, Debug)]
+enum Departure {
+    RemoveNode,
+    Replace,
+}
+
+/// A removenode or a replace has every survivor of the dead node's ranges
+/// finish its compare-and-sets there, not only the survivor each range
+/// streams from (`topology/proposals.rs`): a value accepted by the dead
+/// node and one survivor (the holder) was chosen, and the other survivor
+/// (the stream's source) and the new replica, a quorum of the new replica
+/// set, never heard of it. The change finishes the value, and a `SERIAL`
+/// read through that quorum (the holder stopped once the change is done)
+/// returns it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removenode_finishes_what_the_dead_node_helped_choose_on_every_survivor() {
+    finishes_what_the_dead_node_helped_choose(247, Departure::RemoveNode).await;
+}
+
+/// As above, for a replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_finishes_what_the_dead_node_helped_choose_on_every_survivor() {
+    finishes_what_the_dead_node_helped_choose(248, Departure::Replace).await;
+}
+
+async fn finishes_what_the_dead_node_helped_choose(block: u8, departure: Departure) {
+    use ringstore_placement::{HostId, MovementPlan, Murmur3Partitioner, ReplicaMap, RingMember};
+    use std::sync::Arc;
+
+    // A removal needs a fourth node to gain the key; a replacement brings it.
+    let nodes = match departure {
+        Departure::RemoveNode => 4,
+        Departure::Replace => 3,
+    };
+    let mut cluster = TestCluster::start(block, nodes, 1).await;
+    cluster.create_keyspace(0, KS, 3).await;
+    let key = "chosen-with-the-dead";
+
+    // Who is who: the key's replicas, the dead one (not node 0: it is the
+    // seed a replacement reaches the cluster through), and the survivor the
+    // new replica will stream the key's range from (the first source
+    // `MovementPlan::fetches_for` ranks after the dead node).
+    let def = cluster.context(0).keyspace(KS).unwrap();
+    let (_, before) = cluster.context(0).placement(&def);
+    let token = Murmur3Partitioner::token(key.as_bytes()).unwrap();
+    let replicas: Vec<HostId> = before.replicas(token).ids().collect();
+    let index = |host: HostId| {
+        (0..nodes)
+            .find(|&i| cluster.context(i).host_id == host)
+            .unwrap()
+    };
+    let dead = *replicas
+        .iter()
+        .find(|&&r| r != cluster.context(0).host_id)
+        .unwrap();
+    let outsider = (0..nodes).find(|&i| !replicas.contains(&cluster.context(i).host_id));
+    let ring = before.ring();
+    let without = ring.without_host(ring.epoch() + 1, dead);
+    let (after, receiver) = match departure {
+        Departure::RemoveNode => (without, cluster.context(outsider.unwrap()).host_id),
+        Departure::Replace => {
+            // The replacement's host id is not known yet: any new one places
+            // the same way, on the dead node's tokens.
+            let stand_in = HostId(uuid::Uuid::new_v4());
+            let location = ring.host(dead).unwrap().location.clone();
+            let member = RingMember::new(stand_in, location, ring.tokens_of(dead));
+            (
+                without.with_member(ring.epoch() + 2, member).unwrap(),
+                stand_in,
+            )
+        }
+    };
+    let after = ReplicaMap::new(Arc::new(after), &def.strategy);
+    let (_, sources) = MovementPlan::between(&before, &after)
+        .fetches_for(receiver)
+        .into_iter()
+        .find(|(range, _)| range.contains(token))
+        .expect("the new replica fetches the key's range");
+    let source = *sources.iter().find(|&&s| s != dead).unwrap();
+    let holder = *replicas
+        .iter()
+        .find(|&&r| r != dead && r != source)
+        .unwrap();
+    let (dead_i, holder_i, source_i) = (index(dead), index(holder), index(source));
+
+    // The value is chosen by {dead, holder}: accepted there, never committed.
+    let now = ringstore_storage::Timestamp::now();
+    let chosen = ringstore_paxos::Proposal {
+        ballot: ringstore_paxos::Ballot {
+            micros: now.0,
+            tiebreak: 7,
+        },
+        cell: Some(ringstore_storage::Cell::live(now, b"chosen".to_vec())),
+    };
+    for i in [dead_i, holder_i] {
+        let replica = cluster.context(i).as_ref();
+        let accepted =
+            ringstore_node::paxos::accept(replica, def.id, key.as_bytes(), chosen.clone())
+                .await
+                .unwrap();
+        assert_eq!(accepted, ringstore_paxos::AcceptReply::Accepted, "node {i}");
+    }
+    cluster.stop(dead_i).await;
+    seen(&cluster, source_i, dead, false).await;
+
+    let new_replica = match departure {
+        Departure::RemoveNode => {
+            let gainer = outsider.unwrap();
+            cluster
+                .topology(gainer)
+                .await
+                .remove_node(pb::RemoveNodeRequest {
+                    host_id: dead.to_string(),
+                })
+                .await
+                .expect("removenode succeeds");
+            gainer
+        }
+        Departure::Replace => {
+            let config = ringstore_node::NodeConfig {
+                replace_address: Some(format!("127.{block}.0.{}", dead_i + 1)),
+                ..TestCluster::config(block, nodes, 1, cluster.dir())
+            };
+            let replacement = cluster.add(config).await;
+            let context = cluster.context(source_i).clone();
+            common::eventually(
+                Duration::from_secs(60),
+                "the replacement is NORMAL and the dead node removed",
+                move || {
+                    let context = context.clone();
+                    async move {
+                        let view = context.view();
+                        view.removed.contains(&dead) && view.pending_ring.is_none()
+                    }
+                },
+            )
+            .await;
+            replacement
+        }
+    };
+    common::eventually(
+        Duration::from_secs(10),
+        "the holder saw the value committed",
+        || async { uncommitted(&cluster, holder_i).is_empty() },
+    )
+    .await;
+    cluster.stop(holder_i).await;
+    seen(&cluster, new_replica, holder, false).await;
+    let mut client = cluster.client(new_replica).await;
+    assert_eq!(
+        read_serial(&mut client, key).await.as_deref(),
+        Some(&b"chosen"[..]),
+        "a SERIAL read through {{source, new replica}} sees the chosen value"
+    );
+    cluster.shutdown().await;
+}
+
+/// Waits until node `observer` sees `host` up (`up`) or down.
+async fn seen(cluster: &TestCluster, observer: usize, host: ringstore_placement::HostId, up: bool) {
+    let context = cluster.context(observer).clone();
+    common::eventually(
+        Duration::from_secs(30),
+        "the node is seen up or down",
+        move || {
+            let context = context.clone();
+            async move { context.view().is_up(host) == up }
+        },
+    )
+    .await;
+}

@@ -14,6 +14,15 @@
 //! passed in: the estimator reads no clock, so tests drive it with made-up
 //! instants.
 //!
+//! Before the first window completes (after a restart, for a new keyspace)
+//! the estimate is *provisional*: the percentile of the samples so far, once
+//! there are [`ReadLatency::PROVISIONAL_SAMPLES`] of them (with 10, p99 is
+//! their maximum). A quiet node may take many seconds to fill its first
+//! window, and without an estimate its reads wait a fixed fallback before
+//! they speculate; the whole-cluster simulation found reads of a node
+//! restarted 4.5 s earlier waiting that fallback (2.5 s) for a crashed
+//! replica, long enough for the client's reads to time out (seed 6377).
+//!
 //! # What to record
 //! The node records only answers that arrive while their read still waits.
 //! A stopped replica's answers arrive after a speculation already finished
@@ -60,6 +69,9 @@ impl ReadLatency {
     pub const WINDOW: Duration = Duration::from_secs(1);
     /// The fewest samples an estimate comes from.
     pub const MIN_SAMPLES: u64 = 100;
+    /// The fewest samples a provisional estimate (before the first window
+    /// completes) comes from.
+    pub const PROVISIONAL_SAMPLES: u64 = 10;
 
     /// An estimator with no samples (and so no estimate).
     pub fn new() -> ReadLatency {
@@ -79,8 +91,10 @@ impl ReadLatency {
         self.current.saturating_record(micros.clamp(1, MAX_MICROS));
     }
 
-    /// Percentile `p` of the last completed window at `now`; `None` before
-    /// the first window completes.
+    /// Percentile `p` of the last completed window at `now`; before the
+    /// first window completes, of the samples so far once there are
+    /// [`Self::PROVISIONAL_SAMPLES`] (not cached: the window still fills);
+    /// `None` before that.
     pub fn estimate(&mut self, now: Instant, p: Percentile) -> Option<Duration> {
         self.rotate(now);
         if let Some((cached, value)) = self.cached
@@ -88,7 +102,11 @@ impl ReadLatency {
         {
             return Some(value);
         }
-        let previous = self.previous.as_ref()?;
+        let Some(previous) = self.previous.as_ref() else {
+            let provisional = self.current.len() >= Self::PROVISIONAL_SAMPLES;
+            return provisional
+                .then(|| Duration::from_micros(self.current.value_at_quantile(p.quantile())));
+        };
         let value = Duration::from_micros(previous.value_at_quantile(p.quantile()));
         self.cached = Some((p, value));
         Some(value)
@@ -140,16 +158,24 @@ mod tests {
     }
 
     #[test]
-    fn there_is_no_estimate_until_a_window_of_enough_samples_completes() {
+    fn before_the_first_window_the_estimate_is_provisional_once_there_are_a_few_samples() {
         let start = Instant::now();
         let mut latency = ReadLatency::new();
         assert_eq!(latency.estimate(start, Percentile::P99), None);
-        fill(&mut latency, start, 500, 0);
+        fill(&mut latency, start, 9, 0);
         assert_eq!(latency.estimate(start + MS * 999, Percentile::P99), None);
-        assert!(near(
-            latency.estimate(start + ReadLatency::WINDOW, Percentile::P99),
-            2 * MS
-        ));
+        // The tenth sample, a slow one: p99 of ten is their maximum.
+        fill(&mut latency, start, 0, 1);
+        assert!(near(latency.estimate(start, Percentile::P99), 50 * MS));
+        assert!(near(latency.estimate(start, p(5000)), 2 * MS));
+        // Long after, with too few samples for a window: still provisional.
+        let later = start + 10 * ReadLatency::WINDOW;
+        assert!(near(latency.estimate(later, Percentile::P99), 50 * MS));
+        // Windows of enough samples complete and replace it: the first
+        // holds the slow sample, the next only fast ones.
+        fill(&mut latency, later, 200, 0);
+        let next = later + ReadLatency::WINDOW;
+        assert!(near(latency.estimate(next, Percentile::P99), 2 * MS));
     }
 
     #[test]

@@ -354,14 +354,19 @@ seed_blocks!(
 /// notes of issues 17 and 41 tell which; 1288 hung: a request dropped
 /// between the commit log's write and its sync left its batch unsynced;
 /// 5491: a node that joined while a member was down bootstrapped on a ring
-/// without it, see `ringstore-node`'s `topology::catch_up`). A code change
+/// without it, see `ringstore-node`'s `topology::catch_up`; 6377: reads of a
+/// node restarted 4.5 s earlier, with no read-latency estimate yet, waited
+/// half the read timeout before they speculated past a crashed replica, see
+/// `ringstore-replication`'s `read_latency`). A code change
 /// reshuffles every run's interleavings, so these no longer replay those
 /// failures exactly; their fault schedules (drawn from the seed) are still
 /// the ones that found them: a decommission or a join ending amid a
 /// partition, a disk full, a restart, a join while a node is down.
 #[test]
 fn seeds_that_found_bugs() {
-    run_seeds(&[179, 459, 507, 671, 703, 807, 931, 1147, 1288, 1815, 5491]);
+    run_seeds(&[
+        179, 459, 507, 671, 703, 807, 931, 1147, 1288, 1815, 5491, 6377,
+    ]);
 }
 
 /// The same seed, run twice in two processes, records the same history and

@@ -8,18 +8,22 @@
 //! `std::sync::Mutex` (a record or a cached lookup: never held across an
 //! `.await`). Time comes from tokio's clock, so paused-time tests drive it.
 //!
-//! Until a keyspace's first window of samples is complete (a second and 100
-//! answers: after every restart, and for a new keyspace), a percentile
-//! setting speculates after a fixed delay instead, half the read timeout,
-//! as Cassandra starts its estimate at half the read timeout. Without it a
-//! replica that stopped answering in those first moments held every read
-//! it was asked for up to the whole read timeout (the whole-cluster
-//! simulation found reads timing out at the client that way).
+//! Until a keyspace has an estimate (its first ten answers after every
+//! restart, and for a new keyspace: see `ReadLatency`'s provisional
+//! estimate), a percentile setting speculates after a fixed delay instead,
+//! half the read timeout, as Cassandra starts its estimate at half the read
+//! timeout; and no estimate makes a read wait longer than that. Without the
+//! fallback a replica that stopped answering in those first moments held
+//! every read it was asked for up to the whole read timeout (the
+//! whole-cluster simulation found reads timing out at the client that way).
 //!
 //! # Caveats
 //! - One lock for all keyspaces: a few hundred nanoseconds per replica
 //!   answer, shared by every read of the node.
 //! - A dropped keyspace's estimator stays until the node restarts.
+//! - A provisional estimate is not cached: each read computes a percentile
+//!   of the samples so far (a few microseconds) until the first window
+//!   completes.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -51,8 +55,9 @@ impl ReadLatencies {
     }
 
     /// How long a read of `keyspace` with `setting` waits before it
-    /// speculates; `None`: it does not. A percentile without an estimate
-    /// yet waits `before_estimate` (see the module docs).
+    /// speculates; `None`: it does not. A percentile waits its estimate,
+    /// at most `before_estimate`, and that without an estimate yet (see the
+    /// module docs).
     pub fn speculation_delay(
         &self,
         keyspace: KeyspaceId,
@@ -65,7 +70,7 @@ impl ReadLatencies {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let estimate = map.get_mut(&keyspace).and_then(|l| l.estimate(now(), p));
-            Some(estimate.unwrap_or(before_estimate))
+            Some(estimate.map_or(before_estimate, |e| e.min(before_estimate)))
         })
     }
 }
@@ -75,7 +80,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_percentile_waits_the_fallback_until_its_first_window_completes() {
+    fn a_percentile_waits_the_fallback_until_it_has_an_estimate() {
         let latencies = ReadLatencies::default();
         let keyspace = KeyspaceId::random();
         let fallback = Duration::from_millis(2500);
@@ -92,6 +97,27 @@ mod tests {
         assert_eq!(
             latencies.speculation_delay(keyspace, fixed, fallback),
             Some(Duration::from_millis(20))
+        );
+    }
+
+    #[test]
+    fn a_percentile_follows_the_first_few_answers_and_never_waits_beyond_the_fallback() {
+        let latencies = ReadLatencies::default();
+        let fallback = Duration::from_millis(2500);
+        let p99 = SpeculativeRetry::Percentile(ringstore_replication::Percentile::P99);
+        let (quick, slow) = (KeyspaceId::random(), KeyspaceId::random());
+        for _ in 0..10 {
+            latencies.record(quick, Duration::from_millis(4));
+            latencies.record(slow, Duration::from_secs(4));
+        }
+        let delay = latencies.speculation_delay(quick, p99, fallback).unwrap();
+        assert!(
+            delay.abs_diff(Duration::from_millis(4)) < Duration::from_micros(100),
+            "{delay:?}"
+        );
+        assert_eq!(
+            latencies.speculation_delay(slow, p99, fallback),
+            Some(fallback)
         );
     }
 }

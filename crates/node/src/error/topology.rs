@@ -9,7 +9,7 @@
 use std::fmt;
 
 use ringstore_membership::{Movement, NodeState};
-use ringstore_placement::{HostId, PlacementError, ReplicationStrategy};
+use ringstore_placement::{HostId, PlacementError, ReplicationStrategy, TokenRange};
 use tonic::Code;
 
 /// The range movements under way that stand in the way of another: those
@@ -263,6 +263,25 @@ pub enum TopologyError {
         keys_removed: u64,
     },
 
+    /// A removenode or replace whose dead node's ranges still have
+    /// survivors that did not finish their compare-and-sets there
+    /// (`topology/proposals.rs`).
+    #[error(
+        "range {range} of keyspace {keyspace}: survivors {} did not finish their \
+         compare-and-sets there, so a value the dead node helped choose could be lost: \
+         bring them up and run the change again",
+        join(unfinished)
+    )]
+    ProposalsUnfinished {
+        /// The keyspace.
+        keyspace: String,
+        /// The first range short of survivors.
+        range: TokenRange,
+        /// Its survivors that did not finish (down, unreachable, or a
+        /// round failed).
+        unfinished: Vec<HostId>,
+    },
+
     /// A cleanup of a keyspace being altered.
     #[error(
         "cleanup of keyspace {keyspace} is refused while it is being altered to {pending}: \
@@ -312,6 +331,7 @@ impl TopologyError {
             | E::CleanupWithPendingRanges
             | E::RingChangedDuringCleanup { .. }
             | E::CleanupDuringAlter { .. } => Code::FailedPrecondition,
+            E::ProposalsUnfinished { .. } => Code::Unavailable,
         }
     }
 }

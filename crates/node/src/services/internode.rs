@@ -455,6 +455,27 @@ impl Internode for InternodeService {
         Ok(Response::new(pb::MembersSeenResponse { members }))
     }
 
+    async fn finish_proposals(
+        &self,
+        request: Request<pb::FinishProposalsRequest>,
+    ) -> Result<Response<pb::FinishProposalsResponse>, Status> {
+        let request = request.into_inner();
+        let keyspace = self.context.live_keyspace(&request.keyspace_id)?;
+        let def = self
+            .context
+            .keyspaces()
+            .into_iter()
+            .find(|k| k.id == keyspace)
+            .ok_or_else(|| NodeError::KeyspaceNotFound(keyspace.to_string()))?;
+        let mut answer = pb::FinishProposalsResponse::default();
+        for range in ranges_from_pb(request.ranges)? {
+            let (finished, failed) = finish_range(&self.context, &def, range).await?;
+            answer.finished += finished;
+            answer.failed += failed;
+        }
+        Ok(Response::new(answer))
+    }
+
     async fn take_hints(
         &self,
         request: Request<pb::TakeHintsRequest>,

@@ -21,6 +21,7 @@ use crate::streaming::fetch::fetch_ranges;
 use crate::topology::catch_up::wait_until_caught_up;
 use crate::topology::host::TopologyHost;
 use crate::topology::persisted::{save_takeovers, save_tokens, set_unfinished_bootstrap};
+use crate::topology::proposals::finish_survivors_proposals;
 use crate::topology::transfers::transfers;
 use crate::topology::waits::{
     wait_for_no_movement, wait_ring_delay, wait_until_announced, wait_until_connected,
@@ -62,9 +63,11 @@ pub async fn stream_and_complete<H: TopologyHost>(
         cells = totals.entries,
         "streamed every gained range"
     );
-    if replaced.is_some() {
-        // A replacement streamed each range from one survivor: sync it
-        // among all its new replicas.
+    if let Some(dead) = replaced {
+        // A replacement streamed each range from one survivor: have every
+        // survivor finish what the dead node helped choose (`proposals.rs`),
+        // then sync it among all its new replicas.
+        finish_survivors_proposals(context, &view.ring, &pending, dead).await?;
         context
             .sync_gained_ranges(&view.ring, &pending, Some(context.host_id()))
             .await?;

@@ -36,7 +36,9 @@
 //!   tokens), deciding by `join_turn.rs` (pure: who goes next, which tokens
 //!   a new cluster's cohort takes), then `bootstrap.rs` (streaming what it
 //!   gains; also replacement and resuming).
-//! - `decommission.rs`, `removenode.rs`, `cleanup.rs`: the other changes.
+//! - `decommission.rs`, `removenode.rs`, `cleanup.rs`: the other changes;
+//!   `proposals.rs`: before a dead node leaves (removenode, replace), every
+//!   survivor of its ranges finishes its compare-and-sets there.
 //! - `alter.rs`: a keyspace's replication changed on an unchanged ring,
 //!   moved the same way (announce, stream, commit, clean up).
 //! - `transfers.rs`: who fetches which range from whom, and having them do
@@ -67,6 +69,7 @@ pub mod join_turn;
 pub mod movement;
 pub mod persisted;
 pub mod preview;
+pub mod proposals;
 pub mod removenode;
 pub mod transfers;
 pub mod waits;

@@ -10,13 +10,16 @@ use crate::error::{Result, TopologyError};
 use crate::topology::host::TopologyHost;
 use crate::topology::movement::{ensure_enough_replicas, ensure_no_movement};
 use crate::topology::persisted::save_takeovers;
+use crate::topology::proposals::finish_survivors_proposals;
 use crate::topology::transfers::{fetch_everywhere, transfers};
 use crate::topology::waits::announced_movement;
 use ringstore_streaming::{FetchTotals, StreamOperation};
 
 /// Removes dead node `dead`: announces the removal (its ranges get pending
 /// replicas), waits `ring_delay`, has every new owner fetch its share from the
-/// surviving replicas, then gossips `dead` as removed. Any live node may run it.
+/// surviving replicas and every survivor finish its compare-and-sets of
+/// those ranges (`proposals.rs`), then gossips `dead` as removed. Any live
+/// node may run it.
 pub async fn removenode<H: TopologyHost>(context: &Arc<H>, dead: HostId) -> Result<FetchTotals> {
     let _operation = context
         .operation()
@@ -69,7 +72,9 @@ async fn restore<H: TopologyHost>(context: &Arc<H>, dead: HostId) -> Result<Fetc
     )
     .await?;
     tracing::info!(%dead, ranges = totals.ranges, bytes = totals.bytes, "restored the dead node's replicas");
-    // Each range came from one survivor: sync it among all its new replicas.
+    // Each range came from one survivor: have every survivor finish what the
+    // dead node helped choose, then sync it among all its new replicas.
+    finish_survivors_proposals(context, &view.ring, &pending, dead).await?;
     context
         .sync_gained_ranges(&view.ring, &pending, None)
         .await?;

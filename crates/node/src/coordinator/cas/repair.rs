@@ -32,6 +32,9 @@
 //! never landed, is not left behind when that replica leaves the key's
 //! electorate. A key whose round failed (replicas down,
 //! contention) keeps its state and is counted; a later run finishes it.
+//! A dead node cannot do this for the ranges it leaves, so a removenode or
+//! replace asks every survivor of them to (`FinishProposals`, see
+//! `topology/proposals.rs`).
 //! A round that waits for a rival's turn on the key's queue does so as any
 //! compare-and-set would.
 //!
@@ -150,9 +153,10 @@ pub(crate) async fn run_scheduled<H: CasHost>(
 }
 
 /// Finishes this replica's unfinished proposals of keys in `range` (before
-/// it streams the range, see the module docs): how many rounds finished
-/// and failed. A failure is logged, not returned: the stream goes on, and
-/// the key's state stays for a later repair.
+/// it streams the range, or when a removenode or replace asks; see the
+/// module docs): how many rounds finished and failed. A failed round is
+/// logged and counted, not returned: the stream goes on, and the key's
+/// state stays for a later repair.
 pub(crate) async fn finish_range<H: CasHost>(
     context: &Arc<H>,
     keyspace: &KeyspaceDef,
@@ -169,8 +173,10 @@ pub(crate) async fn finish_range<H: CasHost>(
     if let Some(error) = first_error {
         tracing::warn!(
             keyspace = %keyspace.name, %range, finished, failed, %error,
-            "could not finish every compare-and-set of a range before streaming it"
+            "could not finish every compare-and-set of a range"
         );
+    } else {
+        tracing::info!(keyspace = %keyspace.name, %range, finished, "finished the compare-and-sets of a range");
     }
     Ok((finished, failed))
 }
