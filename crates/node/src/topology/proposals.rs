@@ -24,14 +24,16 @@
 //! # How many must finish
 //! A chosen value was accepted by a quorum of the old replicas: of those in
 //! the local data center for `LOCAL_SERIAL`, of all of them for `SERIAL`.
-//! It is safe once one of its acceptors has finished it, so in each data
-//! center the replicas that did *not* finish (the dead node always among
-//! them) must be too few to make a local quorum ([`unfinished_ranges`]):
-//! for RF 3, both survivors. Meeting every local quorum meets every global
-//! one, since what is left out sums to less than half of all. A survivor
-//! counts as not finished when it is down, does not answer, or one of its
-//! rounds failed (its state stays, and it is counted for the whole
-//! keyspace).
+//! It is safe once one of its acceptors has finished it, so the replicas
+//! that did *not* finish (the dead node always among them) must be too few
+//! to make a quorum ([`unfinished_ranges`]): fewer than a quorum of all,
+//! and fewer than a local quorum in each data center. For RF 3, both
+//! survivors. A data center where the dead node was the only replica
+//! (RF 1 there) has nobody to ask: what it alone accepted is lost with its
+//! data, and the change goes on, as its streaming does (with a warning
+//! there); so does a range with no survivor at all. A survivor counts as
+//! not finished when it is down, does not answer, or one of its rounds
+//! failed (its state stays, and it is counted for the whole keyspace).
 //!
 //! When a range is short, the change stops with an error naming the range
 //! and its survivors that did not finish; bring them up and run it again.
@@ -107,19 +109,31 @@ pub fn unfinished_ranges(
 ) -> Vec<(TokenRange, Vec<HostId>)> {
     let mut short = Vec::new();
     for range in ranges {
-        let mut per_dc: BTreeMap<Option<&Datacenter>, (usize, usize)> = BTreeMap::new();
+        // Per data center: replicas, those that did not finish, survivors.
+        let mut per_dc: BTreeMap<Option<&Datacenter>, (usize, usize, usize)> = BTreeMap::new();
         for (host, dc) in &range.replicas {
-            let (replicas, unfinished) = per_dc.entry(dc.as_ref()).or_default();
+            let (replicas, unfinished, survivors) = per_dc.entry(dc.as_ref()).or_default();
             *replicas += 1;
             if !finished.contains(host) {
                 *unfinished += 1;
             }
+            if *host != dead {
+                *survivors += 1;
+            }
         }
         let quorum = |replicas: usize| replicas / 2 + 1;
-        if per_dc
-            .values()
-            .any(|&(replicas, unfinished)| unfinished >= quorum(replicas))
-        {
+        let unfinished = range
+            .replicas
+            .iter()
+            .filter(|(host, _)| !finished.contains(host))
+            .count();
+        // Where the dead node was the only replica, nobody can finish
+        // anything: what it alone accepted is lost with its data.
+        let anyone = range.replicas.iter().any(|(host, _)| *host != dead);
+        let short_somewhere = per_dc.values().any(|&(replicas, unfinished, survivors)| {
+            survivors > 0 && unfinished >= quorum(replicas)
+        });
+        if anyone && (unfinished >= quorum(range.replicas.len()) || short_somewhere) {
             let survivors = range
                 .replicas
                 .iter()
@@ -260,6 +274,21 @@ mod tests {
         assert_eq!(
             unfinished_ranges(&ranges, dead, &finished(&[])),
             [(range(), vec![host(1), host(2)])]
+        );
+    }
+
+    #[test]
+    fn a_range_only_the_dead_node_held_has_nobody_to_ask() {
+        let dead = host(9);
+        let alone = [replicas(&[(9, "dc1")])];
+        assert!(unfinished_ranges(&alone, dead, &finished(&[])).is_empty());
+        // In a data center of its own, beside one whose survivors finished.
+        let beside = [replicas(&[(1, "dc1"), (2, "dc1"), (9, "dc2")])];
+        assert!(unfinished_ranges(&beside, dead, &finished(&[1, 2])).is_empty());
+        // One of dc1's two meets dc1's quorums, not a SERIAL one: {2, 9}.
+        assert_eq!(
+            unfinished_ranges(&beside, dead, &finished(&[1])),
+            [(range(), vec![host(2)])]
         );
     }
 
