@@ -13,6 +13,12 @@
 //!    every view. foca knows members by [`NodeIdentity`]: host id, gossip
 //!    address, and a generation bumped on every restart, so a restarted node
 //!    supersedes its old incarnation (foca's "address" is the host id).
+//!    A node told it was declared down takes a new identity (its rejoin
+//!    count bumped) and starts over disconnected; the others' messages go to
+//!    its old identity and are dropped, so it announces to its seeds and to
+//!    every member it knows until one answers. Without that, a paused node's
+//!    held verdicts, delivered together, made every node rejoin at once and
+//!    none speak again: a split for good.
 //! 2. **Metadata anti-entropy**, ringstore's own: every second a node sends a
 //!    digest (host, metadata stamp) of all it knows to a few live members; a
 //!    receiver pulls what is newer and pushes back what the sender has older.

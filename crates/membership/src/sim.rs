@@ -139,6 +139,10 @@ pub struct Simulation {
     /// The network's behaviour; may be changed at any time.
     pub link: LinkModel,
     blocked: BTreeSet<(usize, usize)>,
+    /// Links whose packets are held, not delivered, until [`Simulation::release`].
+    held_links: BTreeSet<(usize, usize)>,
+    /// The packets held on them, in the order they were sent.
+    held: Vec<(usize, SocketAddr, Vec<u8>)>,
     /// `now`, shared with the nodes' clocks.
     clock: Arc<AtomicU64>,
 }
@@ -155,6 +159,8 @@ impl Simulation {
             by_addr: HashMap::new(),
             link,
             blocked: BTreeSet::new(),
+            held_links: BTreeSet::new(),
+            held: Vec::new(),
             clock: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -292,6 +298,26 @@ impl Simulation {
         }
     }
 
+    /// Holds every packet between the two groups, both ways, until
+    /// [`Simulation::release`]: a paused process whose peers' packets wait
+    /// in its socket buffer, and whose own wait to be sent.
+    pub fn hold(&mut self, a: &[usize], b: &[usize]) {
+        for &x in a {
+            for &y in b {
+                self.held_links.insert((x, y));
+                self.held_links.insert((y, x));
+            }
+        }
+    }
+
+    /// Delivers every held packet now, in the order sent, and holds no more.
+    pub fn release(&mut self) {
+        self.held_links.clear();
+        for (to, from, packet) in std::mem::take(&mut self.held) {
+            self.push(self.now, Due::Deliver { to, from, packet });
+        }
+    }
+
     /// Restores every cut link.
     pub fn heal(&mut self) {
         self.blocked.clear();
@@ -406,6 +432,10 @@ impl Simulation {
                     let Some(&target) = self.by_addr.get(&to) else {
                         continue;
                     };
+                    if self.held_links.contains(&(index, target)) {
+                        self.held.push((target, from, packet));
+                        continue;
+                    }
                     if self.blocked.contains(&(index, target))
                         || self.rng.random_bool(self.link.drop_probability)
                     {

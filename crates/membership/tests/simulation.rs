@@ -500,3 +500,26 @@ fn the_only_seed_cut_off_long_after_all_are_declared_down_finds_the_others_again
         .expect("the seed and the others see each other up again");
     eprintln!("healed after {:?}", sim.now() - cut_at);
 }
+
+/// The only seed paused (its packets and its peers' held, then delivered at
+/// once) long enough that it declared every other member down and they
+/// declared it down: the held verdicts reach everyone together, every node
+/// rejoins under a new identity at the same moment, and what each sends
+/// next goes to the others' old identities and is dropped. Each must then
+/// announce to the members it knows; before that, the cluster stayed split
+/// for good, the seed alone (the whole-cluster simulation's seed 8984: a
+/// pause of 5.9 s after earlier faults; here, pauses of 6 to 20 s).
+#[test]
+fn the_only_seed_paused_until_all_are_declared_down_finds_the_others_again() {
+    for (run, pause_ms) in (6_000..=20_000).step_by(2_000).enumerate() {
+        let (mut sim, _) = common::cluster(4, 40 + run as u64);
+        sim.hold(&[0], &[1, 2, 3]);
+        sim.run_for(Duration::from_millis(pause_ms));
+        sim.release();
+        let healed = sim.run_until(Duration::from_secs(30), |s| s.converged(&all(4)));
+        assert!(
+            healed.is_some_and(|h| h <= Duration::from_secs(10)),
+            "after a pause of {pause_ms} ms: {healed:?}"
+        );
+    }
+}

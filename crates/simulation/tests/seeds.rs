@@ -357,7 +357,10 @@ seed_blocks!(
 /// without it, see `ringstore-node`'s `topology::catch_up`; 6377: reads of a
 /// node restarted 4.5 s earlier, with no read-latency estimate yet, waited
 /// half the read timeout before they speculated past a crashed replica, see
-/// `ringstore-replication`'s `read_latency`). A code change
+/// `ringstore-replication`'s `read_latency`; 8984: the only seed paused until
+/// it and the others declared each other down, after which every node
+/// rejoined at once and none spoke again, see `ringstore-membership`'s
+/// `state_machine` on `Rejoin`). A code change
 /// reshuffles every run's interleavings, so these no longer replay those
 /// failures exactly; their fault schedules (drawn from the seed) are still
 /// the ones that found them: a decommission or a join ending amid a
@@ -365,7 +368,7 @@ seed_blocks!(
 #[test]
 fn seeds_that_found_bugs() {
     run_seeds(&[
-        179, 459, 507, 671, 703, 807, 931, 1147, 1288, 1815, 5491, 6377,
+        179, 459, 507, 671, 703, 807, 931, 1147, 1288, 1815, 5491, 6377, 8984,
     ]);
 }
 

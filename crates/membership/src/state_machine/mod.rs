@@ -47,7 +47,7 @@ pub enum Timer {
     Swim(foca::Timer<NodeIdentity>),
     /// Time to gossip metadata digests.
     GossipMetadata,
-    /// Time to announce to the seeds if still alone.
+    /// Time to announce to the seeds (and the members known) if still alone.
     AnnounceToSeeds,
     /// Time to probe the live peers' clocks.
     ProbeClocks,
@@ -468,7 +468,18 @@ impl Membership {
                 self.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
             }
             OwnedNotification::Rejoin(identity) => {
+                // foca took a new identity and starts over disconnected: no
+                // probes, no announces, until a message reaches the new
+                // identity. Those its peers send go to the old one and are
+                // dropped, so when every node rejoins at once (a paused node's
+                // held verdicts delivered together) nobody would speak again:
+                // announce to the seeds and every member known, until one
+                // answers (simulation seed 8984).
                 tracing::warn!(?identity, "declared down by the cluster; rejoined");
+                self.connected = false;
+                self.connected_since = None;
+                self.seed_attempts = 0;
+                self.schedule(Duration::ZERO, Timer::AnnounceToSeeds);
             }
             OwnedNotification::Defunct if self.leaving => {
                 tracing::debug!("left the cluster");
@@ -493,18 +504,35 @@ impl Membership {
         }
     }
 
+    /// Announces to the seeds, and to every member this node knows of (not
+    /// removed), while it has no live member: a node alone, a node that just
+    /// rejoined, or the only seed after a cut (it has no other seed). A new
+    /// node knows no member, so it announces to the seeds alone; with
+    /// neither, it starts a new cluster.
     fn announce_to_seeds(&mut self) {
         if self.connected {
             return;
         }
         let own = self.foca.identity().gossip_addr;
-        let seeds: Vec<SocketAddr> = self
+        let mut seeds: Vec<SocketAddr> = self
             .config
             .seeds
             .iter()
             .copied()
             .filter(|&s| s != own)
             .collect();
+        let own_host = self.foca.identity().host_id;
+        let known = self
+            .metadata
+            .values()
+            .map(|m| &m.metadata)
+            .filter(|m| m.host_id != own_host && !self.view.removed.contains(&m.host_id))
+            .map(|m| m.gossip_addr);
+        for addr in known {
+            if addr != own && !seeds.contains(&addr) {
+                seeds.push(addr);
+            }
+        }
         if seeds.is_empty() {
             if self.seed_attempts == 0 {
                 tracing::info!("no other seed: starting a new cluster");
