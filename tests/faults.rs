@@ -105,9 +105,11 @@ struct Outcome {
     /// Every key after healing.
     finals: Vec<FinalKey>,
     /// Cells the background passes purged during the run and its healing
-    /// (as counted by the nodes running at its end), and `garbagecollect`
-    /// before the final reads, over every node.
+    /// (as counted by the nodes running at its end), then during the wait
+    /// and repair before `garbagecollect`, and by `garbagecollect` before the
+    /// final reads, over every node.
     purged_before: u64,
+    purged_while_waiting: u64,
     purged: u64,
 }
 
@@ -264,10 +266,10 @@ fn run(scenario: &Scenario) -> Outcome {
     cluster.wait_until_hints_delivered(Duration::from_secs(60));
     let repaired = cluster.repair(cluster.running[0], "ks");
     eprintln!("{}", repaired.trim());
-    let (purged_before, purged) = if scenario.gc {
+    let (purged_before, purged_while_waiting, purged) = if scenario.gc {
         collect_garbage(&cluster)
     } else {
-        (0, 0)
+        (0, 0, 0)
     };
     let finals = runtime.block_on(final_state(&cluster, &keyspace_id, scenario.keys()));
     let range_movements = cluster
@@ -309,6 +311,7 @@ fn run(scenario: &Scenario) -> Outcome {
         report,
         finals,
         purged_before,
+        purged_while_waiting,
         purged,
     }
 }
@@ -319,9 +322,10 @@ fn run(scenario: &Scenario) -> Outcome {
 /// ks` on every running node, then repairs again (a node may have purged
 /// what another kept: the repair must not bring back anything deleted).
 /// The cells purged by the background passes during the run and its
-/// healing (as the nodes count them since they last started), and by
-/// `garbagecollect`, over every node.
-fn collect_garbage(cluster: &FaultCluster) -> (u64, u64) {
+/// healing (as the nodes count them since they last started), by them
+/// during the wait and the repair that follow, and by `garbagecollect`,
+/// over every node.
+fn collect_garbage(cluster: &FaultCluster) -> (u64, u64, u64) {
     let counted = || -> u64 {
         cluster
             .running
@@ -341,6 +345,7 @@ fn collect_garbage(cluster: &FaultCluster) -> (u64, u64) {
     std::thread::sleep(MAX_TTL + GC_GRACE + Duration::from_millis(500));
     let repaired = cluster.repair(cluster.running[0], "ks");
     eprintln!("repair before garbage collection: {}", repaired.trim());
+    let waiting = counted().saturating_sub(background);
     let mut purged = 0;
     for &node in &cluster.running {
         let collected = cluster.servers.cli(node, &["garbagecollect", "ks"]);
@@ -361,7 +366,7 @@ fn collect_garbage(cluster: &FaultCluster) -> (u64, u64) {
     }
     let repaired = cluster.repair(cluster.running[0], "ks");
     eprintln!("repair after garbage collection: {}", repaired.trim());
-    (background, purged)
+    (background, waiting, purged)
 }
 
 /// Starts node `new` (fresh: it bootstraps) and waits until it is UN.
@@ -581,20 +586,25 @@ fn deletes_and_ttl_writes_never_come_back_through_kills_partitions_gc_and_repair
         .count();
     eprintln!(
         "{} deletes and {} TTL writes acknowledged, {} reads found nothing; the background \
-         passes purged {} cells during the run and its healing, garbagecollect {} after; \
+         passes purged {} cells during the run and its healing and {} while the last \
+         tombstones aged, garbagecollect {} after; \
          {purged_everywhere} of {GC_KEYS} keys held by no replica at the end",
         report.deletes_acked,
         report.ttl_writes_acked,
         report.reads_not_found,
         outcome.purged_before,
+        outcome.purged_while_waiting,
         outcome.purged
     );
     assert!(
         report.deletes_acked >= 50 && report.ttl_writes_acked >= 50 && report.reads_not_found >= 50,
         "too few deletes, TTL writes or empty reads to judge: {report}"
     );
+    // After the run, the background passes (every 2 s) race `garbagecollect`
+    // for what the last repair made purgeable: either may take it (a CI run
+    // saw `garbagecollect` purge 0, everything gone before it ran).
     assert!(
-        outcome.purged_before > 0 && outcome.purged > 0,
+        outcome.purged_before > 0 && outcome.purged_while_waiting + outcome.purged > 0,
         "garbage collection purged nothing during the run or after it: the test did not test it"
     );
 }
