@@ -46,6 +46,12 @@ impl Terminal {
         self.open.store(true, Ordering::SeqCst);
         self.held.load(Ordering::SeqCst)
     }
+
+    /// From now on warnings go to the file only again: the nodes' warnings
+    /// while the demo stops them (each sees the others go) are expected.
+    pub fn close(&self) {
+        self.open.store(false, Ordering::SeqCst);
+    }
 }
 
 impl<'a> MakeWriter<'a> for Terminal {

@@ -29,8 +29,15 @@ pub struct MembershipConfig {
     /// (first try at once, the next three after 250 ms, 500 ms and 1 s if
     /// this is longer).
     pub seed_retry_interval: Duration,
-    /// How often every live peer is sent a clock probe.
+    /// How often live peers are sent a clock probe.
     pub clock_probe_interval: Duration,
+    /// How many random live peers get a clock probe each interval (every
+    /// one when there are fewer). A peer's estimate lasts
+    /// [`MAX_SAMPLE_AGE`](crate::offsets::MAX_SAMPLE_AGE), so with 16 a
+    /// second every peer of a cluster of up to a few hundred has one; in a
+    /// bigger cluster the verdict rests on the few hundred peers probed
+    /// lately, a random sample.
+    pub clock_probe_fanout: usize,
     /// The most a node's clock may be off from the majority of the live
     /// members before its [`ClockVerdict`](crate::ClockVerdict) says skewed.
     pub max_clock_offset: Duration,
@@ -69,6 +76,7 @@ impl MembershipConfig {
             metadata_gossip_fanout: 2,
             seed_retry_interval: Duration::from_secs(2),
             clock_probe_interval: Duration::from_secs(1),
+            clock_probe_fanout: 16,
             max_clock_offset: Duration::from_millis(500),
             claim_settle: Duration::from_secs(2),
         }

@@ -16,9 +16,14 @@
 //!    A node told it was declared down takes a new identity (its rejoin
 //!    count bumped) and starts over disconnected; the others' messages go to
 //!    its old identity and are dropped, so it announces to its seeds and to
-//!    every member it knows until one answers. Without that, a paused node's
-//!    held verdicts, delivered together, made every node rejoin at once and
-//!    none speak again: a split for good.
+//!    16 random members it knows, again each retry, until one answers.
+//!    Without that, a paused node's held verdicts, delivered together, made
+//!    every node rejoin at once and none speak again: a split for good.
+//!    A connected node also announces, each metadata round, to a few
+//!    members whose records it holds but of whom SWIM has never heard:
+//!    after many nodes start at once, SWIM's bounded dissemination leaves
+//!    some pairs that would otherwise meet only when one happens to probe
+//!    the other, n/2 probe periods on average.
 //! 2. **Metadata anti-entropy**, ringstore's own: every second a node sends a
 //!    digest (host, metadata stamp) of all it knows to a few live members; a
 //!    receiver pulls what is newer and pushes back what the sender has older.
@@ -38,8 +43,9 @@
 //!    fit one packet, which 256 tokens do not. Metadata is chunked instead.
 //!
 //! 3. **Clock offsets**, so last-write-wins has an explicit bound: every
-//!    `clock_probe_interval` a node sends each live peer a probe with its wall
-//!    time; the peer echoes it at once with its own; the round trip bounds
+//!    `clock_probe_interval` a node sends a few random live peers
+//!    (`clock_probe_fanout`, 16: all of them in a small cluster) a probe
+//!    with its wall time; the peer echoes it at once with its own; the round trip bounds
 //!    the estimate's uncertainty ([`offsets`]). A node whose clock is more
 //!    than `max_clock_offset` from the majority of the live members (itself
 //!    counted) is [`ClockVerdict::Skewed`]; the node then refuses to
@@ -98,9 +104,13 @@
 //!   split evenly between two clocks, no node is skewed (each agrees with
 //!   itself), and last-write-wins orders by whichever clock stamped. Members
 //!   that do not answer probes (older versions) have no vote.
-//! - Probes go to every live peer every interval: O(n²) small datagrams per
-//!   interval across the cluster (two ~60-byte packets per pair per second
-//!   by default), fine for tens of nodes, not for thousands.
+//! - Clock probes go to 16 random live peers a second, so a peer's
+//!   estimate is renewed about every n/16 s and lasts 30 s: beyond a few
+//!   hundred nodes the verdict rests on the peers probed in the last 30 s
+//!   (a random sample of a few hundred), and a clock step on a node of a
+//!   big cluster counts once half of those were probed again, up to about
+//!   15 s. (Probing every peer every second was O(n²) datagrams across the
+//!   cluster: 1,000 probes a second per node at 1,000 nodes.)
 //! - After a clock step, old samples keep their say until they drop out of
 //!   the window (five probes, about 5 s by default): detection and recovery
 //!   each take a few probe intervals.

@@ -1,12 +1,13 @@
 //! Clock offsets between members, estimated from probe round trips, and the
 //! majority rule that says whether this node's clock is too far off.
 //!
-//! A node sends each live peer a probe carrying its wall time `t0`; the peer
-//! answers at once with an echo carrying `t0` back and its own wall time
-//! `t1`; the echo arrives at `t0 + rtt` (the round trip measured on the
-//! monotonic clock). The peer read its clock somewhere within the round trip,
-//! so its offset is `t1 - (t0 + rtt / 2)`, within `± rtt / 2` — the NTP and
-//! CockroachDB `RemoteClockMonitor` estimate. Of the last [`SAMPLES_KEPT`]
+//! A node sends live peers (a few random ones each interval) a probe
+//! carrying its wall time `t0`; the peer answers at once with an echo
+//! carrying `t0` back and its own wall time `t1`; the echo arrives at
+//! `t0 + rtt` (the round trip measured on the monotonic clock). The peer
+//! read its clock somewhere within the round trip, so its offset is
+//! `t1 - (t0 + rtt / 2)`, within `± rtt / 2` — the NTP and CockroachDB
+//! `RemoteClockMonitor` estimate. Of the last [`SAMPLES_KEPT`]
 //! samples of a peer that are younger than [`MAX_SAMPLE_AGE`], the one with
 //! the smallest round trip is the estimate: a delayed packet only widens its
 //! own sample's uncertainty, and loses to a faster one.

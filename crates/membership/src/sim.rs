@@ -20,7 +20,8 @@ use ringstore_placement::HostId;
 use crate::clock::{Clock, WallTime};
 use crate::config::MembershipConfig;
 use crate::identity::{Generation, NodeIdentity};
-use crate::metadata::{MetadataStamp, NodeMetadata};
+use crate::metadata::{MetadataStamp, NodeMetadata, SignedMetadata};
+use crate::remembrance::Remembrance;
 use crate::state_machine::{Membership, MembershipEvent, Output, Timer};
 use crate::view::{ClusterView, Liveness};
 
@@ -185,6 +186,56 @@ impl Simulation {
         metadata: NodeMetadata,
         keys: Arc<NodeKeys>,
     ) -> usize {
+        let index = self.push_node(config, metadata, keys);
+        self.boot(index, None);
+        index
+    }
+
+    /// Starts nodes at once, each remembering every one's signed record, as
+    /// nodes restarted with their data directories do: a whole cluster
+    /// restarted together. Every view holds the whole ring from the start
+    /// and only liveness has to be found, so a big cluster needs no storm
+    /// of metadata (each of n nodes learning n records and rebuilding its
+    /// ring each time, which the simulator pays n times over). Returns
+    /// their indexes.
+    pub fn add_nodes_remembering(
+        &mut self,
+        nodes: Vec<(MembershipConfig, NodeMetadata)>,
+    ) -> Vec<usize> {
+        let first = self.nodes.len();
+        let records: Vec<SignedMetadata> = nodes
+            .iter()
+            .enumerate()
+            .map(|(k, (_, metadata))| {
+                let keys = NodeKeys::for_test((first + k) as u64 + 1);
+                let mut metadata = metadata.clone();
+                metadata.keys = keys.public();
+                metadata.sign(&keys)
+            })
+            .collect();
+        let memory = Remembrance {
+            records,
+            claims: Vec::new(),
+        };
+        let indexes: Vec<usize> = nodes
+            .into_iter()
+            .map(|(config, metadata)| {
+                let keys = Arc::new(NodeKeys::for_test(self.nodes.len() as u64 + 1));
+                self.push_node(config, metadata, keys)
+            })
+            .collect();
+        for &index in &indexes {
+            self.boot(index, Some(&memory));
+        }
+        indexes
+    }
+
+    fn push_node(
+        &mut self,
+        config: MembershipConfig,
+        metadata: NodeMetadata,
+        keys: Arc<NodeKeys>,
+    ) -> usize {
         let index = self.nodes.len();
         self.by_addr.insert(metadata.gossip_addr, index);
         self.nodes.push(SimNode {
@@ -198,11 +249,10 @@ impl Simulation {
             clock_offset: Arc::new(AtomicI64::new(0)),
             events: Vec::new(),
         });
-        self.boot(index);
         index
     }
 
-    fn boot(&mut self, index: usize) {
+    fn boot(&mut self, index: usize, memory: Option<&Remembrance>) {
         let node = &mut self.nodes[index];
         node.incarnation += 1;
         let identity = NodeIdentity {
@@ -216,16 +266,18 @@ impl Simulation {
             now_nanos: self.clock.clone(),
             offset_micros: node.clock_offset.clone(),
         };
-        node.membership = Some(
-            Membership::new(
-                node.config.clone(),
-                identity,
-                node.metadata.clone(),
-                node.keys.clone(),
-                seed,
-            )
-            .with_clock(Arc::new(clock)),
-        );
+        let mut membership = Membership::new(
+            node.config.clone(),
+            identity,
+            node.metadata.clone(),
+            node.keys.clone(),
+            seed,
+        )
+        .with_clock(Arc::new(clock));
+        if let Some(memory) = memory {
+            membership = membership.with_remembered(memory.clone());
+        }
+        node.membership = Some(membership);
         self.flush(index);
     }
 
@@ -251,7 +303,7 @@ impl Simulation {
             generation: Generation(metadata.stamp.generation.0 + 1),
             version: 1,
         };
-        self.boot(index);
+        self.boot(index, None);
     }
 
     /// Changes node `index`'s metadata as the node itself would.
@@ -481,6 +533,12 @@ impl Simulation {
             return true;
         };
         let reference = self.view(first);
+        let index: HashMap<HostId, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| (node.host_id, i))
+            .collect();
         running.iter().all(|&i| {
             let view = self.view(i);
             view.ring.checksum() == reference.ring.checksum()
@@ -489,8 +547,7 @@ impl Simulation {
                     let Some(other) = reference.members.get(host) else {
                         return false;
                     };
-                    let index = self.nodes.iter().position(|n| n.host_id == *host);
-                    let expected = match index {
+                    let expected = match index.get(host).copied() {
                         Some(j) if self.nodes[j].is_running() => Liveness::Up,
                         _ => Liveness::Down,
                     };

@@ -137,3 +137,45 @@ fn a_killed_peer_loses_its_vote() {
     .expect("a dead peer has no vote");
     assert!(!report(&sim, 0).verdict.is_skewed());
 }
+
+/// In a cluster bigger than the clock-probe fanout, a node probes a few
+/// random peers a second, not all of them: its clock traffic stays the
+/// same whatever the cluster's size, and it still finds itself skewed
+/// against the majority, from the peers it sampled.
+#[test]
+fn in_a_cluster_bigger_than_the_fanout_probes_are_sampled_and_still_judge() {
+    let nodes = 60;
+    let (mut sim, _) = cluster(nodes, 21);
+    let fanout = common::config("test", None).clock_probe_fanout;
+    assert!(fanout < nodes - 1, "the cluster must exceed the fanout");
+    sim.run_for(Duration::from_secs(5));
+
+    // Per second, each node sends `fanout` probes and echoes as many:
+    // measured as the packets of a quiet second, far below one per peer.
+    let sent = |sim: &Simulation| -> u64 {
+        (0..nodes)
+            .map(|i| sim.membership(i).unwrap().stats().packets_sent)
+            .sum()
+    };
+    let before = sent(&sim);
+    sim.run_for(Duration::from_secs(10));
+    let per_node_second = (sent(&sim) - before) as f64 / nodes as f64 / 10.0;
+    assert!(
+        per_node_second < (nodes - 1) as f64,
+        "{per_node_second:.1} packets a second per node: clock probes go to every peer"
+    );
+
+    let skewed = 7;
+    sim.set_clock_offset(skewed, 2 * SECOND);
+    let took = sim
+        .run_until(Duration::from_secs(60), |s| {
+            report(s, skewed).verdict.is_skewed()
+        })
+        .expect("the skewed node is judged skewed from its sample of peers");
+    assert!(took <= Duration::from_secs(15), "detected after {took:?}");
+    // Every peer has an estimate from the last 30 s, and nobody else is skewed.
+    assert!(report(&sim, skewed).peers.len() > nodes / 2);
+    for i in (0..nodes).filter(|&i| i != skewed) {
+        assert!(!report(&sim, i).verdict.is_skewed(), "node {i}");
+    }
+}

@@ -34,6 +34,7 @@
 //!   a power loss can leave the entry without its blob. The write was not yet
 //!   acknowledged; sled reports such a blob as corrupt on reading.
 
+use crate::file_system::retrying;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ impl SledFiles {
     /// Makes everything sled has flushed durable (see the module docs).
     pub(crate) fn sync(&self) -> io::Result<FileSync> {
         if self.has_blobs()? {
-            rustix::fs::syncfs(&self.log)?;
+            retrying(|| Ok(rustix::fs::syncfs(&self.log)?))?;
             Ok(FileSync::FileSystem)
         } else {
             self.log.sync_data()?;
@@ -85,8 +86,12 @@ impl SledFiles {
 
     /// Whether sled's blob directory holds any file (reads one entry).
     fn has_blobs(&self) -> io::Result<bool> {
-        match std::fs::read_dir(&self.blobs) {
-            Ok(mut entries) => Ok(entries.next().transpose()?.is_some()),
+        let listed = retrying(|| {
+            let mut entries = std::fs::read_dir(&self.blobs)?;
+            Ok(entries.next().transpose()?.is_some())
+        });
+        match listed {
+            Ok(any) => Ok(any),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(error) => Err(error),
         }

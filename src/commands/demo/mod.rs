@@ -179,7 +179,8 @@ pub async fn run(args: &DemoArgs, log_format: LogFormat) -> Outcome {
     println!("Press ctrl-c to stop.");
 
     let _ = tokio::signal::ctrl_c().await;
-    println!("stopping…");
+    terminal.close();
+    println!("stopping… (the nodes' last lines go to {})", log.display());
     drop(door);
     for node in nodes {
         node.shutdown().await.context("stopping a node")?;

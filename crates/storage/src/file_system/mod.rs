@@ -104,12 +104,27 @@ pub trait FileHandle: Send + Sync + fmt::Debug {
     }
 }
 
+/// Runs `op` again while it fails with `Interrupted` (`EINTR`): a signal
+/// that arrived during a system call is no failure of the disk, and the
+/// node must not stop over it (the fault suite's run on a fresh machine
+/// saw a flush fail with "Interrupted system call" and the node stop
+/// taking writes). `std` retries its reads, writes and syncs itself; the
+/// rest (directory listings, renames, removals, `syncfs`) do not.
+pub fn retrying<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match op() {
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with
 /// `UnexpectedEof`.
 pub fn read_exact_at(file: &dyn FileHandle, buf: &mut [u8], offset: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64)? {
+        match retrying(|| file.read_at(&mut buf[done..], offset + done as u64))? {
             0 => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -127,7 +142,7 @@ pub fn read_all(file: &dyn FileHandle) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0u8; file.len()? as usize];
     let mut done = 0;
     while done < bytes.len() {
-        match file.read_at(&mut bytes[done..], done as u64)? {
+        match retrying(|| file.read_at(&mut bytes[done..], done as u64))? {
             0 => break,
             n => done += n,
         }
@@ -141,5 +156,73 @@ pub fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A file of `content` whose reads fail with `EINTR` every other call.
+    #[derive(Debug)]
+    struct InterruptedEveryOtherRead {
+        content: Vec<u8>,
+        interrupt_next: Mutex<bool>,
+    }
+
+    impl FileHandle for InterruptedEveryOtherRead {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let mut interrupt = self.interrupt_next.lock().unwrap();
+            *interrupt = !*interrupt;
+            if !*interrupt {
+                return Err(io::Error::from_raw_os_error(4));
+            }
+            // A short read of at most 3 bytes, so the loops go round.
+            let start = (offset as usize).min(self.content.len());
+            let n = buf.len().min(3).min(self.content.len() - start);
+            buf[..n].copy_from_slice(&self.content[start..start + n]);
+            Ok(n)
+        }
+
+        fn write_all_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            unreachable!("read only")
+        }
+
+        fn sync_data(&self) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn len(&self) -> io::Result<u64> {
+            Ok(self.content.len() as u64)
+        }
+    }
+
+    #[test]
+    fn reads_interrupted_by_a_signal_are_retried_not_failed() {
+        let file = InterruptedEveryOtherRead {
+            content: b"interrupted, not failed".to_vec(),
+            interrupt_next: Mutex::new(false),
+        };
+        let mut buf = [0u8; 10];
+        read_exact_at(&file, &mut buf, 13).unwrap();
+        assert_eq!(&buf, b"not failed");
+        assert_eq!(read_all(&file).unwrap(), file.content);
+    }
+
+    #[test]
+    fn retrying_passes_other_errors_and_successes_through() {
+        let mut calls = 0;
+        let outcome: io::Result<u8> = retrying(|| {
+            calls += 1;
+            match calls {
+                1 | 2 => Err(io::Error::from(io::ErrorKind::Interrupted)),
+                _ => Err(io::Error::from(io::ErrorKind::StorageFull)),
+            }
+        });
+        assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::StorageFull);
+        assert_eq!(calls, 3);
+        assert_eq!(retrying(|| Ok::<_, io::Error>(7)).unwrap(), 7);
     }
 }

@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{FileHandle, FileSystem, OpenMode};
+use super::{FileHandle, FileSystem, OpenMode, retrying};
 
 /// `std::fs` behind [`FileSystem`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -24,15 +24,17 @@ impl FileSystem for OsFileSystem {
         if dir.is_dir() {
             return Ok(());
         }
-        std::fs::create_dir_all(dir)?;
+        retrying(|| std::fs::create_dir_all(dir))?;
         // The new directory's own entry, in its parent.
         File::open(super::parent_of(dir))?.sync_all()
     }
 
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        std::fs::read_dir(dir)?
-            .map(|entry| entry.map(|entry| entry.path()))
-            .collect()
+        retrying(|| {
+            std::fs::read_dir(dir)?
+                .map(|entry| entry.map(|entry| entry.path()))
+                .collect()
+        })
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn FileHandle>> {
@@ -47,15 +49,15 @@ impl FileSystem for OsFileSystem {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
+        retrying(|| std::fs::remove_file(path))
     }
 
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::remove_dir_all(dir)
+        retrying(|| std::fs::remove_dir_all(dir))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)
+        retrying(|| std::fs::rename(from, to))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -69,7 +71,7 @@ struct OsFile(File);
 
 impl FileHandle for OsFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.0.read_at(buf, offset)
+        retrying(|| self.0.read_at(buf, offset))
     }
 
     fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
@@ -81,6 +83,6 @@ impl FileHandle for OsFile {
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
+        Ok(retrying(|| self.0.metadata())?.len())
     }
 }
