@@ -219,6 +219,8 @@ fn control() -> impl Strategy<Value = Control> {
                 data,
             })
         ),
+        any::<u64>().prop_map(Control::DigestHash),
+        Just(Control::SendDigest),
     ]
 }
 

@@ -7,6 +7,10 @@
 //! other kinds as before. So nodes with and without clock probes gossip
 //! together (an upgrade can be rolled); the older ones are simply not
 //! measured, and a changed clock message would get a new kind byte.
+//! [`Control::DigestHash`] and [`Control::SendDigest`] came after the other
+//! control messages: an older node drops them as malformed, so during a
+//! rolling upgrade the older nodes' metadata arrives by their own digests,
+//! which newer nodes still answer, and by pushes.
 
 use ringstore_placement::HostId;
 use serde::{Deserialize, Serialize};
@@ -36,6 +40,27 @@ pub enum Control {
     Pull(Vec<HostId>),
     /// One chunk of a host's encoded metadata.
     Metadata(MetadataChunk),
+    /// "The versions I hold hash to this" ([`digest_hash`]): a receiver
+    /// holding the same answers nothing, one holding other versions asks
+    /// for the whole digest. A quiet cluster's anti-entropy then costs one
+    /// small packet per peer a round, not an entry per member.
+    DigestHash(u64),
+    /// "Ours differ: send me your whole digest."
+    SendDigest,
+}
+
+/// The hash of a digest's entries, in host order: the first 8 bytes of
+/// their SHA-256, so that every build of every node computes the same.
+pub fn digest_hash<'a>(entries: impl IntoIterator<Item = (&'a HostId, &'a MetadataStamp)>) -> u64 {
+    use sha2::{Digest as _, Sha256};
+    let mut hasher = Sha256::new();
+    for (host, stamp) in entries {
+        hasher.update(host.0.as_bytes());
+        hasher.update(stamp.generation.0.to_be_bytes());
+        hasher.update(stamp.version.to_be_bytes());
+    }
+    let hash = hasher.finalize();
+    u64::from_be_bytes(hash[..8].try_into().expect("SHA-256 has 32 bytes"))
 }
 
 /// A piece of one host's encoded metadata; `count` pieces make it whole.

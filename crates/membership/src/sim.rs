@@ -397,6 +397,22 @@ impl Simulation {
         self.nodes[index].membership.as_ref()
     }
 
+    /// Datagrams sent by the nodes running now, since each started.
+    pub fn packets_sent(&self) -> u64 {
+        self.running().map(|m| m.stats().packets_sent).sum()
+    }
+
+    /// Bytes sent by the nodes running now, since each started.
+    pub fn bytes_sent(&self) -> u64 {
+        self.running().map(|m| m.stats().bytes_sent).sum()
+    }
+
+    fn running(&self) -> impl Iterator<Item = &Membership> {
+        self.nodes
+            .iter()
+            .filter_map(|node| node.membership.as_ref())
+    }
+
     /// Node `index`'s view; panics if it is not running.
     pub fn view(&self, index: usize) -> Arc<ClusterView> {
         self.membership(index).expect("a running node").view()

@@ -34,6 +34,10 @@ pub struct MembershipStats {
     pub claims_refused: u64,
     /// Packets from removed nodes dropped.
     pub dropped_removed: u64,
+    /// Rings built: for a record new to this node, or one whose tokens,
+    /// state, generation, location or takeovers changed; not for a load
+    /// or address update.
+    pub ring_builds: u64,
 }
 
 impl MembershipStats {

@@ -293,6 +293,23 @@ pub(crate) fn build_ring<'a>(
     Ring::new(epoch, ring_members).expect("members are distinct and tokens deduplicated")
 }
 
+/// Whether a member's record going from `old` to `new` can change what
+/// [`build_ring`], [`build_pending_ring`], [`joining_tokens`] and
+/// [`removed_members`] make of the members: its tokens, state, generation
+/// (which breaks ties between token claims), location or takeovers. A
+/// change of load, addresses, schema or software version cannot, and
+/// spares every node a ring rebuild (each node's load is gossiped when it
+/// moves, so at 1,000 nodes a busy cluster would rebuild every node's
+/// ring many times a second).
+pub(crate) fn reshapes_ring(old: &NodeMetadata, new: &NodeMetadata) -> bool {
+    old.tokens != new.tokens
+        || old.state != new.state
+        || old.stamp.generation != new.stamp.generation
+        || old.dc != new.dc
+        || old.rack != new.rack
+        || old.takeovers != new.takeovers
+}
+
 /// The tokens of the `Joining` members.
 pub(crate) fn joining_tokens<'a>(
     members: impl Iterator<Item = &'a NodeMetadata>,

@@ -152,14 +152,9 @@ fn in_a_cluster_bigger_than_the_fanout_probes_are_sampled_and_still_judge() {
 
     // Per second, each node sends `fanout` probes and echoes as many:
     // measured as the packets of a quiet second, far below one per peer.
-    let sent = |sim: &Simulation| -> u64 {
-        (0..nodes)
-            .map(|i| sim.membership(i).unwrap().stats().packets_sent)
-            .sum()
-    };
-    let before = sent(&sim);
+    let before = sim.packets_sent();
     sim.run_for(Duration::from_secs(10));
-    let per_node_second = (sent(&sim) - before) as f64 / nodes as f64 / 10.0;
+    let per_node_second = (sim.packets_sent() - before) as f64 / nodes as f64 / 10.0;
     assert!(
         per_node_second < (nodes - 1) as f64,
         "{per_node_second:.1} packets a second per node: clock probes go to every peer"

@@ -41,14 +41,9 @@ fn detection_times(n: usize, kills: usize) -> Vec<Duration> {
 fn steady_bytes_per_second(n: usize, window: Duration) -> f64 {
     let (mut sim, _) = cluster(n, 77);
     sim.run_for(Duration::from_secs(10));
-    let sent = |sim: &ringstore_membership::sim::Simulation| -> u64 {
-        (0..n)
-            .map(|i| sim.membership(i).unwrap().stats().bytes_sent)
-            .sum()
-    };
-    let before = sent(&sim);
+    let before = sim.bytes_sent();
     sim.run_for(window);
-    (sent(&sim) - before) as f64 / n as f64 / window.as_secs_f64()
+    (sim.bytes_sent() - before) as f64 / n as f64 / window.as_secs_f64()
 }
 
 #[test]

@@ -19,6 +19,7 @@ use super::{MAX_METADATA_CHUNKS, MAX_PARTIAL_METADATA, Membership, MembershipEve
 use crate::error::MembershipError;
 use crate::message::{MetadataChunk, chunk_metadata, encode_control};
 use crate::metadata::{MetadataStamp, NodeMetadata, NodeState, SignedMetadata};
+use crate::view::reshapes_ring;
 
 /// How often a removed node that keeps talking is sent the records that
 /// removed it (so it can learn why nobody answers it).
@@ -141,15 +142,15 @@ impl Membership {
             self.outdate_own(record.metadata.stamp);
             return;
         }
-        let known = match self.metadata.get(&host) {
+        let (known, reshapes) = match self.metadata.get(&host) {
             Some(held) if held.metadata.stamp >= record.metadata.stamp => return,
-            Some(_) => true,
-            None => false,
+            Some(held) => (true, reshapes_ring(&held.metadata, &record.metadata)),
+            None => (false, true),
         };
         self.metadata.insert(host, record.clone());
         self.out
             .push(Output::Event(MembershipEvent::MetadataChanged(host)));
-        self.rebuild_view(true);
+        self.rebuild_view(reshapes);
         if known {
             self.forward_change(&record, sender);
         }

@@ -159,3 +159,74 @@ fn inconsistent_metadata_chunks_are_counted_and_dropped() {
     assert_eq!(membership.stats().metadata_rejected, 2);
     assert_eq!(membership.view().members.len(), 1);
 }
+
+/// Each SWIM update is sent more often as the cluster grows, never less
+/// often than the preset says, and the count follows the records a node
+/// holds (a restarted node remembering 1,000 members sends each update 13
+/// times from its first moment).
+#[test]
+fn updates_are_sent_more_often_as_the_cluster_grows() {
+    let counts: Vec<u8> = [1, 10, 100, 1_000, 5_000]
+        .into_iter()
+        .map(|n| transmissions_for(n).get())
+        .collect();
+    assert_eq!(counts, [2, 5, 9, 13, 15]);
+
+    let mut membership = node(None);
+    assert_eq!(
+        membership.transmissions.get(),
+        8,
+        "a lone node keeps the preset's 8"
+    );
+    let records = (2..=1_000).map(|i| signed_sample(i, 1).1).collect();
+    membership = membership.with_remembered(Remembrance {
+        records,
+        claims: Vec::new(),
+    });
+    assert_eq!(membership.transmissions.get(), 13);
+}
+
+/// A member's load or address update changes its record, not the ring: the
+/// view takes it without building a ring; new tokens or a new state do
+/// build one.
+#[test]
+fn only_a_record_that_can_change_the_ring_rebuilds_it() {
+    let mut membership = node(None);
+    let mut peer = Envelope::new("test", None, HostId::from_u128(2), Generation(1));
+    let from: SocketAddr = "127.0.0.2:7000".parse().unwrap();
+    let (keys, record) = signed_sample(2, 4);
+    let mut metadata = NodeMetadata::clone(&record.metadata);
+    metadata.tokens.iter_mut().for_each(|token| token.0 += 1);
+    let mut deliver = |membership: &mut Membership, metadata: &NodeMetadata| {
+        let encoded = metadata.clone().sign(&keys).encode().unwrap();
+        for chunk in chunk_metadata(metadata.host_id, metadata.stamp, &encoded) {
+            membership.handle_packet(from, &peer.seal(&encode_control(&chunk)));
+        }
+    };
+    let builds = |membership: &Membership| membership.stats().ring_builds;
+
+    deliver(&mut membership, &metadata);
+    let after_first = builds(&membership);
+    assert_eq!(
+        membership.view().ring.hosts().len(),
+        2,
+        "the peer is in the ring"
+    );
+    for load in 1..=20 {
+        metadata.stamp.version += 1;
+        metadata.load_bytes = load * 1_000_000;
+        deliver(&mut membership, &metadata);
+    }
+    let member = &membership.view().members[&metadata.host_id];
+    assert_eq!(
+        member.metadata.load_bytes, 20_000_000,
+        "the view has the newest load"
+    );
+    assert_eq!(builds(&membership), after_first, "no ring built for a load");
+
+    metadata.stamp.version += 1;
+    metadata.tokens.pop();
+    deliver(&mut membership, &metadata);
+    assert_eq!(builds(&membership), after_first + 1);
+    assert_eq!(membership.view().ring.tokens_of(metadata.host_id).len(), 3);
+}

@@ -22,8 +22,13 @@
 //! 3. **Commit.** The entry's `strategy` becomes the new one and
 //!    `pending_strategy` is cleared; reads move to the new placement.
 //! 4. **Clean up.** Once every node has the committed entry (so none reads
-//!    from the old placement any more), each node that lost ranges deletes
-//!    them ([`cleanup`](super::cleanup)).
+//!    from the old placement any more, nor plans a write for it) and
+//!    `ring_delay` more has passed (so the writes planned before that have
+//!    landed), each node that lost ranges deletes them
+//!    ([`cleanup`](super::cleanup)). Without the wait, a write a
+//!    coordinator sent to a dropped replica just before it merged the
+//!    commit could land behind that replica's cleanup and stay there (a
+//!    fresh machine's test run saw one key left so).
 //!
 //! A write acknowledged before the announcement is on the old replicas and
 //! streamed; one acknowledged after it is on the new replicas directly.
@@ -187,6 +192,7 @@ async fn move_data<H: TopologyHost>(
     };
     publish(&**context, &committed).await?;
     push_committed(&**context).await?;
+    wait_ring_delay(&**context).await;
     let keys_removed = clean_up_everywhere(context, &pending, &plan).await?;
     tracing::info!(
         keyspace = %committed.name,
