@@ -37,9 +37,9 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{config, metadata};
+use common::{config, lossy_lan, metadata, restarted_cluster};
 use plotters::prelude::*;
-use ringstore_membership::sim::{LinkModel, Simulation};
+use ringstore_membership::sim::Simulation;
 use ringstore_membership::{Liveness, MembershipEvent};
 
 /// Gives up on a phase after this much simulated time.
@@ -57,13 +57,6 @@ struct Figures {
     false_downs_per_hour: f64,
     steady: Duration,
     wall: Duration,
-}
-
-fn link() -> LinkModel {
-    LinkModel {
-        drop_probability: 0.01,
-        ..LinkModel::lan()
-    }
 }
 
 /// Down verdicts on members that were running, from `since` on.
@@ -105,7 +98,7 @@ fn until_converged(sim: &mut Simulation, what: &str) -> Option<Duration> {
 fn measure(nodes: usize, steady: Duration, fresh_up_to: usize) -> Figures {
     let wall = Instant::now();
     let fresh = (nodes <= fresh_up_to).then(|| {
-        let mut sim = Simulation::new(nodes as u64, link());
+        let mut sim = Simulation::new(nodes as u64, lossy_lan());
         for i in 0..nodes {
             sim.add_node(config("test", None), metadata(i, 16, "test"));
         }
@@ -120,12 +113,9 @@ fn measure(nodes: usize, steady: Duration, fresh_up_to: usize) -> Figures {
     // the others' records, as after a restart, so the simulator is spared
     // the n-fold metadata storm of a fresh start (see
     // `Simulation::add_nodes_remembering`).
-    let mut sim = Simulation::new(nodes as u64 + 1, link());
-    sim.add_nodes_remembering(
-        (0..nodes)
-            .map(|i| (config("test", None), metadata(i, 16, "test")))
-            .collect(),
-    );
+    let mut sim = restarted_cluster(nodes, nodes as u64 + 1, lossy_lan(), || {
+        config("test", None)
+    });
     let restart = until_converged(&mut sim, "restart");
     eprintln!(
         "{nodes} nodes: restart {restart:?} simulated, {:.1?} wall",

@@ -7,9 +7,11 @@ mod common;
 use std::num::NonZeroU8;
 use std::time::Duration;
 
-use common::{DETECTION_BOUND, addr, cluster, cluster_with, config, metadata};
+use common::{
+    DETECTION_BOUND, addr, cluster, cluster_with, config, lossy_lan, metadata, restarted_cluster,
+};
 use ringstore_membership::sim::{LinkModel, Simulation};
-use ringstore_membership::{Generation, Liveness, MembershipConfig, MembershipEvent, NodeState};
+use ringstore_membership::{Generation, Liveness, MembershipEvent, NodeState};
 use ringstore_placement::Token;
 
 fn all(n: usize) -> Vec<usize> {
@@ -528,13 +530,7 @@ fn the_only_seed_paused_until_all_are_declared_down_finds_the_others_again() {
 #[test]
 fn a_hundred_nodes_started_at_once_all_see_each_other_up_within_seconds() {
     let nodes = 100;
-    let mut sim = Simulation::new(
-        nodes as u64,
-        LinkModel {
-            drop_probability: 0.01,
-            ..LinkModel::lan()
-        },
-    );
+    let mut sim = Simulation::new(nodes as u64, lossy_lan());
     for i in 0..nodes {
         sim.add_node(config("test", None), metadata(i, 16, "test"));
     }
@@ -552,12 +548,7 @@ fn a_hundred_nodes_started_at_once_all_see_each_other_up_within_seconds() {
 #[test]
 fn a_whole_cluster_restarted_together_finds_itself_with_sampled_announces() {
     let nodes = 150;
-    let mut sim = Simulation::new(7, LinkModel::lan());
-    sim.add_nodes_remembering(
-        (0..nodes)
-            .map(|i| (config("test", None), metadata(i, 16, "test")))
-            .collect(),
-    );
+    let mut sim = restarted_cluster(nodes, 7, LinkModel::lan(), || config("test", None));
     // Within the first few milliseconds only the announces, their feeds
     // and the clock probes of the first members up (and their echoes) are
     // on the wire: about 2 × 17 + 2 × 16 per node, against 2 × 149 for the
@@ -585,22 +576,12 @@ fn a_whole_cluster_restarted_together_finds_itself_with_sampled_announces() {
 #[test]
 fn a_death_reaches_every_member_because_updates_are_sent_as_often_as_the_size_needs() {
     let nodes = 100;
-    let mut sim = Simulation::new(
-        21,
-        LinkModel {
-            drop_probability: 0.01,
-            ..LinkModel::lan()
-        },
-    );
-    let few = |mut config: MembershipConfig| {
+    let few = || {
+        let mut config = config("test", None);
         config.swim.max_transmissions = NonZeroU8::new(3).expect("nonzero");
         config
     };
-    sim.add_nodes_remembering(
-        (0..nodes)
-            .map(|i| (few(config("test", None)), metadata(i, 16, "test")))
-            .collect(),
-    );
+    let mut sim = restarted_cluster(nodes, 21, lossy_lan(), few);
     sim.run_until(Duration::from_secs(60), |s| s.converged(&all(nodes)))
         .expect("the cluster converges");
     for victim in [nodes - 1, nodes / 2] {
@@ -623,12 +604,9 @@ fn a_death_reaches_every_member_because_updates_are_sent_as_often_as_the_size_ne
 #[test]
 fn a_quiet_cluster_s_gossip_does_not_grow_with_its_size() {
     let bytes_per_node_second = |nodes: usize| {
-        let mut sim = Simulation::new(nodes as u64, LinkModel::lan());
-        sim.add_nodes_remembering(
-            (0..nodes)
-                .map(|i| (config("test", None), metadata(i, 16, "test")))
-                .collect(),
-        );
+        let mut sim = restarted_cluster(nodes, nodes as u64, LinkModel::lan(), || {
+            config("test", None)
+        });
         sim.run_until(Duration::from_secs(60), |s| s.converged(&all(nodes)))
             .expect("the cluster converges");
         sim.run_for(Duration::from_secs(10));

@@ -71,3 +71,29 @@ pub fn cluster_with(n: usize, seed: u64, tokens: usize, link: LinkModel) -> (Sim
         .unwrap_or_else(|| panic!("{n} nodes did not converge within 120 s"));
     (sim, took)
 }
+
+/// A LAN that loses 1 % of the packets.
+pub fn lossy_lan() -> LinkModel {
+    LinkModel {
+        drop_probability: 0.01,
+        ..LinkModel::lan()
+    }
+}
+
+/// Starts `n` nodes of cluster "test" (16 tokens each) at once, each
+/// remembering the others' records as after a whole-cluster restart, each
+/// with `config()`; does not wait for them to converge.
+pub fn restarted_cluster(
+    n: usize,
+    seed: u64,
+    link: LinkModel,
+    config: impl Fn() -> MembershipConfig,
+) -> Simulation {
+    let mut sim = Simulation::new(seed, link);
+    sim.add_nodes_remembering(
+        (0..n)
+            .map(|i| (config(), metadata(i, 16, "test")))
+            .collect(),
+    );
+    sim
+}
