@@ -298,7 +298,39 @@ fn run(block: u8, seed: u64, kinds: &[FaultKind], topology: bool) {
             );
         }
     }
-    assert!(acked >= 100, "too little progress: {acked} increments");
+    // Progress: while the faults lasted, increments were acknowledged at
+    // a fifth or more of the rate this machine gave the same load before
+    // the first fault. Seen on 2 cores: 0.35 to 1.1 of it. A fixed floor
+    // (100 increments) failed the first run on a fresh machine, right after
+    // its 18-minute build, with the count exact and 64 increments, where
+    // its rerun made 221: the machine, not the store, was slow. Rounds that
+    // wait for every replica instead of a quorum gave 0.17 to 0.32 (the
+    // check per fault above fails them first); a deeper collapse fails
+    // here whatever the machine.
+    let first = cluster.faults.first().expect("faults were injected").from;
+    let last = cluster
+        .faults
+        .iter()
+        .filter_map(|window| window.until)
+        .max()
+        .expect("healed");
+    let before = acked_at.iter().filter(|&&at| at < first).count();
+    let amid = acked_at
+        .iter()
+        .filter(|&&at| (first..last).contains(&at))
+        .count();
+    let rate_before = before as f64 / first.as_secs_f64();
+    let rate_amid = amid as f64 / (last - first).as_secs_f64();
+    eprintln!(
+        "{before} increments in the {first:?} before the faults ({rate_before:.1}/s), \
+         {amid} in the {:?} of faults ({rate_amid:.1}/s)",
+        last - first
+    );
+    assert!(
+        before > 0 && rate_amid * 5.0 >= rate_before,
+        "too little progress: {rate_amid:.1} increments/s amid the faults against \
+         {rate_before:.1}/s before them"
+    );
     // Unknown outcomes come mostly from coordinators pre-empting each
     // other (the clients do not route a key to one node here, on purpose)
     // and from calls cut by the faults: their number follows the faults'

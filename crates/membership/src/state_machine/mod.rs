@@ -473,6 +473,7 @@ impl Membership {
                 let host = identity.host_id;
                 self.pull_if_stale(&identity);
                 let addr = identity.gossip_addr;
+                tracing::info!(%host, %addr, "member up");
                 self.live.insert(host, identity);
                 self.out.push(Output::Event(MembershipEvent::Up(host)));
                 // Measure a member that comes up at once, not at the next
@@ -486,6 +487,7 @@ impl Membership {
             OwnedNotification::MemberDown(identity) => {
                 let host = identity.host_id;
                 if self.live.get(&host) == Some(&identity) {
+                    tracing::info!(%host, addr = %identity.gossip_addr, "member down");
                     self.live.remove(&host);
                     self.out.push(Output::Event(MembershipEvent::Down(host)));
                     return true;
