@@ -3,7 +3,8 @@
 # NODES `ringstore server` processes on loopback (127.223.0.1 to .NODES,
 # racks rack1 to rack3 in turn, seeds the first three, periodic durability,
 # an 8 MiB storage cache each), all launched together on empty data
-# directories. It measures, in turn:
+# directories, each started as docs/src/operations/running-nodes.md says for
+# small nodes (MIMALLOC_ARENA_EAGER_COMMIT=0). It measures, in turn:
 #
 #  1. fresh start: the time from the launch until node 1's `status` shows
 #     NODES nodes, all `UN`, and until every node counts NODES members up
@@ -22,8 +23,9 @@
 #
 # Every server is killed on exit, failure included (benches/common.sh).
 # Usage: benches/big_cluster.sh [NODES]   (default 100, at most 240)
-# NUM_TOKENS (default 16), IDLE_SECONDS (30), LOAD_RATE (200 ops/s) and
-# RING_DELAY_MS (1000) change the run; STRESS_BIN=path runs another build;
+# NUM_TOKENS (default 16), IDLE_SECONDS (30), LOAD_RATE (200 ops/s),
+# LOAD_SECONDS (120: must outlast the join and the decommission) and
+# RING_DELAY_MS (3000, the default) change the run; STRESS_BIN=path runs another build;
 # BENCH_LOGS=dir keeps the servers' logs there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,11 @@ nodes=${1:-100}
 num_tokens=${NUM_TOKENS:-16}
 idle_seconds=${IDLE_SECONDS:-30}
 load_rate=${LOAD_RATE:-200}
-ring_delay_ms=${RING_DELAY_MS:-1000}
+ring_delay_ms=${RING_DELAY_MS:-3000}
+load_seconds=${LOAD_SECONDS:-120}
+# mimalloc commits its memory lazily (docs/src/operations/running-nodes.md,
+# "Small nodes"); MIMALLOC_ARENA_EAGER_COMMIT=2 measures its default.
+eager_commit=${MIMALLOC_ARENA_EAGER_COMMIT:-0}
 [ "$nodes" -ge 4 ] && [ "$nodes" -le 240 ] || { echo "NODES must be 4 to 240" >&2; exit 2; }
 . benches/common.sh
 block=223
@@ -44,6 +50,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 start_node() { # i
   local i=$1
+  MIMALLOC_ARENA_EAGER_COMMIT=$eager_commit \
   RINGSTORE_RING_DELAY_MS=$ring_delay_ms RINGSTORE_NUM_TOKENS=$num_tokens \
     RINGSTORE_STORAGE__DURABILITY=periodic RINGSTORE_STORAGE__CACHE_CAPACITY_MB=8 \
     RUST_LOG=warn,ringstore_membership=info \
@@ -167,9 +174,11 @@ printf '  restarted: all %d UN again after %.1f s\n' "$nodes" "$(since "$restart
 echo "== a join and a decommission under a light QUORUM load ($load_rate ops/s)"
 "$bin" --host "$host" keyspace create big --replication NetworkTopologyStrategy:dc1=3 >/dev/null
 hosts=$(for i in 1 3 4 5; do printf '%s:7100,' "$(ip "$i")"; done)
-"$bin" stress write -n 2000 --keyspace big --consistency QUORUM --hosts "${hosts%,}" >"$work/preload" 2>&1
-"$bin" stress mixed --duration 600s --rate "$load_rate" --keyspace big --consistency QUORUM \
-  --key-count 2000 --hosts "${hosts%,}" >"$work/load" 2>&1 &
+"$bin" --host "$host" stress write -n 2000 --keyspace big --consistency QUORUM --key-count 2000 \
+  --hosts "${hosts%,}" >"$work/preload" 2>&1 || { cat "$work/preload" >&2; exit 1; }
+load_from=$(now)
+"$bin" --host "$host" stress mixed --duration "${load_seconds}s" --rate "$load_rate" --keyspace big \
+  --consistency QUORUM --key-count 2000 --hosts "${hosts%,}" >"$work/load" 2>&1 &
 load=$!
 sleep 5
 joined=$(now)
@@ -183,7 +192,9 @@ left=$(now)
 wait "${pids[2]}" || true
 unset 'pids[2]'
 printf '  node 2 decommissioned in %.1f s\n' "$(since "$left")"
-sleep 5
-kill -INT "$load"
+moved=$(since "$load_from")
 wait "$load" || true
-sed -n '/ops\/s\|errors\|failed/p' "$work/load" | sed 's/^/  load: /'
+if [ "$(echo "$moved > $load_seconds" | bc)" = 1 ]; then
+  echo "  the load ($load_seconds s) ended before the decommission did ($moved s): set LOAD_SECONDS higher" >&2
+fi
+grep -E '^(operations|errors|throughput|latency p99 )' "$work/load" | sed 's/^/  load: /'
