@@ -44,7 +44,6 @@ block=223
 ip() { echo "127.$block.0.$1"; }
 host="$(ip 1):7100"
 seeds="$(ip 1):7000,$(ip 2):7000,$(ip 3):7000"
-keep_logs() { if [ -n "${BENCH_LOGS:-}" ]; then mkdir -p "$BENCH_LOGS" && cp "$work"/*.log "$BENCH_LOGS"/; fi; }
 trap 'keep_logs; cleanup' EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 

@@ -31,7 +31,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 keys=${1:-1000000}
 . benches/common.sh
-keep_logs() { if [ -n "${BENCH_LOGS:-}" ]; then mkdir -p "$BENCH_LOGS" && cp "$work"/*.log "$BENCH_LOGS"/; fi; }
 block=107
 host="127.$block.0.1:7100"
 tck=$(getconf CLK_TCK)

@@ -14,6 +14,9 @@ pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
+# keep_logs: copies the servers' logs ($work/*.log) to $BENCH_LOGS, if set.
+keep_logs() { if [ -n "${BENCH_LOGS:-}" ]; then mkdir -p "$BENCH_LOGS" && cp "$work"/*.log "$BENCH_LOGS"/; fi; }
+
 # start_server BLOCK I NAME [VAR=VALUE...]: node I of a bench cluster on
 # 127.BLOCK.0.I (cluster "bench", seed 127.BLOCK.0.1, rack rackI, ring_delay
 # 300 ms, RUST_LOG=warn) with the settings given, in the background; its

@@ -18,7 +18,6 @@ cd "$(dirname "$0")/.."
 nodes=${1:-20}
 ring_delay_ms=${2:-300}
 . benches/common.sh
-keep_logs() { if [ -n "${BENCH_LOGS:-}" ]; then mkdir -p "$BENCH_LOGS" && cp "$work"/*.log "$BENCH_LOGS"/; fi; }
 block=105
 host="127.$block.0.1:7100"
 seeds="127.$block.0.1:7000,127.$block.0.2:7000,127.$block.0.3:7000"
