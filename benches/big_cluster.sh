@@ -9,7 +9,9 @@
 #  1. fresh start: the time from the launch until node 1's `status` shows
 #     NODES nodes, all `UN`, and until every node counts NODES members up
 #     (`ringstore_gossip_members`);
-#  2. idle, over IDLE_SECONDS: per node CPU, RSS, threads, gossip packets
+#  2. idle, over IDLE_SECONDS once SETTLE_SECONDS have passed (by default
+#     long enough for the internode channels the start opened to be closed
+#     as idle, crates/node/src/peers.rs): per node CPU, RSS, threads, gossip packets
 #     and bytes sent and received per second (`ringstore_gossip_*_total`),
 #     established TCP connections, and false `member down` lines logged
 #     (median and max over the nodes);
@@ -23,15 +25,19 @@
 #
 # Every server is killed on exit, failure included (benches/common.sh).
 # Usage: benches/big_cluster.sh [NODES]   (default 100, at most 240)
-# NUM_TOKENS (default 16), IDLE_SECONDS (30), LOAD_RATE (200 ops/s),
+# NUM_TOKENS (default 16), SETTLE_SECONDS (150), IDLE_SECONDS (30), LOAD_RATE (200 ops/s),
 # LOAD_SECONDS (120: must outlast the join and the decommission) and
 # RING_DELAY_MS (3000, the default) change the run; STRESS_BIN=path runs another build;
-# BENCH_LOGS=dir keeps the servers' logs there.
+# BENCH_LOGS=dir keeps the servers' logs there; NODE_LOG sets the servers'
+# RUST_LOG (default warn,ringstore_membership=info); ONLY_START=1 stops after
+# the fresh start (to profile it, or read its logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${1:-100}
 num_tokens=${NUM_TOKENS:-16}
 idle_seconds=${IDLE_SECONDS:-30}
+settle_seconds=${SETTLE_SECONDS:-150}
+node_log=${NODE_LOG:-warn,ringstore_membership=info}
 load_rate=${LOAD_RATE:-200}
 ring_delay_ms=${RING_DELAY_MS:-3000}
 load_seconds=${LOAD_SECONDS:-120}
@@ -52,7 +58,7 @@ start_node() { # i
   MIMALLOC_ARENA_EAGER_COMMIT=$eager_commit \
   RINGSTORE_RING_DELAY_MS=$ring_delay_ms RINGSTORE_NUM_TOKENS=$num_tokens \
     RINGSTORE_STORAGE__DURABILITY=periodic RINGSTORE_STORAGE__CACHE_CAPACITY_MB=8 \
-    RUST_LOG=warn,ringstore_membership=info \
+    RUST_LOG=$node_log \
     "$bin" --log-format json server --cluster-name big --data-dir "$work/$i" \
     --listen-address "$(ip "$i"):7100" --internode-address "$(ip "$i"):7101" \
     --gossip-address "$(ip "$i"):7000" --seeds "$seeds" --rack "rack$(( (i - 1) % 3 + 1 ))" \
@@ -106,8 +112,10 @@ for i in $(seq 1 "$nodes"); do
   done
 done
 printf 'fresh start: every node counts %d members up after %.1f s\n' "$nodes" "$(since "$launch")"
+[ "${ONLY_START:-0}" = 1 ] && exit 0
 
-echo "== idle for $idle_seconds s"
+echo "== idle for $idle_seconds s, after $settle_seconds s to settle"
+sleep "$settle_seconds"
 sample() { # file: "node cpu_ticks sent_packets sent_bytes received_packets received_bytes downs"
   for i in $(running); do
     local stat ticks

@@ -17,10 +17,20 @@
 //! that vanished without closing its connections (a partition, a machine
 //! lost) is then reconnected to, instead of every later call queueing on a
 //! connection nobody answers.
+//!
+//! A channel no call has asked for in [`IDLE_CHANNEL`] is dropped from the
+//! cache ([`Peers::close_idle`], every [`SWEEP_EVERY`]); its connection
+//! closes once no call or stream still holds a clone of it (a long range
+//! stream, or the coordinator's apply stream to a replica, keeps its own),
+//! and the next call connects again. Without it a node kept a connection to
+//! every peer it ever asked anything, each pinged every keep-alive interval:
+//! after a fresh start of 100 nodes, 198 established connections per node
+//! (one each way to every peer, opened by the joiners' questions), none of
+//! them used again.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
@@ -39,6 +49,26 @@ const MAX_FRAME_BYTES: u32 = 256 * 1024 + 1024;
 /// An internode client: its calls carry this node's proof.
 pub type PeerClient = InternodeClient<SignedChannel>;
 
+/// How long a peer's channel stays cached with no call asking for it.
+pub const IDLE_CHANNEL: Duration = Duration::from_secs(120);
+/// How often the node looks for idle channels.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// A cached client, when a call last asked for it, and who holds it.
+struct Cached {
+    client: PeerClient,
+    used: tokio::time::Instant,
+    /// More than one strong count: a call or stream holds a clone.
+    holders: Weak<()>,
+}
+
+impl Cached {
+    /// Whether no call has asked for it in `idle` and none holds it.
+    fn idle(&self, now: tokio::time::Instant, idle: Duration) -> bool {
+        now.saturating_duration_since(self.used) >= idle && self.holders.strong_count() <= 1
+    }
+}
+
 /// The clients of every peer this node has talked to.
 #[derive(Default)]
 pub struct Peers {
@@ -53,8 +83,8 @@ pub struct Peers {
     transport: Option<Arc<dyn Transport>>,
     /// How connections detect a peer that stopped answering.
     keepalive: Keepalive,
-    /// Held only to look up or insert a client, never across an await.
-    clients: Mutex<HashMap<SocketAddr, PeerClient>>,
+    /// Held only to look up, insert or drop a client, never across an await.
+    clients: Mutex<HashMap<SocketAddr, Cached>>,
 }
 
 impl Peers {
@@ -105,31 +135,55 @@ impl Peers {
     pub fn client(&self, addr: SocketAddr) -> PeerClient {
         let mut clients = self.clients.lock().expect("peer clients lock");
         let tls = self.tls.lock().expect("peer TLS lock").clone();
-        clients
-            .entry(addr)
-            .or_insert_with(|| {
-                let scheme = if tls.is_some() { "https" } else { "http" };
-                let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
-                    .expect("a socket address is a valid URI")
-                    .connect_timeout(Duration::from_secs(2))
-                    .tcp_nodelay(true)
-                    .max_frame_size(MAX_FRAME_BYTES)
-                    .http2_keep_alive_interval(self.keepalive.interval)
-                    .keep_alive_timeout(self.keepalive.timeout)
-                    .keep_alive_while_idle(true)
-                    .local_address(self.source_for(addr));
-                if let Some(tls) = tls {
-                    endpoint = endpoint
-                        .tls_config(tls)
-                        .expect("the TLS settings were checked when read");
-                }
-                let channel =
-                    SignedChannel::new(self.connect(&endpoint, addr), addr, self.signer.clone());
-                InternodeClient::new(channel)
+        let now = tokio::time::Instant::now();
+        let cached = clients.entry(addr).or_insert_with(|| {
+            let channel = self.new_channel(addr, tls);
+            Cached {
+                holders: channel.holders(),
+                client: InternodeClient::new(channel)
                     .max_decoding_message_size(64 * 1024 * 1024)
-                    .max_encoding_message_size(64 * 1024 * 1024)
-            })
-            .clone()
+                    .max_encoding_message_size(64 * 1024 * 1024),
+                used: now,
+            }
+        });
+        cached.used = now;
+        cached.client.clone()
+    }
+
+    /// Drops every cached channel that no call has asked for in `idle`
+    /// and that no call or stream holds; returns how many. Dropping the
+    /// last handle closes the connection.
+    pub fn close_idle(&self, idle: Duration) -> usize {
+        let mut clients = self.clients.lock().expect("peer clients lock");
+        let before = clients.len();
+        let now = tokio::time::Instant::now();
+        clients.retain(|_, cached| !cached.idle(now, idle));
+        before - clients.len()
+    }
+
+    /// How many peers' channels are cached.
+    pub fn cached(&self) -> usize {
+        self.clients.lock().expect("peer clients lock").len()
+    }
+
+    /// A new channel to the peer at `addr`, over TLS with `tls`, if any.
+    fn new_channel(&self, addr: SocketAddr, tls: Option<ClientTlsConfig>) -> SignedChannel {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .expect("a socket address is a valid URI")
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true)
+            .max_frame_size(MAX_FRAME_BYTES)
+            .http2_keep_alive_interval(self.keepalive.interval)
+            .keep_alive_timeout(self.keepalive.timeout)
+            .keep_alive_while_idle(true)
+            .local_address(self.source_for(addr));
+        if let Some(tls) = tls {
+            endpoint = endpoint
+                .tls_config(tls)
+                .expect("the TLS settings were checked when read");
+        }
+        SignedChannel::new(self.connect(&endpoint, addr), addr, self.signer.clone())
     }
 
     /// A lazily connected channel to `addr`: over TCP, or through the
@@ -150,7 +204,51 @@ impl Peers {
 
 #[cfg(test)]
 mod tests {
+    use ringstore_proto::v1 as pb;
+    use tokio::io::AsyncReadExt;
+
     use super::*;
+
+    /// A listener that accepts one connection, reads it to its end, and
+    /// then reports that the caller closed it.
+    async fn listener() -> (SocketAddr, tokio::sync::oneshot::Receiver<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (closed, on_close) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = [0u8; 1024];
+            while socket.read(&mut buffer).await.is_ok_and(|n| n > 0) {}
+            let _ = closed.send(());
+        });
+        (addr, on_close)
+    }
+
+    /// Makes a call to `addr` that connects and then gives up waiting.
+    async fn call(peers: &Peers, addr: SocketAddr) {
+        let request = pb::MetadataSeenRequest::default();
+        let mut client = peers.client(addr);
+        let call = client.metadata_seen(request);
+        let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+    }
+
+    #[tokio::test]
+    async fn a_channel_idle_and_unheld_is_dropped_and_its_connection_closed() {
+        let peers = Peers::new(None, None, "127.0.0.1".parse().unwrap(), &Network::Os);
+        let (addr, mut on_close) = listener().await;
+        call(&peers, addr).await;
+        assert_eq!(peers.close_idle(Duration::from_secs(3600)), 0, "just used");
+        let held = peers.client(addr);
+        assert_eq!(peers.close_idle(Duration::ZERO), 0, "a call holds it");
+        assert!(on_close.try_recv().is_err(), "the connection is open");
+        drop(held);
+        assert_eq!(peers.close_idle(Duration::ZERO), 1);
+        assert_eq!(peers.cached(), 0);
+        tokio::time::timeout(Duration::from_secs(10), on_close)
+            .await
+            .expect("the connection closes once its channel is dropped")
+            .unwrap();
+    }
 
     #[test]
     fn connections_leave_from_the_internode_ip_only_where_it_can_reach() {

@@ -23,6 +23,8 @@ pub struct SignedChannel {
     channel: Channel,
     address: SocketAddr,
     signer: Option<Arc<PeerDirectory>>,
+    /// One strong count per clone alive: see [`SignedChannel::holders`].
+    holders: Arc<()>,
 }
 
 impl SignedChannel {
@@ -37,7 +39,14 @@ impl SignedChannel {
             channel,
             address,
             signer,
+            holders: Arc::new(()),
         }
+    }
+
+    /// Counts this channel's clones alive (`Weak::strong_count`): a cache
+    /// holding one sees whether anyone else still does.
+    pub fn holders(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.holders)
     }
 }
 

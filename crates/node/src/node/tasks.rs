@@ -1,6 +1,6 @@
 //! The node's background work, each a task that runs until the node stops:
 //! schema pulls, the client-auth bootstrap, the clock's high-water mark,
-//! the known members' metadata, load reports, hint delivery, the disk-failure watch, repair, garbage
+//! the known members' metadata, load reports, idle internode channels, hint delivery, the disk-failure watch, repair, garbage
 //! collection and Paxos repair — and, for a node not yet in the ring, its join.
 
 use std::pin::Pin;
@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::topology::{bootstrap, join};
 
-use crate::{client_auth, clock, disk_failure, known_members, removal, repair, schema};
+use crate::{client_auth, clock, disk_failure, known_members, peers, removal, repair, schema};
 
 /// Starts every background task; `authenticating` when the client port
 /// checks passwords (the default superuser must then exist).
@@ -34,6 +34,7 @@ pub(super) fn spawn_background(
         ),
         spawn_until_stopped(keep_saving_clock(context.clone()), stopped),
         spawn_until_stopped(report_load(context.clone()), stopped),
+        spawn_until_stopped(close_idle_channels(context.clone()), stopped),
         spawn_until_stopped(Handoff::run(context.clone()), stopped),
         spawn_until_stopped(removal::stop_if_removed(context.clone()), stopped),
         spawn_until_stopped(
@@ -137,6 +138,23 @@ async fn note_ring_switches(context: Arc<NodeContext>) {
         if ring.checksum() != current.checksum() {
             let replaced = std::mem::replace(&mut current, ring);
             context.settling_ring.replaced(replaced);
+        }
+    }
+}
+
+/// Drops the internode channels no call has used for a while (see
+/// [`crate::peers`]), every [`peers::SWEEP_EVERY`].
+async fn close_idle_channels(context: Arc<NodeContext>) {
+    let mut ticker = tokio::time::interval(peers::SWEEP_EVERY);
+    loop {
+        ticker.tick().await;
+        let closed = context.peers.close_idle(peers::IDLE_CHANNEL);
+        if closed > 0 {
+            tracing::debug!(
+                closed,
+                open = context.peers.cached(),
+                "closed idle internode channels"
+            );
         }
     }
 }

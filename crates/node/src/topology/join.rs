@@ -7,8 +7,9 @@
 //! fresh node therefore gossips itself as `Joining` with no tokens, waits
 //! until it has reached the cluster through its seeds (unless it is the only
 //! seed), then until membership has been quiet for `ring_delay` (at least a
-//! second: no member appeared, went, changed state or liveness; tokens others
-//! gossip meanwhile do not count), so it has seen who else is joining. Then
+//! second: no member appeared, went, moved or changed state; tokens others
+//! gossip meanwhile and members seen down or up again do not count), so it
+//! has seen who else is joining. Then
 //! [`join_turn`](crate::topology::join_turn) decides from its view:
 //! - the ring has owners: the joiners take turns in
 //!   [`join_order`](crate::topology::join_turn::join_order), each only while no other
@@ -39,6 +40,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ringstore_membership::ClusterView;
 use ringstore_placement::allocation::balanced_tokens;
 use ringstore_placement::{ReplicationStrategy, Ring, RingMember, Token};
 use ringstore_streaming::StreamOperation;
@@ -48,8 +50,8 @@ use crate::topology::bootstrap;
 use crate::topology::catch_up::wait_until_caught_up;
 use crate::topology::host::{TokenAllocation, TopologyHost};
 use crate::topology::join_turn::{
-    CohortMember, JoinTurn, claimed_by_others, cohort_before, cohort_still_choosing, cohort_tokens,
-    gossiped_tokens, join_order, join_turn, who_is_starting,
+    CohortMember, JoinTurn, balance_group, claimed_by_others, cohort_before, cohort_still_choosing,
+    cohort_tokens, gossiped_tokens, join_order, join_turn, who_is_starting,
 };
 use crate::topology::persisted::{save_tokens, set_unfinished_bootstrap};
 use crate::topology::waits::{wait_for_no_movement, wait_until_announced, wait_until_connected};
@@ -100,7 +102,7 @@ pub async fn join<H: TopologyHost>(
                     earlier = before.len(),
                     "a new cluster: choosing tokens after the joiners before this one"
                 );
-                let tokens = allocate_in_cohort(&*context, Vec::new(), &before)?;
+                let tokens = allocate_in_cohort(&*context, &view, Vec::new(), &before)?;
                 if claimed_by_others(&view, context.host_id(), &tokens) {
                     // Another node saw the cohort otherwise; never take its tokens.
                     tracing::info!(
@@ -187,16 +189,23 @@ async fn wait_for_cohort(context: &impl TopologyHost, patience: Duration) {
 }
 
 /// Balanced tokens against `taken`, then the cohort members `before` this
-/// node ([`cohort_tokens`]).
+/// node, of those only its balance group in `view` ([`cohort_tokens`]).
 fn allocate_in_cohort(
     context: &impl TopologyHost,
+    view: &ClusterView,
     taken: Vec<RingMember>,
     before: &[CohortMember],
 ) -> Result<Vec<Token>> {
     let allocation = context.token_allocation();
+    let group = balance_group(
+        view,
+        &allocation.location,
+        allocation.local_replication_factor,
+    );
     cohort_tokens(
         taken,
         before,
+        &group,
         context.host_id(),
         &allocation.location,
         allocation.num_tokens,
@@ -212,6 +221,7 @@ fn choose_again_in_cohort(context: &impl TopologyHost) -> Result<Vec<Token>> {
     let me = context.host_id();
     allocate_in_cohort(
         context,
+        &view,
         gossiped_tokens(&view, me),
         &cohort_before(&view, me),
     )
@@ -228,7 +238,7 @@ fn allocation_strategy(allocation: &TokenAllocation) -> Result<ReplicationStrate
 }
 
 /// Waits until who is starting ([`who_is_starting`]: the members, their
-/// places, states and liveness, the ring's owners) has not changed for
+/// places and states, the ring's owners) has not changed for
 /// `quiet`: the nodes starting with this one have had time to show up.
 /// Tokens gossiped meanwhile do not restart the wait. In a big, busy
 /// cluster membership may never be quiet that long, so the wait ends after
