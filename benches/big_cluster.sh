@@ -11,8 +11,8 @@
 #     (`ringstore_gossip_members`);
 #  2. idle, over IDLE_SECONDS once SETTLE_SECONDS have passed (by default
 #     long enough for the internode channels the start opened to be closed
-#     as idle, crates/node/src/peers.rs): per node CPU, RSS, threads, gossip packets
-#     and bytes sent and received per second (`ringstore_gossip_*_total`),
+#     as idle, crates/node/src/peers.rs): per node CPU, RSS, threads, gossip
+#     packets and bytes sent and received per second (`ringstore_gossip_*_total`),
 #     established TCP connections, and false `member down` lines logged
 #     (median and max over the nodes);
 #  3. a node killed with SIGKILL: when each other node logged it `member
@@ -25,9 +25,10 @@
 #
 # Every server is killed on exit, failure included (benches/common.sh).
 # Usage: benches/big_cluster.sh [NODES]   (default 100, at most 240)
-# NUM_TOKENS (default 16), SETTLE_SECONDS (150), IDLE_SECONDS (30), LOAD_RATE (200 ops/s),
-# LOAD_SECONDS (120: must outlast the join and the decommission) and
-# RING_DELAY_MS (3000, the default) change the run; STRESS_BIN=path runs another build;
+# NUM_TOKENS (default 16), SETTLE_SECONDS (150), IDLE_SECONDS (30),
+# LOAD_RATE (200 ops/s), LOAD_SECONDS (120: must outlast the join and the
+# decommission) and RING_DELAY_MS (3000, the default) change the run;
+# STRESS_BIN=path runs another build;
 # BENCH_LOGS=dir keeps the servers' logs there; NODE_LOG sets the servers'
 # RUST_LOG (default warn,ringstore_membership=info); ONLY_START=1 stops after
 # the fresh start (to profile it, or read its logs).

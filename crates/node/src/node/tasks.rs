@@ -1,7 +1,8 @@
 //! The node's background work, each a task that runs until the node stops:
 //! schema pulls, the client-auth bootstrap, the clock's high-water mark,
-//! the known members' metadata, load reports, idle internode channels, hint delivery, the disk-failure watch, repair, garbage
-//! collection and Paxos repair — and, for a node not yet in the ring, its join.
+//! the known members' metadata, load reports, idle internode channels, hint
+//! delivery, the disk-failure watch, repair, garbage collection and Paxos
+//! repair — and, for a node not yet in the ring, its join.
 
 use std::pin::Pin;
 use std::sync::Arc;

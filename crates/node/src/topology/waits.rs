@@ -43,9 +43,9 @@ const ANNOUNCE_PATIENCE: Duration = Duration::from_secs(30);
 /// a warning (a node that cannot be asked is about to be seen down).
 ///
 /// A peer that has said it holds the current metadata is not asked again
-/// (a record is never replaced by an older one): a fresh cohort of 100
-/// nodes announcing at once otherwise asked every peer every 100 ms until
-/// the last one had heard, about 100,000 calls a second between them.
+/// (a record is never replaced by an older one): in a fresh cohort of 100
+/// nodes announcing at once, each asked all 99 peers every 100 ms until the
+/// last one had heard.
 pub async fn wait_until_announced(context: &impl TopologyHost) {
     let deadline = tokio::time::Instant::now() + ANNOUNCE_PATIENCE;
     // The peers known to hold `confirmed_for` (this node's stamp then).
