@@ -147,11 +147,15 @@ printf '  %-34s %10s %10s\n' "gossip KiB received /s" $(per_second 6 1024 | spre
 printf '  %-34s %10s %10s\n' "member down lines (false DN)" $(awk '{ print $13 - $7 }' "$work/idle" | spread)
 rss_mb() { for i in $(running); do awk '/^VmRSS/ { printf "%.1f\n", $2 / 1024 }' "/proc/${pids[$i]}/status"; done; }
 printf '  %-34s %10s %10s\n' "RSS MB" $(rss_mb | spread)
+# RSS counts the binary's code in every process; PSS shares it out.
+pss_mb() { for i in $(running); do awk '/^Pss:/ { printf "%.1f\n", $2 / 1024 }' "/proc/${pids[$i]}/smaps_rollup"; done; }
+printf '  %-34s %10s %10s\n' "PSS MB" $(pss_mb | spread)
 printf '  %-34s %10s %10s\n' "threads" $(for i in $(running); do awk '/^Threads/ { print $2 }' "/proc/${pids[$i]}/status"; done | spread)
 ss -tnpH state established >"$work/ss" 2>/dev/null || true
 printf '  %-34s %10s %10s\n' "established TCP connections" \
   $(for i in $(running); do grep -c "pid=${pids[$i]}," "$work/ss" || true; done | spread)
-printf '  total RSS of %d nodes: %.1f GB\n' "$nodes" "$(rss_mb | awk '{ s += $1 } END { print s / 1024 }')"
+printf '  total RSS of %d nodes: %.1f GB (PSS: %.1f GB)\n' "$nodes" \
+  "$(rss_mb | awk '{ s += $1 } END { print s / 1024 }')" "$(pss_mb | awk '{ s += $1 } END { print s / 1024 }')"
 
 echo "== node $nodes killed with SIGKILL"
 victim=$nodes
