@@ -161,6 +161,23 @@ impl Peers {
         before - clients.len()
     }
 
+    /// Runs until the node stops: every [`SWEEP_EVERY`], drops the
+    /// channels idle for [`IDLE_CHANNEL`] ([`Peers::close_idle`]).
+    pub async fn keep_closing_idle(&self) {
+        let mut ticker = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            ticker.tick().await;
+            let closed = self.close_idle(IDLE_CHANNEL);
+            if closed > 0 {
+                tracing::debug!(
+                    closed,
+                    open = self.cached(),
+                    "closed idle internode channels"
+                );
+            }
+        }
+    }
+
     /// How many peers' channels are cached.
     pub fn cached(&self) -> usize {
         self.clients.lock().expect("peer clients lock").len()

@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::handoff::Handoff;
 use crate::topology::{bootstrap, join};
 
-use crate::{client_auth, clock, disk_failure, known_members, peers, removal, repair, schema};
+use crate::{client_auth, clock, disk_failure, known_members, removal, repair, schema};
 
 /// Starts every background task; `authenticating` when the client port
 /// checks passwords (the default superuser must then exist).
@@ -144,20 +144,9 @@ async fn note_ring_switches(context: Arc<NodeContext>) {
 }
 
 /// Drops the internode channels no call has used for a while (see
-/// [`crate::peers`]), every [`peers::SWEEP_EVERY`].
+/// [`crate::peers`]): only the peers' cache is touched.
 async fn close_idle_channels(context: Arc<NodeContext>) {
-    let mut ticker = tokio::time::interval(peers::SWEEP_EVERY);
-    loop {
-        ticker.tick().await;
-        let closed = context.peers.close_idle(peers::IDLE_CHANNEL);
-        if closed > 0 {
-            tracing::debug!(
-                closed,
-                open = context.peers.cached(),
-                "closed idle internode channels"
-            );
-        }
-    }
+    context.peers.keep_closing_idle().await;
 }
 
 /// Gossips the node's load when it changed by more than 1% (checked every 10 s).
